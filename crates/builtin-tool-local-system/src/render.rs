@@ -1,0 +1,188 @@
+//! Render hooks: cards for every API in each of the six places.
+
+use serde_json::Value;
+use tool_core::render::{default_streaming, status_badge};
+use tool_core::{Block, Card, Progress, RenderHooks, ToolOutput, Tone};
+
+use crate::manifest::LocalSystemApi;
+
+/// How a person sees local-system calls.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct LocalSystemRender;
+
+const PREVIEW_LINES: usize = 40;
+
+fn text<'a>(value: &'a Value, key: &str) -> &'a str {
+    value.get(key).and_then(Value::as_str).unwrap_or_default()
+}
+
+fn preview(body: &str) -> String {
+    let mut lines = body.lines();
+    let shown: Vec<&str> = lines.by_ref().take(PREVIEW_LINES).collect();
+    let rest = lines.count();
+    let mut out = shown.join("\n");
+    if rest > 0 {
+        out.push_str(&format!("\n… {rest} more lines"));
+    }
+    out
+}
+
+/// Title and key fields of a call from its (possibly partial) arguments.
+fn headline(api: &str, args: &Value) -> Card {
+    let Ok(api) = api.parse::<LocalSystemApi>() else { return Card::new(api) };
+    match api {
+        LocalSystemApi::ReadFile => Card::new(format!("Read {}", text(args, "path"))).fields([
+            ("offset", args.get("offset").map(Value::to_string).unwrap_or_default()),
+            ("limit", args.get("limit").map(Value::to_string).unwrap_or_default()),
+        ]),
+        LocalSystemApi::WriteFile => Card::new(format!("Write {}", text(args, "path"))),
+        LocalSystemApi::EditFile => Card::new(format!("Edit {}", text(args, "path"))),
+        LocalSystemApi::SearchFiles => Card::new(format!("Find files named “{}”", text(args, "query")))
+            .fields([("in", text(args, "directory"))]),
+        LocalSystemApi::MoveFiles => {
+            let moves: Vec<String> = args
+                .get("items")
+                .and_then(Value::as_array)
+                .map(|items| items.iter().map(|i| format!("{} → {}", text(i, "oldPath"), text(i, "newPath"))).collect())
+                .unwrap_or_default();
+            Card::new(format!("Move {} item(s)", moves.len())).block(Block::List { items: moves, ordered: false })
+        }
+        LocalSystemApi::GlobFiles => Card::new(format!("Glob {}", text(args, "pattern"))).fields([("in", text(args, "directory"))]),
+        LocalSystemApi::GrepContent => Card::new(format!("Grep “{}”", text(args, "pattern")))
+            .fields([("in", text(args, "path")), ("files", text(args, "glob"))]),
+        LocalSystemApi::RunCommand => Card::new(text(args, "description").to_owned())
+            .block(Block::Code { language: Some("sh".into()), text: text(args, "command").to_owned() }),
+        LocalSystemApi::GetCommandOutput => Card::new(format!("Output of {}", text(args, "commandId"))),
+        LocalSystemApi::KillCommand => Card::new(format!("Kill {}", text(args, "commandId"))),
+    }
+    .subtitle_if_empty(api.name())
+}
+
+trait TitleFallback {
+    fn subtitle_if_empty(self, api: &str) -> Card;
+}
+
+impl TitleFallback for Card {
+    fn subtitle_if_empty(mut self, api: &str) -> Card {
+        if self.title.trim().is_empty() {
+            self.title = api.to_owned();
+        }
+        self
+    }
+}
+
+impl RenderHooks for LocalSystemRender {
+    fn inspector(&self, api: &str, partial: &Value) -> Card {
+        headline(api, partial).badge("preparing", Tone::Neutral)
+    }
+
+    fn placeholder(&self, api: &str, arguments: &Value) -> Card {
+        headline(api, arguments).badge("queued", Tone::Neutral)
+    }
+
+    fn streaming(&self, api: &str, arguments: &Value, progress: &[Progress]) -> Card {
+        let mut card = headline(api, arguments);
+        card.badge = Some(tool_core::Badge { label: "running".into(), tone: Tone::Info });
+        card.blocks.extend(default_streaming(api, progress).blocks);
+        card
+    }
+
+    fn result(&self, api: &str, arguments: &Value, output: &ToolOutput) -> Card {
+        let mut card = headline(api, arguments);
+        card.badge = Some(status_badge(output));
+        let state = output.state.as_ref().unwrap_or(&Value::Null);
+        let body = match (api.parse::<LocalSystemApi>(), output.success) {
+            (Ok(LocalSystemApi::ReadFile), true) => Some(Block::Code { language: None, text: preview(text(state, "content")) }),
+            (Ok(LocalSystemApi::EditFile), true) => Some(Block::Diff { unified: text(state, "diff").to_owned() }),
+            (Ok(LocalSystemApi::SearchFiles | LocalSystemApi::GlobFiles), true) => {
+                let items: Vec<String> = state["paths"]
+                    .as_array()
+                    .map(|paths| paths.iter().filter_map(Value::as_str).map(str::to_owned).collect())
+                    .unwrap_or_default();
+                Some(Block::List { items, ordered: false })
+            }
+            (Ok(LocalSystemApi::GrepContent), true) => {
+                let rows: Vec<Vec<String>> = state["matches"]
+                    .as_array()
+                    .map(|matches| {
+                        matches
+                            .iter()
+                            .map(|m| vec![text(m, "path").to_owned(), m["line"].to_string(), text(m, "text").to_owned()])
+                            .collect()
+                    })
+                    .unwrap_or_default();
+                Some(Block::Table { headers: vec!["file".into(), "line".into(), "text".into()], rows })
+            }
+            _ => Some(Block::Code { language: None, text: preview(&output.content) }),
+        };
+        card.blocks.extend(body);
+        card
+    }
+
+    fn intervention(&self, api: &str, arguments: &Value) -> Card {
+        let mut card = headline(api, arguments);
+        card.title = format!("Allow: {}", card.title);
+        card.badge = Some(tool_core::Badge { label: "approval needed".into(), tone: Tone::Warning });
+        match api.parse::<LocalSystemApi>() {
+            Ok(LocalSystemApi::WriteFile) => card.block(Block::Code { language: None, text: preview(text(arguments, "content")) }),
+            Ok(LocalSystemApi::EditFile) => {
+                let mut pairs: Vec<(String, String)> = Vec::new();
+                if let Some(edits) = arguments.get("edits").and_then(Value::as_array) {
+                    pairs.extend(edits.iter().map(|e| (text(e, "oldText").to_owned(), text(e, "newText").to_owned())));
+                } else {
+                    pairs.push((text(arguments, "oldText").to_owned(), text(arguments, "newText").to_owned()));
+                }
+                let unified = pairs
+                    .iter()
+                    .map(|(old, new)| {
+                        let minus: String = old.lines().map(|l| format!("-{l}\n")).collect();
+                        let plus: String = new.lines().map(|l| format!("+{l}\n")).collect();
+                        format!("{minus}{plus}")
+                    })
+                    .collect::<Vec<_>>()
+                    .join("@@\n");
+                card.block(Block::Diff { unified })
+            }
+            _ => card,
+        }
+    }
+
+    fn portal(&self, api: &str, arguments: &Value, output: &ToolOutput) -> Card {
+        let card = self.result(api, arguments, output);
+        match &output.state {
+            Some(state) => card.block(tool_core::render::json_block(state)),
+            None => card,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn every_api_renders_in_every_place() {
+        let hooks = LocalSystemRender;
+        let args = json!({"path": "a.rs", "command": "ls", "pattern": "x", "query": "q", "commandId": "cmd-1", "items": [{"oldPath": "a", "newPath": "b"}]});
+        let ok = ToolOutput::ok("content").with_state(json!({"content": "line", "diff": "-a\n+b", "paths": ["p"], "matches": [{"path": "p", "line": 3, "text": "t"}]}));
+        for api in LocalSystemApi::ALL {
+            let name = api.name();
+            for card in [
+                hooks.inspector(name, &args),
+                hooks.placeholder(name, &args),
+                hooks.streaming(name, &args, &[]),
+                hooks.result(name, &args, &ok),
+                hooks.intervention(name, &args),
+                hooks.portal(name, &args, &ok),
+            ] {
+                assert!(!card.title.is_empty(), "{name}");
+                assert!(card.badge.is_some(), "{name}");
+            }
+        }
+        let edit = hooks.intervention("editFile", &json!({"path": "a", "oldText": "x\ny", "newText": "z"}));
+        assert_eq!(edit.blocks, vec![Block::Diff { unified: "-x\n-y\n+z\n".into() }]);
+        let grep = hooks.result("grepContent", &args, &ok);
+        assert_eq!(grep.blocks[1], Block::Table { headers: vec!["file".into(), "line".into(), "text".into()], rows: vec![vec!["p".into(), "3".into(), "t".into()]] });
+    }
+}

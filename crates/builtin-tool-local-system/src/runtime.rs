@@ -1,0 +1,248 @@
+//! The execution runtime: each API over an injected [`ComputerRuntime`].
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use computer_runtime::edit::EditSpec;
+use computer_runtime::files::{MoveItem, ReadRequest, WriteRequest};
+use computer_runtime::process::CommandSpec;
+use computer_runtime::search::{GlobRequest, GrepRequest, NameSearchRequest, WalkOptions};
+use computer_runtime::{ComputerError, ComputerRuntime, EditRequest, format};
+use futures::future::BoxFuture;
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+use tool_core::{CallContext, ErrorKind, ToolOutput, ToolRuntime, parse_arguments};
+
+use crate::args::*;
+use crate::manifest::LocalSystemApi;
+
+const DEFAULT_COMMAND_TIMEOUT: Duration = Duration::from_secs(60);
+const MAX_COMMAND_TIMEOUT: Duration = Duration::from_secs(600);
+const MAX_GLOB_RESULTS: usize = 1000;
+const DEFAULT_SEARCH_RESULTS: u32 = 200;
+const DEFAULT_GREP_RESULTS: u32 = 200;
+const GREP_LINE_CHARS: usize = 500;
+
+/// Runs local-system calls on the computer it is given.
+#[derive(Debug, Clone)]
+pub struct LocalSystemRuntime {
+    computer: Arc<dyn ComputerRuntime>,
+}
+
+impl LocalSystemRuntime {
+    /// A runtime over `computer`.
+    pub fn new(computer: Arc<dyn ComputerRuntime>) -> Self {
+        Self { computer }
+    }
+}
+
+impl ToolRuntime for LocalSystemRuntime {
+    fn execute<'a>(&'a self, api: &'a str, arguments: Value, context: &'a CallContext) -> BoxFuture<'a, ToolOutput> {
+        Box::pin(async move {
+            let Ok(api) = api.parse::<LocalSystemApi>() else {
+                return ToolOutput::error(ErrorKind::UnknownTool, format!("local-system has no api `{api}`"));
+            };
+            match self.dispatch(api, arguments, context).await {
+                Ok(output) | Err(output) => output,
+            }
+        })
+    }
+}
+
+type Outcome = Result<ToolOutput, ToolOutput>;
+
+impl LocalSystemRuntime {
+    async fn dispatch(&self, api: LocalSystemApi, arguments: Value, context: &CallContext) -> Outcome {
+        let computer = &self.computer;
+        let dir = context.working_directory.as_deref();
+        match api {
+            LocalSystemApi::ReadFile => {
+                let args: ReadFileArgs = parse(api, arguments)?;
+                let request = ReadRequest { path: resolve(&args.path, dir)?, offset: args.offset, limit: args.limit };
+                let state = computer.read(request).await.map_err(failure)?;
+                Ok(done(format::read(&state), &state))
+            }
+            LocalSystemApi::WriteFile => {
+                let args: WriteFileArgs = parse(api, arguments)?;
+                let request = WriteRequest { path: resolve(&args.path, dir)?, content: args.content };
+                let state = computer.write(request).await.map_err(failure)?;
+                Ok(done(format::write(&state), &state))
+            }
+            LocalSystemApi::EditFile => {
+                let args: EditFileArgs = parse(api, arguments)?;
+                let path = resolve(&args.path, dir)?;
+                let edits = edits_of(args)?;
+                let state = computer.edit(EditRequest { path, edits }).await.map_err(failure)?;
+                Ok(done(format::edit(&state), &state))
+            }
+            LocalSystemApi::SearchFiles => {
+                let args: SearchFilesArgs = parse(api, arguments)?;
+                let root = folder(args.directory.as_deref(), dir)?;
+                let walk = WalkOptions { include_hidden: args.include_hidden.unwrap_or(false), include_ignored: false };
+                let limit = args.limit.unwrap_or(DEFAULT_SEARCH_RESULTS) as usize;
+                let query = args.query;
+                let state = computer
+                    .search(NameSearchRequest { query: query.clone(), root, walk, limit })
+                    .await
+                    .map_err(failure)?;
+                Ok(done(format::found(&state, &format!("the name `{query}`")), &state))
+            }
+            LocalSystemApi::MoveFiles => {
+                let args: MoveFilesArgs = parse(api, arguments)?;
+                if args.items.is_empty() {
+                    return Err(invalid("items is empty; give at least one {oldPath, newPath}"));
+                }
+                let items = args
+                    .items
+                    .iter()
+                    .map(|item| Ok(MoveItem { from: resolve(&item.old_path, dir)?, to: resolve(&item.new_path, dir)? }))
+                    .collect::<Result<Vec<_>, ToolOutput>>()?;
+                let state = computer.move_items(items).await.map_err(failure)?;
+                let content = format::moved(&state);
+                if state.failures() == state.results.len() {
+                    return Err(ToolOutput::error(ErrorKind::Execution, content).with_state_of(&state));
+                }
+                Ok(done(content, &state))
+            }
+            LocalSystemApi::GlobFiles => {
+                let args: GlobFilesArgs = parse(api, arguments)?;
+                let root = folder(args.directory.as_deref(), dir).or_else(|e| {
+                    // An absolute pattern needs no folder of its own.
+                    if args.pattern.starts_with('/') { Ok(PathBuf::from("/")) } else { Err(e) }
+                })?;
+                let walk = WalkOptions {
+                    include_hidden: args.include_hidden.unwrap_or(false),
+                    include_ignored: args.include_ignored.unwrap_or(false),
+                };
+                let pattern = args.pattern;
+                let state = computer
+                    .glob(GlobRequest { pattern: pattern.clone(), root, walk, limit: MAX_GLOB_RESULTS })
+                    .await
+                    .map_err(failure)?;
+                Ok(done(format::found(&state, &format!("`{pattern}`")), &state))
+            }
+            LocalSystemApi::GrepContent => {
+                let args: GrepContentArgs = parse(api, arguments)?;
+                let root = folder(args.path.as_deref(), dir)?;
+                let pattern = args.pattern;
+                let request = GrepRequest {
+                    pattern: pattern.clone(),
+                    root,
+                    glob: args.glob,
+                    case_insensitive: args.case_insensitive.unwrap_or(false),
+                    fixed_strings: args.fixed_strings.unwrap_or(false),
+                    walk: WalkOptions { include_hidden: args.include_hidden.unwrap_or(false), include_ignored: false },
+                    max_matches: args.max_results.unwrap_or(DEFAULT_GREP_RESULTS).max(1) as usize,
+                    max_line_chars: GREP_LINE_CHARS,
+                };
+                let state = computer.grep(request).await.map_err(failure)?;
+                Ok(done(format::grep(&state, &pattern), &state))
+            }
+            LocalSystemApi::RunCommand => {
+                let args: RunCommandArgs = parse(api, arguments)?;
+                let Some(cwd) = dir else {
+                    return Err(invalid("this session has no working directory, so commands cannot run"));
+                };
+                // The pipeline's referee already turned the `timeout` argument into the deadline;
+                // without a pipeline deadline the argument or the API default applies.
+                let timeout = context
+                    .remaining()
+                    .or(args.timeout.map(Duration::from_millis))
+                    .unwrap_or(DEFAULT_COMMAND_TIMEOUT)
+                    .min(MAX_COMMAND_TIMEOUT);
+                let spec = CommandSpec {
+                    command: args.command,
+                    cwd: cwd.to_path_buf(),
+                    env: Vec::new(),
+                    timeout,
+                    background: args.background.unwrap_or(false),
+                };
+                let state = computer.run_command(spec, &context.cancel).await.map_err(failure)?;
+                let content = format::run(&state);
+                let failed = match &state.exit {
+                    _ if state.timed_out => Some(ErrorKind::Timeout),
+                    _ if state.cancelled => Some(ErrorKind::Cancelled),
+                    Some(exit) if !exit.success => Some(ErrorKind::Execution),
+                    _ => None,
+                };
+                match failed {
+                    Some(kind) => Err(ToolOutput::error(kind, content).with_state_of(&state)),
+                    None => Ok(done(content, &state)),
+                }
+            }
+            LocalSystemApi::GetCommandOutput => {
+                let args: CommandIdArgs = parse(api, arguments)?;
+                let state = computer.command_output(&args.command_id).await.map_err(failure)?;
+                Ok(done(format::output(&state), &state))
+            }
+            LocalSystemApi::KillCommand => {
+                let args: CommandIdArgs = parse(api, arguments)?;
+                let state = computer.kill_command(&args.command_id).await.map_err(failure)?;
+                Ok(done(format::kill(&state), &state))
+            }
+        }
+    }
+}
+
+fn parse<T: DeserializeOwned>(api: LocalSystemApi, arguments: Value) -> Result<T, ToolOutput> {
+    parse_arguments(api.name(), arguments)
+}
+
+fn done<T: Serialize>(content: String, state: &T) -> ToolOutput {
+    ToolOutput::ok(content).with_state_of(state)
+}
+
+fn failure(error: ComputerError) -> ToolOutput {
+    ToolOutput::error(error.kind(), error.to_string())
+}
+
+fn invalid(message: impl Into<String>) -> ToolOutput {
+    ToolOutput::error(ErrorKind::InvalidArguments, message)
+}
+
+/// Resolves a model-given path against the session's folder; a relative path needs one.
+fn resolve(path: &str, dir: Option<&Path>) -> Result<PathBuf, ToolOutput> {
+    let given = Path::new(path);
+    if path.is_empty() {
+        return Err(invalid("path is empty"));
+    }
+    if given.is_absolute() {
+        return Ok(given.to_path_buf());
+    }
+    match dir {
+        Some(dir) => Ok(dir.join(given)),
+        None => Err(invalid(format!(
+            "`{path}` is relative but this session has no working directory; give an absolute path"
+        ))),
+    }
+}
+
+fn folder(path: Option<&str>, dir: Option<&Path>) -> Result<PathBuf, ToolOutput> {
+    match (path, dir) {
+        (Some(path), _) => resolve(path, dir),
+        (None, Some(dir)) => Ok(dir.to_path_buf()),
+        (None, None) => Err(invalid("this session has no working directory; give the folder to search")),
+    }
+}
+
+fn edits_of(args: EditFileArgs) -> Result<Vec<EditSpec>, ToolOutput> {
+    match (args.old_text, args.new_text, args.edits) {
+        (Some(old_text), Some(new_text), None) => {
+            Ok(vec![EditSpec { old_text, new_text, replace_all: args.replace_all.unwrap_or(false) }])
+        }
+        (None, None, Some(edits)) if !edits.is_empty() => Ok(edits
+            .into_iter()
+            .map(|e| EditSpec { old_text: e.old_text, new_text: e.new_text, replace_all: e.replace_all })
+            .collect()),
+        (None, None, Some(_)) => Err(invalid("edits is empty; give at least one {oldText, newText}")),
+        (Some(_), None, _) | (None, Some(_), _) => {
+            Err(invalid("give both oldText and newText (single edit), or use edits for several"))
+        }
+        (Some(_), Some(_), Some(_)) => {
+            Err(invalid("give either oldText/newText or edits, not both"))
+        }
+        (None, None, None) => Err(invalid("nothing to edit: give oldText and newText, or edits")),
+    }
+}

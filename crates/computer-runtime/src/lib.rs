@@ -1,0 +1,102 @@
+//! Files, search and processes for Toolhost tools, shared by the server and the TUI.
+//!
+//! [`ComputerRuntime`] is the one interface tools use to touch a machine: list, read, write,
+//! edit, search by name, move, rename, glob, grep, and run, poll and kill commands. Each operation
+//! takes a plain request and returns a typed, serialisable state; [`format`] turns each state into
+//! the compact text a model reads. [`LocalComputer`] implements it on this machine; a client
+//! executor on a user's device runs the same implementation there.
+//!
+//! The runtime works on the paths it is given. Deciding whether a path may be touched is policy
+//! and belongs to the pipeline's audits; [`scope`] provides the resolution they need (`..` and
+//! symlinks resolved before any decision).
+//!
+//! ```no_run
+//! # async fn demo() -> Result<(), computer_runtime::ComputerError> {
+//! use computer_runtime::{ComputerRuntime, LocalComputer, files::ReadRequest};
+//!
+//! let computer = LocalComputer::default();
+//! let state = computer.read(ReadRequest { path: "Cargo.toml".into(), offset: Some(1), limit: Some(20) }).await?;
+//! println!("{}", computer_runtime::format::read(&state));
+//! # Ok(()) }
+//! ```
+#![deny(missing_docs)]
+
+pub mod edit;
+mod error;
+pub mod files;
+pub mod format;
+mod local;
+pub mod process;
+pub mod scope;
+pub mod search;
+
+use std::path::PathBuf;
+
+use async_trait::async_trait;
+use serde::{Deserialize, Serialize};
+use tokio_util::sync::CancellationToken;
+
+pub use error::ComputerError;
+pub use local::{LocalComputer, LocalConfig};
+
+use edit::EditSpec;
+use files::{ListRequest, ListState, MoveItem, MoveResult, MoveState, ReadRequest, ReadState, WriteRequest, WriteState};
+use process::{CommandSpec, KillState, OutputState, RunState};
+use search::{FoundState, GlobRequest, GrepRequest, GrepState, NameSearchRequest};
+
+/// Files, search and processes on one machine.
+#[async_trait]
+pub trait ComputerRuntime: Send + Sync + std::fmt::Debug {
+    /// Lists one directory.
+    async fn list(&self, request: ListRequest) -> Result<ListState, ComputerError>;
+    /// Reads a line range of a text file.
+    async fn read(&self, request: ReadRequest) -> Result<ReadState, ComputerError>;
+    /// Writes a whole file atomically.
+    async fn write(&self, request: WriteRequest) -> Result<WriteState, ComputerError>;
+    /// Applies find-and-replace edits to a text file.
+    async fn edit(&self, request: EditRequest) -> Result<EditState, ComputerError>;
+    /// Finds files and folders by name.
+    async fn search(&self, request: NameSearchRequest) -> Result<FoundState, ComputerError>;
+    /// Moves files; each item succeeds or fails on its own.
+    async fn move_items(&self, items: Vec<MoveItem>) -> Result<MoveState, ComputerError>;
+    /// Renames a file or folder in place.
+    async fn rename(&self, path: PathBuf, new_name: String) -> Result<MoveResult, ComputerError>;
+    /// Finds files by glob.
+    async fn glob(&self, request: GlobRequest) -> Result<FoundState, ComputerError>;
+    /// Searches file contents.
+    async fn grep(&self, request: GrepRequest) -> Result<GrepState, ComputerError>;
+    /// Runs a shell command in the foreground or background.
+    async fn run_command(&self, spec: CommandSpec, cancel: &CancellationToken) -> Result<RunState, ComputerError>;
+    /// Output of a background command written since the last poll.
+    async fn command_output(&self, command_id: &str) -> Result<OutputState, ComputerError>;
+    /// Kills a background command's whole process group.
+    async fn kill_command(&self, command_id: &str) -> Result<KillState, ComputerError>;
+}
+
+/// Edits to one file.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EditRequest {
+    /// The file.
+    pub path: PathBuf,
+    /// The edits, all matched against the current content and applied together.
+    pub edits: Vec<EditSpec>,
+}
+
+/// The outcome of an edit.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EditState {
+    /// The file edited.
+    pub path: PathBuf,
+    /// Occurrences replaced.
+    pub replacements: usize,
+    /// Whether a fuzzy match was needed.
+    pub fuzzy: bool,
+    /// Unified diff of the change.
+    pub diff: String,
+    /// First changed line (1-based) in the new text.
+    pub first_changed_line: usize,
+    /// Lines added.
+    pub lines_added: usize,
+    /// Lines removed.
+    pub lines_removed: usize,
+}

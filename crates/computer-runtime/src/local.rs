@@ -1,0 +1,131 @@
+//! [`LocalComputer`]: the runtime on this machine.
+
+use std::path::PathBuf;
+
+use async_trait::async_trait;
+use tokio_util::sync::CancellationToken;
+
+use crate::edit::apply_edits;
+use crate::error::ComputerError;
+use crate::files::{self, ListRequest, ListState, MoveItem, MoveResult, MoveState, ReadLimits, ReadRequest, ReadState, WriteRequest, WriteState};
+use crate::process::{CommandSpec, KillState, OutputState, ProcessConfig, ProcessManager, RunState};
+use crate::search::{self, FoundState, GlobRequest, GrepRequest, GrepState, NameSearchRequest};
+use crate::{ComputerRuntime, EditRequest, EditState};
+
+/// Settings of a [`LocalComputer`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LocalConfig {
+    /// Limits on reads.
+    pub read_limits: ReadLimits,
+    /// Largest file that edit loads whole.
+    pub edit_max_bytes: u64,
+    /// Command settings.
+    pub process: ProcessConfig,
+}
+
+impl Default for LocalConfig {
+    fn default() -> Self {
+        Self { read_limits: ReadLimits::default(), edit_max_bytes: 16 * 1024 * 1024, process: ProcessConfig::default() }
+    }
+}
+
+/// Files, search and processes on this machine.
+///
+/// Blocking filesystem work runs on tokio's blocking pool so it never stalls other calls.
+/// Background commands belong to this value: dropping it kills them.
+#[derive(Debug)]
+pub struct LocalComputer {
+    config: LocalConfig,
+    processes: ProcessManager,
+}
+
+impl LocalComputer {
+    /// A computer with these settings.
+    pub fn new(config: LocalConfig) -> Self {
+        let processes = ProcessManager::new(config.process.clone());
+        Self { config, processes }
+    }
+
+    /// The settings.
+    pub fn config(&self) -> &LocalConfig {
+        &self.config
+    }
+}
+
+impl Default for LocalComputer {
+    fn default() -> Self {
+        Self::new(LocalConfig::default())
+    }
+}
+
+async fn blocking<T: Send + 'static>(f: impl FnOnce() -> Result<T, ComputerError> + Send + 'static) -> Result<T, ComputerError> {
+    tokio::task::spawn_blocking(f).await.map_err(|e| ComputerError::Internal(format!("blocking task failed: {e}")))?
+}
+
+#[async_trait]
+impl ComputerRuntime for LocalComputer {
+    async fn list(&self, request: ListRequest) -> Result<ListState, ComputerError> {
+        blocking(move || files::list(&request)).await
+    }
+
+    async fn read(&self, request: ReadRequest) -> Result<ReadState, ComputerError> {
+        let limits = self.config.read_limits;
+        blocking(move || files::read(&request, limits)).await
+    }
+
+    async fn write(&self, request: WriteRequest) -> Result<WriteState, ComputerError> {
+        blocking(move || files::write(&request)).await
+    }
+
+    async fn edit(&self, request: EditRequest) -> Result<EditState, ComputerError> {
+        let limit = self.config.edit_max_bytes;
+        blocking(move || {
+            let path = std::fs::canonicalize(&request.path).map_err(|e| ComputerError::io(&request.path, e))?;
+            let (text, metadata) = files::read_text_for_edit(&path, limit)?;
+            let outcome = apply_edits(&text, &request.path.to_string_lossy(), &request.edits)?;
+            files::write_atomic(&path, outcome.new_content.as_bytes(), Some(&metadata))?;
+            Ok(EditState {
+                path: request.path,
+                replacements: outcome.replacements,
+                fuzzy: outcome.fuzzy,
+                diff: outcome.diff,
+                first_changed_line: outcome.first_changed_line,
+                lines_added: outcome.lines_added,
+                lines_removed: outcome.lines_removed,
+            })
+        })
+        .await
+    }
+
+    async fn search(&self, request: NameSearchRequest) -> Result<FoundState, ComputerError> {
+        blocking(move || search::search_names(&request)).await
+    }
+
+    async fn move_items(&self, items: Vec<MoveItem>) -> Result<MoveState, ComputerError> {
+        blocking(move || Ok(files::move_items(&items))).await
+    }
+
+    async fn rename(&self, path: PathBuf, new_name: String) -> Result<MoveResult, ComputerError> {
+        blocking(move || files::rename(&path, &new_name)).await
+    }
+
+    async fn glob(&self, request: GlobRequest) -> Result<FoundState, ComputerError> {
+        blocking(move || search::glob(&request)).await
+    }
+
+    async fn grep(&self, request: GrepRequest) -> Result<GrepState, ComputerError> {
+        blocking(move || search::grep(&request)).await
+    }
+
+    async fn run_command(&self, spec: CommandSpec, cancel: &CancellationToken) -> Result<RunState, ComputerError> {
+        Ok(self.processes.run(spec, cancel).await?)
+    }
+
+    async fn command_output(&self, command_id: &str) -> Result<OutputState, ComputerError> {
+        Ok(self.processes.output(command_id).await?)
+    }
+
+    async fn kill_command(&self, command_id: &str) -> Result<KillState, ComputerError> {
+        Ok(self.processes.kill(command_id).await?)
+    }
+}

@@ -1,0 +1,176 @@
+//! Where a path really points, and whether that is inside the session's sandbox.
+//!
+//! The path-scope audit must not be fooled by `..` or by a symlink inside the working directory
+//! that points elsewhere, so a path is judged by what it resolves to: the longest existing prefix
+//! is canonicalised (resolving every symlink and `..` in it) and the components that do not exist
+//! yet are appended lexically.
+
+use std::path::{Component, Path, PathBuf};
+
+/// Resolves `path` against `base` (when relative), following symlinks as far as the path exists.
+///
+/// `~` and `~/…` expand to the home directory. A path that cannot be made absolute (relative with
+/// no base) is resolved against the process's current directory.
+pub fn resolve(path: &str, base: Option<&Path>) -> PathBuf {
+    let expanded = expand_home(path);
+    let absolute = if expanded.is_absolute() {
+        expanded
+    } else {
+        match base {
+            Some(base) => base.join(expanded),
+            None => std::env::current_dir().unwrap_or_else(|_| PathBuf::from("/")).join(expanded),
+        }
+    };
+    resolve_absolute(&absolute)
+}
+
+fn expand_home(path: &str) -> PathBuf {
+    let home = std::env::var_os("HOME").map(PathBuf::from);
+    match (path.strip_prefix('~'), home) {
+        (Some(""), Some(home)) => home,
+        (Some(rest), Some(home)) if rest.starts_with('/') => home.join(rest.trim_start_matches('/')),
+        _ => PathBuf::from(path),
+    }
+}
+
+fn resolve_absolute(path: &Path) -> PathBuf {
+    // Walk up until a prefix exists; canonicalise it; re-append the missing tail lexically.
+    let mut existing = path.to_path_buf();
+    let mut missing: Vec<std::ffi::OsString> = Vec::new();
+    loop {
+        if let Ok(canonical) = existing.canonicalize() {
+            let mut out = canonical;
+            for part in missing.iter().rev() {
+                push_lexical(&mut out, Path::new(part));
+            }
+            return out;
+        }
+        match (existing.file_name().map(ToOwned::to_owned), existing.parent()) {
+            (Some(name), Some(parent)) => {
+                missing.push(name);
+                existing = parent.to_path_buf();
+            }
+            // `..` at the end, or the root itself failed: fall back to lexical normalisation.
+            _ => return lexical(path),
+        }
+    }
+}
+
+fn push_lexical(out: &mut PathBuf, part: &Path) {
+    for component in part.components() {
+        match component {
+            Component::ParentDir => {
+                out.pop();
+            }
+            Component::CurDir => {}
+            other => out.push(other.as_os_str()),
+        }
+    }
+}
+
+/// Normalises `.` and `..` without touching the filesystem.
+pub fn lexical(path: &Path) -> PathBuf {
+    let mut out = PathBuf::new();
+    for component in path.components() {
+        match component {
+            Component::ParentDir => {
+                out.pop();
+            }
+            Component::CurDir => {}
+            other => out.push(other.as_os_str()),
+        }
+    }
+    out
+}
+
+/// The folders a session may touch without asking.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PathScope {
+    roots: Vec<PathBuf>,
+}
+
+impl PathScope {
+    /// The working directory (if any) plus the system temp folders, all resolved.
+    ///
+    /// With no working directory only the temp folders are in scope, so every other path asks.
+    pub fn for_session(working_directory: Option<&Path>) -> Self {
+        let mut roots: Vec<PathBuf> = Vec::new();
+        if let Some(dir) = working_directory {
+            roots.push(resolve(&dir.to_string_lossy(), None));
+        }
+        for temp in [PathBuf::from("/tmp"), PathBuf::from("/var/tmp"), std::env::temp_dir()] {
+            let temp = resolve(&temp.to_string_lossy(), None);
+            if !roots.contains(&temp) {
+                roots.push(temp);
+            }
+        }
+        Self { roots }
+    }
+
+    /// A scope of exactly these roots (resolved).
+    pub fn new(roots: impl IntoIterator<Item = PathBuf>) -> Self {
+        Self { roots: roots.into_iter().map(|r| resolve(&r.to_string_lossy(), None)).collect() }
+    }
+
+    /// The resolved roots.
+    pub fn roots(&self) -> &[PathBuf] {
+        &self.roots
+    }
+
+    /// Whether an already resolved path lies under one of the roots.
+    pub fn contains(&self, resolved: &Path) -> bool {
+        self.roots.iter().any(|root| resolved.starts_with(root))
+    }
+
+    /// Resolves each path (relative ones against `base`) and returns those outside the scope.
+    pub fn outside<'a>(&self, paths: impl IntoIterator<Item = &'a str>, base: Option<&Path>) -> Vec<PathBuf> {
+        paths
+            .into_iter()
+            .map(|path| resolve(path, base))
+            .filter(|resolved| !self.contains(resolved))
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn resolves_dotdot_symlinks_and_missing_tails() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().canonicalize().unwrap();
+        std::fs::create_dir(root.join("src")).unwrap();
+        std::os::unix::fs::symlink("/usr", root.join("link")).unwrap();
+        let cases = [
+            ("src/../src/main.rs", root.join("src/main.rs")),
+            ("new/dir/../file", root.join("new/file")),
+            ("link/lib", PathBuf::from("/usr/lib")),
+            ("link/../etc", PathBuf::from("/etc")),
+            ("../../../../../../../../etc/passwd", PathBuf::from("/etc/passwd")),
+            ("/etc/./hosts", PathBuf::from("/etc/hosts")),
+        ];
+        for (input, expected) in cases {
+            assert_eq!(resolve(input, Some(&root)), expected, "{input}");
+        }
+    }
+
+    #[test]
+    fn scope_checks_resolved_paths() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().canonicalize().unwrap();
+        std::os::unix::fs::symlink("/usr", root.join("escape")).unwrap();
+        let scope = PathScope::new([root.clone()]);
+        let outside = scope.outside(["a.txt", "escape/bin", "../x", "/usr/bin/env", "sub/../b"], Some(&root));
+        let parent = root.parent().unwrap().join("x");
+        assert_eq!(outside, vec![PathBuf::from("/usr/bin"), parent, PathBuf::from("/usr/bin/env")]);
+    }
+
+    #[test]
+    fn session_scope_includes_temp_but_not_the_rest() {
+        let scope = PathScope::for_session(None);
+        assert!(scope.contains(&resolve("/tmp/x", None)));
+        assert!(!scope.contains(&resolve("/etc/passwd", None)));
+        assert!(!scope.contains(&resolve("~/.bashrc", None)));
+    }
+}
