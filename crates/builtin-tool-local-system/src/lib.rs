@@ -6,8 +6,9 @@
 //! working directory and the temp folders asks a person); `runCommand` always asks unless the
 //! session auto-runs.
 //!
-//! The crate exports the four parts of a tool: [`manifest()`], [`SYSTEM_ROLE`], the
-//! `LocalSystemRuntime` (feature `runtime`) and `LocalSystemRender` (feature `render`).
+//! The crate exports the four parts of a tool, as every builtin tool does: [`manifest()`],
+//! [`SYSTEM_ROLE`], `runtime(&Services)` building a `LocalSystemRuntime` (feature `runtime`) and
+//! `RENDER` (feature `render`).
 //!
 //! ```
 //! let manifest = builtin_tool_local_system::manifest();
@@ -28,4 +29,8 @@ pub use manifest::{IDENTIFIER, LocalSystemApi, PATH_SCOPE_AUDIT, SYSTEM_ROLE, ma
 #[cfg(feature = "render")]
 pub use render::LocalSystemRender;
 #[cfg(feature = "runtime")]
-pub use runtime::LocalSystemRuntime;
+pub use runtime::{LocalSystemRuntime, runtime};
+
+/// The render hooks, as the registry's table holds them.
+#[cfg(feature = "render")]
+pub static RENDER: LocalSystemRender = LocalSystemRender;

@@ -13,7 +13,7 @@ use futures::future::BoxFuture;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
-use tool_core::{CallContext, ErrorKind, ToolOutput, ToolRuntime, parse_arguments};
+use tool_core::{CallContext, ErrorKind, MissingService, Services, ToolOutput, ToolRuntime, parse_arguments};
 
 use crate::args::*;
 use crate::manifest::LocalSystemApi;
@@ -24,6 +24,16 @@ const MAX_GLOB_RESULTS: usize = 1000;
 const DEFAULT_SEARCH_RESULTS: u32 = 200;
 const DEFAULT_GREP_RESULTS: u32 = 200;
 const GREP_LINE_CHARS: usize = 500;
+
+/// Builds the runtime from the front end's services: it needs an `Arc<dyn ComputerRuntime>`.
+///
+/// # Errors
+///
+/// [`MissingService`] when the services hold no computer runtime.
+pub fn runtime(services: &Services) -> Result<Arc<dyn ToolRuntime>, MissingService> {
+    let computer = services.require::<Arc<dyn ComputerRuntime>>()?;
+    Ok(Arc::new(LocalSystemRuntime::new(computer.clone())))
+}
 
 /// Runs local-system calls on the computer it is given.
 #[derive(Debug, Clone)]

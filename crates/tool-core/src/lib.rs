@@ -11,6 +11,8 @@
 //!   [`RenderHooks`] trait for the six places a call is shown.
 //! * [`provider`]: projections of one derived JSON Schema into OpenAI strict, Anthropic, Gemini and
 //!   MCP declarations.
+//! * [`services`]: the type-keyed [`Services`] a registry builds runtimes from, and the contract
+//!   of dynamic audits ([`AuditFn`]).
 //! * [`partial_json`]: best-effort parsing of argument JSON that is still streaming.
 //!
 //! **Architecture invariant:** this crate does no I/O and knows no tool. Behaviour that a manifest
@@ -42,6 +44,7 @@ pub mod partial_json;
 pub mod provider;
 pub mod render;
 pub mod runtime;
+pub mod services;
 
 pub use manifest::{
     ApiSpec, DisplayControl, ExecutionMode, Executor, Intervention, InterventionPolicy,
@@ -49,6 +52,7 @@ pub use manifest::{
     schema_for,
 };
 pub use render::{Badge, Block, Card, Field, RenderHooks, Tone};
+pub use services::{AuditFn, AuditInput, AuditVerdict, MissingService, Services};
 pub use runtime::{
     CallContext, ErrorKind, Progress, ProgressSink, ToolError, ToolOutput, ToolRuntime,
     parse_arguments,

@@ -1,0 +1,39 @@
+//! The dynamic-audit table: behaviour that manifests name and the pipeline calls.
+
+use computer_runtime::scope::PathScope;
+use tool_core::{AuditFn, AuditInput, AuditVerdict};
+
+/// The name of the path-scope audit.
+pub const PATH_SCOPE: &str = "pathScope";
+
+/// Every audit by name.
+pub fn audits() -> &'static [(&'static str, AuditFn)] {
+    &[(PATH_SCOPE, path_scope)]
+}
+
+/// The audit of this name.
+pub fn audit(name: &str) -> Option<AuditFn> {
+    audits().iter().find(|(n, _)| *n == name).map(|(_, f)| *f)
+}
+
+/// Flags any declared path argument that resolves outside the session's working directory and the
+/// temp folders.
+///
+/// Paths are resolved before the decision: `..` is normalised and symlinks are followed, so a link
+/// inside the working directory that points elsewhere is judged by its target. A session without a
+/// working directory has only the temp folders in scope, so everything else asks. The boundary
+/// comes from the session, never from the arguments.
+pub fn path_scope(input: &AuditInput<'_>) -> AuditVerdict {
+    let scope = PathScope::for_session(input.working_directory);
+    let paths: Vec<&str> = input.api.path_params.iter().flat_map(|param| param.select(input.arguments)).collect();
+    let outside = scope.outside(paths.iter().copied(), input.working_directory);
+    if outside.is_empty() {
+        return AuditVerdict::Pass;
+    }
+    let listed: Vec<String> = outside.iter().map(|p| p.display().to_string()).collect();
+    let place = match input.working_directory {
+        Some(dir) => format!("outside the working directory {}", dir.display()),
+        None => "and the session has no working directory".to_owned(),
+    };
+    AuditVerdict::Flag(format!("{} {place}", listed.join(", ")))
+}

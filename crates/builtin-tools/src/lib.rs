@@ -1,0 +1,200 @@
+//! The registry of builtin tools: the one list, and every table derived from it.
+//!
+//! **Architecture invariant:** this is the only crate that knows which builtin tools exist. Front
+//! ends ask it for manifests, runtimes, render hooks, audits and provider catalogues; adding a
+//! tool touches the tool's own crate plus one line in [`registry`] (written by
+//! `cargo xtask new-tool`).
+//!
+//! * [`builtin_tools`]: the list, each entry with its flags (hidden, discoverable, on by default).
+//! * [`Registry::runtime`]: a runtime factory that takes the front end's per-request
+//!   [`Services`](tool_core::Services) (feature `runtime`).
+//! * [`Registry::render`]: the render-hook table keyed by identifier; hooks take the API name
+//!   (feature `render`).
+//! * [`audits`]: the dynamic-audit table (`pathScope`).
+//! * [`Registry::catalogue`]: the whole catalogue in one provider's form.
+//!
+//! ```
+//! use builtin_tools::Registry;
+//! use tool_core::provider::Provider;
+//!
+//! let registry = Registry::builtin();
+//! assert!(registry.get("local-system").is_some());
+//! let openai = registry.catalogue(Provider::Openai);
+//! assert!(openai.as_array().unwrap().iter().any(|f| f["function"]["name"] == "local-system__readFile"));
+//! ```
+#![deny(missing_docs)]
+
+pub mod audits;
+mod registry;
+
+use std::sync::{Arc, LazyLock};
+
+use serde::Serialize;
+use serde_json::{Value, json};
+use tool_core::provider::Provider;
+use tool_core::{ApiSpec, ToolManifest};
+
+pub use audits::{audit, audits};
+pub use registry::builtin_tools;
+
+/// Flags of a registered tool.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct ToolFlags {
+    /// Never offered to the model (used by the system itself).
+    pub hidden: bool,
+    /// Can be found by tool discovery when not active.
+    pub discoverable: bool,
+    /// Active in a new session unless turned off.
+    pub default_enabled: bool,
+}
+
+impl ToolFlags {
+    /// Visible, discoverable, on by default.
+    pub const DEFAULT: Self = Self { hidden: false, discoverable: true, default_enabled: true };
+
+    /// Marks the tool hidden.
+    #[must_use]
+    pub const fn hidden(self) -> Self {
+        Self { hidden: true, ..self }
+    }
+
+    /// Marks the tool off by default.
+    #[must_use]
+    pub const fn off_by_default(self) -> Self {
+        Self { default_enabled: false, ..self }
+    }
+
+    /// Marks the tool as not discoverable.
+    #[must_use]
+    pub const fn undiscoverable(self) -> Self {
+        Self { discoverable: false, ..self }
+    }
+}
+
+/// Builds a tool's runtime from the front end's services.
+#[cfg(feature = "runtime")]
+pub type RuntimeFactory =
+    fn(&tool_core::Services) -> Result<Arc<dyn tool_core::ToolRuntime>, tool_core::MissingService>;
+
+/// One registered builtin tool.
+pub struct BuiltinTool {
+    /// The tool's identifier.
+    pub identifier: &'static str,
+    /// Builds the manifest.
+    pub manifest: fn() -> ToolManifest,
+    /// Its flags.
+    pub flags: ToolFlags,
+    /// Builds its runtime.
+    #[cfg(feature = "runtime")]
+    pub runtime: RuntimeFactory,
+    /// Its render hooks.
+    #[cfg(feature = "render")]
+    pub render: &'static dyn tool_core::RenderHooks,
+}
+
+impl std::fmt::Debug for BuiltinTool {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("BuiltinTool").field("identifier", &self.identifier).field("flags", &self.flags).finish_non_exhaustive()
+    }
+}
+
+/// A registered tool with its manifest built.
+#[derive(Debug)]
+pub struct Entry {
+    /// The tool.
+    pub tool: &'static BuiltinTool,
+    /// Its manifest.
+    pub manifest: ToolManifest,
+}
+
+/// The builtin tools with their manifests built once.
+#[derive(Debug)]
+pub struct Registry {
+    entries: Vec<Entry>,
+}
+
+static BUILTIN: LazyLock<Registry> = LazyLock::new(|| Registry {
+    entries: builtin_tools().iter().map(|tool| Entry { tool, manifest: (tool.manifest)() }).collect(),
+});
+
+/// The function name a model sees for an API: `<identifier>__<api>`, limited to the characters
+/// every provider accepts.
+///
+/// Builtin identifiers are lowercase kebab-case and API names are identifiers, so the result is
+/// unique and starts with a letter; the pipeline's naming layer handles names from other sources.
+pub fn function_name(identifier: &str, api: &str) -> String {
+    let raw = format!("{identifier}__{api}");
+    let clean: String = raw.chars().map(|c| if c.is_ascii_alphanumeric() || c == '_' || c == '-' { c } else { '_' }).collect();
+    clean.chars().take(64).collect()
+}
+
+impl Registry {
+    /// The builtin registry.
+    pub fn builtin() -> &'static Registry {
+        &BUILTIN
+    }
+
+    /// Every entry, in registration order.
+    pub fn entries(&self) -> &[Entry] {
+        &self.entries
+    }
+
+    /// The entry of a tool.
+    pub fn get(&self, identifier: &str) -> Option<&Entry> {
+        self.entries.iter().find(|e| e.tool.identifier == identifier)
+    }
+
+    /// The manifest and API spec behind a function name.
+    pub fn resolve_function(&self, name: &str) -> Option<(&Entry, &ApiSpec)> {
+        self.entries.iter().find_map(|entry| {
+            entry
+                .manifest
+                .apis
+                .iter()
+                .find(|api| function_name(&entry.manifest.identifier, &api.name) == name)
+                .map(|api| (entry, api))
+        })
+    }
+
+    /// Builds a tool's runtime.
+    ///
+    /// # Errors
+    ///
+    /// `None` for an unknown tool; the factory's error when a service is missing.
+    #[cfg(feature = "runtime")]
+    pub fn runtime(
+        &self,
+        identifier: &str,
+        services: &tool_core::Services,
+    ) -> Option<Result<Arc<dyn tool_core::ToolRuntime>, tool_core::MissingService>> {
+        self.get(identifier).map(|entry| (entry.tool.runtime)(services))
+    }
+
+    /// A tool's render hooks; unknown tools get the generic defaults.
+    #[cfg(feature = "render")]
+    pub fn render(&self, identifier: &str) -> &'static dyn tool_core::RenderHooks {
+        static DEFAULT: tool_core::render::DefaultRender = tool_core::render::DefaultRender;
+        self.get(identifier).map_or(&DEFAULT, |entry| entry.tool.render)
+    }
+
+    /// The visible, on-by-default tools' APIs in one provider's form, as a JSON array.
+    pub fn catalogue(&self, provider: Provider) -> Value {
+        let declarations = self
+            .entries
+            .iter()
+            .filter(|e| !e.tool.flags.hidden && e.tool.flags.default_enabled)
+            .flat_map(|e| e.manifest.apis.iter().map(move |api| provider.declare(&function_name(&e.manifest.identifier, &api.name), api)))
+            .collect();
+        Value::Array(declarations)
+    }
+
+    /// Every tool's manifest and flags (hidden ones included), as a JSON array.
+    pub fn manifests(&self) -> Value {
+        Value::Array(
+            self.entries
+                .iter()
+                .map(|e| json!({ "flags": e.tool.flags, "manifest": e.manifest }))
+                .collect(),
+        )
+    }
+}

@@ -1,0 +1,38 @@
+//! The list of builtin tools.
+//!
+//! Every tool crate exports the same four parts — `IDENTIFIER` and `manifest()`, `SYSTEM_ROLE`,
+//! `runtime(&Services)` and `RENDER` — so registering one is a single `tool!` line.
+
+use std::sync::LazyLock;
+
+use crate::{BuiltinTool, ToolFlags};
+
+macro_rules! tool {
+    ($krate:ident) => {
+        tool!($krate, ToolFlags::DEFAULT)
+    };
+    ($krate:ident, $flags:expr) => {
+        BuiltinTool {
+            identifier: $krate::IDENTIFIER,
+            manifest: $krate::manifest,
+            flags: $flags,
+            #[cfg(feature = "runtime")]
+            runtime: $krate::runtime,
+            #[cfg(feature = "render")]
+            render: &$krate::RENDER,
+        }
+    };
+}
+
+static TOOLS: LazyLock<Vec<BuiltinTool>> = LazyLock::new(|| {
+    vec![
+        tool!(builtin_tool_local_system),
+        tool!(builtin_tool_todo),
+        // new-tool: register
+    ]
+});
+
+/// Every builtin tool, in registration order.
+pub fn builtin_tools() -> &'static [BuiltinTool] {
+    &TOOLS
+}

@@ -1,0 +1,86 @@
+//! The registry's catalogue in every provider form.
+
+use std::sync::Arc;
+
+use builtin_tools::{Registry, function_name};
+use computer_runtime::{ComputerRuntime, LocalComputer};
+use serde_json::json;
+use tool_core::provider::{Provider, check_openai_strict};
+use tool_core::{CallContext, Services};
+
+#[test]
+fn every_builtin_api_is_openai_strict() {
+    let catalogue = Registry::builtin().catalogue(Provider::Openai);
+    let functions = catalogue.as_array().unwrap();
+    assert!(functions.len() >= 11);
+    for function in functions {
+        let name = function["function"]["name"].as_str().unwrap();
+        if let Err(problems) = check_openai_strict(&function["function"]["parameters"]) {
+            panic!("{name} breaks strict mode: {problems:#?}");
+        }
+    }
+}
+
+#[test]
+fn function_names_fit_every_provider_and_resolve_back() {
+    let registry = Registry::builtin();
+    for entry in registry.entries() {
+        for api in &entry.manifest.apis {
+            let name = function_name(&entry.manifest.identifier, &api.name);
+            assert!(name.len() <= 64 && name.chars().next().unwrap().is_ascii_alphabetic(), "{name}");
+            assert!(name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-'), "{name}");
+            let (found, spec) = registry.resolve_function(&name).unwrap();
+            assert_eq!((found.manifest.identifier.as_str(), spec.name.as_str()), (entry.manifest.identifier.as_str(), api.name.as_str()));
+        }
+    }
+    assert!(registry.resolve_function("local-system__nope").is_none());
+}
+
+#[test]
+fn catalogue_snapshots() {
+    let registry = Registry::builtin();
+    for identifier in ["local-system", "todo"] {
+        let entry = registry.get(identifier).unwrap();
+        for provider in Provider::ALL {
+            let declared: Vec<_> = entry
+                .manifest
+                .apis
+                .iter()
+                .map(|api| provider.declare(&function_name(identifier, &api.name), api))
+                .collect();
+            insta::assert_json_snapshot!(format!("{identifier}-{}", provider.as_str()), declared);
+        }
+    }
+}
+
+#[test]
+fn manifests_round_trip_and_flags_are_listed() {
+    let manifests = Registry::builtin().manifests();
+    for item in manifests.as_array().unwrap() {
+        let manifest: tool_core::ToolManifest = serde_json::from_value(item["manifest"].clone()).unwrap();
+        assert_eq!(serde_json::to_value(&manifest).unwrap(), item["manifest"]);
+        assert_eq!(item["flags"]["hidden"], false);
+    }
+}
+
+#[tokio::test]
+async fn runtimes_build_from_services_and_report_missing_ones() {
+    let registry = Registry::builtin();
+    let missing = registry.runtime("local-system", &Services::new()).unwrap().err().unwrap();
+    assert!(missing.to_string().contains("ComputerRuntime"), "{missing}");
+    assert!(registry.runtime("nope", &Services::new()).is_none());
+
+    let computer: Arc<dyn ComputerRuntime> = Arc::new(LocalComputer::default());
+    let services = Services::new().with(computer);
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("a.txt"), "hello\n").unwrap();
+    let runtime = registry.runtime("local-system", &services).unwrap().unwrap();
+    let context = CallContext::new("c", "s").with_working_directory(dir.path());
+    let out = runtime.execute("readFile", json!({"path": "a.txt"}), &context).await;
+    assert_eq!(out.content, "hello");
+    let todo = registry.runtime("todo", &services).unwrap().unwrap();
+    let out = todo.execute("todo_write", json!({"todos": []}), &context).await;
+    assert!(out.success, "{}", out.content);
+    let card = registry.render("todo").placeholder("todo_write", &json!({"todos": []}));
+    assert_eq!(card.title, "Todo list");
+}

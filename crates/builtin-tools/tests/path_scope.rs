@@ -1,0 +1,72 @@
+//! The path-scope audit on real paths: `..`, symlinks, temp folders, no working directory.
+
+use std::path::Path;
+
+use builtin_tool_local_system::LocalSystemApi;
+use builtin_tools::audit;
+use serde_json::{Value, json};
+use tool_core::{AuditInput, AuditVerdict};
+
+fn verdict(api: LocalSystemApi, arguments: Value, working_directory: Option<&Path>) -> AuditVerdict {
+    let spec = api.spec();
+    let audit = audit("pathScope").expect("pathScope is registered");
+    audit(&AuditInput { api: &spec, arguments: &arguments, working_directory })
+}
+
+#[test]
+fn path_scope_cases() {
+    // The working directory must not be under a temp folder, or everything would pass as "temp":
+    // put it in the target directory of this build.
+    let base = Path::new(env!("CARGO_TARGET_TMPDIR"));
+    let work = tempfile::tempdir_in(base).unwrap();
+    let wd = work.path();
+    let outside = tempfile::tempdir_in(base).unwrap();
+    std::fs::create_dir(wd.join("src")).unwrap();
+    std::fs::write(outside.path().join("secret.txt"), "s").unwrap();
+    std::os::unix::fs::symlink(outside.path(), wd.join("escape")).unwrap();
+    std::os::unix::fs::symlink(wd.join("src"), wd.join("inner-link")).unwrap();
+    let outside_file = outside.path().join("secret.txt");
+    let outside_file = outside_file.to_str().unwrap();
+
+    use LocalSystemApi::*;
+    let cases: Vec<(&str, LocalSystemApi, Value, Option<&Path>, bool)> = vec![
+        ("relative inside", ReadFile, json!({"path": "src/main.rs"}), Some(wd), true),
+        ("absolute inside", ReadFile, json!({"path": wd.join("src/x.rs")}), Some(wd), true),
+        ("new file inside", WriteFile, json!({"path": "new/dir/file.txt", "content": ""}), Some(wd), true),
+        ("dotdot that stays inside", ReadFile, json!({"path": "src/../src/x"}), Some(wd), true),
+        ("dotdot escape", ReadFile, json!({"path": "../../../../../../etc/passwd"}), Some(wd), false),
+        ("absolute outside", ReadFile, json!({"path": outside_file}), Some(wd), false),
+        ("etc", ReadFile, json!({"path": "/etc/passwd"}), Some(wd), false),
+        ("home", ReadFile, json!({"path": "~/.bashrc"}), Some(wd), false),
+        ("symlink inside pointing outside", ReadFile, json!({"path": "escape/secret.txt"}), Some(wd), false),
+        ("write through escaping symlink", WriteFile, json!({"path": "escape/new.txt", "content": ""}), Some(wd), false),
+        ("symlink inside pointing inside", ReadFile, json!({"path": "inner-link/a.rs"}), Some(wd), true),
+        ("temp folder", ReadFile, json!({"path": "/tmp/x.txt"}), Some(wd), true),
+        ("var tmp", ReadFile, json!({"path": "/var/tmp/x.txt"}), Some(wd), true),
+        ("no working directory, temp", ReadFile, json!({"path": "/tmp/x"}), None, true),
+        ("no working directory, elsewhere", ReadFile, json!({"path": wd.join("a")}), None, false),
+        ("move out", MoveFiles, json!({"items": [{"oldPath": "src/a", "newPath": "src/b"}, {"oldPath": "src/c", "newPath": "/etc/c"}]}), Some(wd), false),
+        ("move inside", MoveFiles, json!({"items": [{"oldPath": "src/a", "newPath": "b"}]}), Some(wd), true),
+        ("glob relative pattern", GlobFiles, json!({"pattern": "../**/*.rs"}), Some(wd), true),
+        ("glob absolute pattern outside", GlobFiles, json!({"pattern": "/etc/**/*.conf"}), Some(wd), false),
+        ("glob directory outside", GlobFiles, json!({"pattern": "*.rs", "directory": "/usr"}), Some(wd), false),
+        ("grep default scope", GrepContent, json!({"pattern": "x"}), Some(wd), true),
+        ("grep outside", GrepContent, json!({"pattern": "x", "path": "/"}), Some(wd), false),
+        ("search outside", SearchFiles, json!({"query": "x", "directory": "/home"}), Some(wd), false),
+    ];
+    for (name, api, arguments, dir, passes) in cases {
+        let got = verdict(api, arguments, dir);
+        assert_eq!(got == AuditVerdict::Pass, passes, "{name}: {got:?}");
+    }
+}
+
+#[test]
+fn flag_reason_names_the_resolved_path() {
+    let base = Path::new(env!("CARGO_TARGET_TMPDIR"));
+    let work = tempfile::tempdir_in(base).unwrap();
+    std::os::unix::fs::symlink("/etc", work.path().join("etc-link")).unwrap();
+    let AuditVerdict::Flag(reason) = verdict(LocalSystemApi::ReadFile, json!({"path": "etc-link/hosts"}), Some(work.path())) else {
+        panic!("an escaping symlink must be flagged");
+    };
+    assert!(reason.starts_with("/etc/hosts outside the working directory"), "{reason}");
+}
