@@ -1,1 +1,100 @@
-fn main() {}
+//! Toolhost's automation, run as `cargo xtask <command>`.
+//!
+//! * `new-tool NAME`: add a builtin tool crate with its four parts and register it.
+//! * `catalogue [--format openai|anthropic|gemini|mcp]`: print the registry's catalogue as JSON.
+//! * `test`: run the whole test suite (what CI runs).
+//! * `bench`: run the benchmarks whose numbers go in `docs/benchmarks.md`.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitCode};
+
+use anyhow::{Context, Result, bail};
+
+mod new_tool;
+
+const USAGE: &str = "usage: cargo xtask <command>
+
+commands:
+  new-tool NAME                                  add crates/builtin-tool-NAME and register it
+  catalogue [--format openai|anthropic|gemini|mcp]  print the builtin catalogue as JSON
+  test                                           run the whole test suite
+  bench                                          run the benchmarks";
+
+fn main() -> ExitCode {
+    match run() {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(error) => {
+            eprintln!("error: {error:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn run() -> Result<()> {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let root = workspace_root();
+    match args.iter().map(String::as_str).collect::<Vec<_>>().as_slice() {
+        ["new-tool", name] => {
+            let created = new_tool::create(&root, name)?;
+            println!("created {}", created.display());
+            println!("registered `{name}` in crates/builtin-tools; next: cargo test -p builtin-tool-{name}");
+            Ok(())
+        }
+        ["catalogue", rest @ ..] => {
+            let mut command = cargo(&root);
+            command
+                .args(["run", "--quiet", "-p", "builtin-tools", "--example", "catalogue", "--"])
+                .args(rest);
+            status(command)
+        }
+        ["test"] => test(&root),
+        ["bench"] => {
+            let mut command = cargo(&root);
+            command.args(["bench", "-p", "computer-runtime", "--bench", "files"]);
+            status(command)
+        }
+        ["help" | "--help" | "-h"] | [] => {
+            println!("{USAGE}");
+            Ok(())
+        }
+        other => bail!("unknown command `{}`\n\n{USAGE}", other.join(" ")),
+    }
+}
+
+/// The workspace root: xtask lives one folder below it.
+fn workspace_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).parent().map_or_else(|| PathBuf::from("."), Path::to_path_buf)
+}
+
+fn cargo(root: &Path) -> Command {
+    let mut command = Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()));
+    command.current_dir(root);
+    command
+}
+
+fn status(mut command: Command) -> Result<()> {
+    let shown = format!("{command:?}");
+    let status = command.status().with_context(|| format!("cannot start {shown}"))?;
+    if !status.success() {
+        bail!("{shown} failed with {status}");
+    }
+    Ok(())
+}
+
+/// The whole suite: nextest when it is installed (doc tests separately, since nextest does not
+/// run them), plain `cargo test` otherwise.
+fn test(root: &Path) -> Result<()> {
+    let has_nextest = cargo(root).args(["nextest", "--version"]).output().is_ok_and(|o| o.status.success());
+    if has_nextest {
+        let mut run = cargo(root);
+        run.args(["nextest", "run", "--workspace", "--no-fail-fast"]);
+        status(run)?;
+        let mut doc = cargo(root);
+        doc.args(["test", "--workspace", "--doc"]);
+        status(doc)
+    } else {
+        let mut run = cargo(root);
+        run.args(["test", "--workspace", "--no-fail-fast"]);
+        status(run)
+    }
+}

@@ -2,7 +2,7 @@
 
 use serde_json::Value;
 use tool_core::render::{default_streaming, status_badge};
-use tool_core::{Block, Card, Progress, RenderHooks, ToolOutput, Tone};
+use tool_core::{Block, Card, Progress, RenderHooks, Tone, ToolOutput};
 
 use crate::manifest::LocalSystemApi;
 
@@ -43,11 +43,16 @@ fn headline(api: &str, args: &Value) -> Card {
             let moves: Vec<String> = args
                 .get("items")
                 .and_then(Value::as_array)
-                .map(|items| items.iter().map(|i| format!("{} → {}", text(i, "oldPath"), text(i, "newPath"))).collect())
+                .map(|items| {
+                    items.iter().map(|i| format!("{} → {}", text(i, "oldPath"), text(i, "newPath"))).collect()
+                })
                 .unwrap_or_default();
-            Card::new(format!("Move {} item(s)", moves.len())).block(Block::List { items: moves, ordered: false })
+            Card::new(format!("Move {} item(s)", moves.len()))
+                .block(Block::List { items: moves, ordered: false })
         }
-        LocalSystemApi::GlobFiles => Card::new(format!("Glob {}", text(args, "pattern"))).fields([("in", text(args, "directory"))]),
+        LocalSystemApi::GlobFiles => {
+            Card::new(format!("Glob {}", text(args, "pattern"))).fields([("in", text(args, "directory"))])
+        }
         LocalSystemApi::GrepContent => Card::new(format!("Grep “{}”", text(args, "pattern")))
             .fields([("in", text(args, "path")), ("files", text(args, "glob"))]),
         LocalSystemApi::RunCommand => Card::new(text(args, "description").to_owned())
@@ -92,8 +97,12 @@ impl RenderHooks for LocalSystemRender {
         card.badge = Some(status_badge(output));
         let state = output.state.as_ref().unwrap_or(&Value::Null);
         let body = match (api.parse::<LocalSystemApi>(), output.success) {
-            (Ok(LocalSystemApi::ReadFile), true) => Some(Block::Code { language: None, text: preview(text(state, "content")) }),
-            (Ok(LocalSystemApi::EditFile), true) => Some(Block::Diff { unified: text(state, "diff").to_owned() }),
+            (Ok(LocalSystemApi::ReadFile), true) => {
+                Some(Block::Code { language: None, text: preview(text(state, "content")) })
+            }
+            (Ok(LocalSystemApi::EditFile), true) => {
+                Some(Block::Diff { unified: text(state, "diff").to_owned() })
+            }
             (Ok(LocalSystemApi::SearchFiles | LocalSystemApi::GlobFiles), true) => {
                 let items: Vec<String> = state["paths"]
                     .as_array()
@@ -107,7 +116,13 @@ impl RenderHooks for LocalSystemRender {
                     .map(|matches| {
                         matches
                             .iter()
-                            .map(|m| vec![text(m, "path").to_owned(), m["line"].to_string(), text(m, "text").to_owned()])
+                            .map(|m| {
+                                vec![
+                                    text(m, "path").to_owned(),
+                                    m["line"].to_string(),
+                                    text(m, "text").to_owned(),
+                                ]
+                            })
                             .collect()
                     })
                     .unwrap_or_default();
@@ -124,13 +139,18 @@ impl RenderHooks for LocalSystemRender {
         card.title = format!("Allow: {}", card.title);
         card.badge = Some(tool_core::Badge { label: "approval needed".into(), tone: Tone::Warning });
         match api.parse::<LocalSystemApi>() {
-            Ok(LocalSystemApi::WriteFile) => card.block(Block::Code { language: None, text: preview(text(arguments, "content")) }),
+            Ok(LocalSystemApi::WriteFile) => {
+                card.block(Block::Code { language: None, text: preview(text(arguments, "content")) })
+            }
             Ok(LocalSystemApi::EditFile) => {
                 let mut pairs: Vec<(String, String)> = Vec::new();
                 if let Some(edits) = arguments.get("edits").and_then(Value::as_array) {
-                    pairs.extend(edits.iter().map(|e| (text(e, "oldText").to_owned(), text(e, "newText").to_owned())));
+                    pairs.extend(
+                        edits.iter().map(|e| (text(e, "oldText").to_owned(), text(e, "newText").to_owned())),
+                    );
                 } else {
-                    pairs.push((text(arguments, "oldText").to_owned(), text(arguments, "newText").to_owned()));
+                    pairs
+                        .push((text(arguments, "oldText").to_owned(), text(arguments, "newText").to_owned()));
                 }
                 let unified = pairs
                     .iter()
@@ -183,6 +203,12 @@ mod tests {
         let edit = hooks.intervention("editFile", &json!({"path": "a", "oldText": "x\ny", "newText": "z"}));
         assert_eq!(edit.blocks, vec![Block::Diff { unified: "-x\n-y\n+z\n".into() }]);
         let grep = hooks.result("grepContent", &args, &ok);
-        assert_eq!(grep.blocks[1], Block::Table { headers: vec!["file".into(), "line".into(), "text".into()], rows: vec![vec!["p".into(), "3".into(), "t".into()]] });
+        assert_eq!(
+            grep.blocks[1],
+            Block::Table {
+                headers: vec!["file".into(), "line".into(), "text".into()],
+                rows: vec![vec!["p".into(), "3".into(), "t".into()]]
+            }
+        );
     }
 }

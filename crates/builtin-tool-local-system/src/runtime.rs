@@ -49,7 +49,12 @@ impl LocalSystemRuntime {
 }
 
 impl ToolRuntime for LocalSystemRuntime {
-    fn execute<'a>(&'a self, api: &'a str, arguments: Value, context: &'a CallContext) -> BoxFuture<'a, ToolOutput> {
+    fn execute<'a>(
+        &'a self,
+        api: &'a str,
+        arguments: Value,
+        context: &'a CallContext,
+    ) -> BoxFuture<'a, ToolOutput> {
         Box::pin(async move {
             let Ok(api) = api.parse::<LocalSystemApi>() else {
                 return ToolOutput::error(ErrorKind::UnknownTool, format!("local-system has no api `{api}`"));
@@ -70,7 +75,8 @@ impl LocalSystemRuntime {
         match api {
             LocalSystemApi::ReadFile => {
                 let args: ReadFileArgs = parse(api, arguments)?;
-                let request = ReadRequest { path: resolve(&args.path, dir)?, offset: args.offset, limit: args.limit };
+                let request =
+                    ReadRequest { path: resolve(&args.path, dir)?, offset: args.offset, limit: args.limit };
                 let state = computer.read(request).await.map_err(failure)?;
                 Ok(done(format::read(&state), &state))
             }
@@ -90,7 +96,10 @@ impl LocalSystemRuntime {
             LocalSystemApi::SearchFiles => {
                 let args: SearchFilesArgs = parse(api, arguments)?;
                 let root = folder(args.directory.as_deref(), dir)?;
-                let walk = WalkOptions { include_hidden: args.include_hidden.unwrap_or(false), include_ignored: false };
+                let walk = WalkOptions {
+                    include_hidden: args.include_hidden.unwrap_or(false),
+                    include_ignored: false,
+                };
                 let limit = args.limit.unwrap_or(DEFAULT_SEARCH_RESULTS) as usize;
                 let query = args.query;
                 let state = computer
@@ -107,7 +116,12 @@ impl LocalSystemRuntime {
                 let items = args
                     .items
                     .iter()
-                    .map(|item| Ok(MoveItem { from: resolve(&item.old_path, dir)?, to: resolve(&item.new_path, dir)? }))
+                    .map(|item| {
+                        Ok(MoveItem {
+                            from: resolve(&item.old_path, dir)?,
+                            to: resolve(&item.new_path, dir)?,
+                        })
+                    })
                     .collect::<Result<Vec<_>, ToolOutput>>()?;
                 let state = computer.move_items(items).await.map_err(failure)?;
                 let content = format::moved(&state);
@@ -143,7 +157,10 @@ impl LocalSystemRuntime {
                     glob: args.glob,
                     case_insensitive: args.case_insensitive.unwrap_or(false),
                     fixed_strings: args.fixed_strings.unwrap_or(false),
-                    walk: WalkOptions { include_hidden: args.include_hidden.unwrap_or(false), include_ignored: false },
+                    walk: WalkOptions {
+                        include_hidden: args.include_hidden.unwrap_or(false),
+                        include_ignored: false,
+                    },
                     max_matches: args.max_results.unwrap_or(DEFAULT_GREP_RESULTS).max(1) as usize,
                     max_line_chars: GREP_LINE_CHARS,
                 };
@@ -250,9 +267,7 @@ fn edits_of(args: EditFileArgs) -> Result<Vec<EditSpec>, ToolOutput> {
         (Some(_), None, _) | (None, Some(_), _) => {
             Err(invalid("give both oldText and newText (single edit), or use edits for several"))
         }
-        (Some(_), Some(_), Some(_)) => {
-            Err(invalid("give either oldText/newText or edits, not both"))
-        }
+        (Some(_), Some(_), Some(_)) => Err(invalid("give either oldText/newText or edits, not both")),
         (None, None, None) => Err(invalid("nothing to edit: give oldText and newText, or edits")),
     }
 }

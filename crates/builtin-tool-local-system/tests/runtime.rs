@@ -15,7 +15,10 @@ struct Fixture {
 
 impl Fixture {
     fn new() -> Self {
-        Self { dir: tempfile::tempdir().unwrap(), runtime: LocalSystemRuntime::new(Arc::new(LocalComputer::default())) }
+        Self {
+            dir: tempfile::tempdir().unwrap(),
+            runtime: LocalSystemRuntime::new(Arc::new(LocalComputer::default())),
+        }
     }
 
     fn context(&self) -> CallContext {
@@ -67,11 +70,27 @@ async fn edit_failures_are_actionable_and_change_nothing() {
     let f = Fixture::new();
     f.write("r.txt", b"x = 1\nx = 1\n");
     let cases = [
-        (json!({"path": "r.txt", "oldText": "x = 1", "newText": "x = 2"}), ErrorKind::Conflict, "occurs 2 times"),
-        (json!({"path": "r.txt", "oldText": "x = 1", "newText": "x = 1", "replaceAll": true}), ErrorKind::Conflict, "changes nothing"),
-        (json!({"path": "r.txt", "oldText": "y = 1"}), ErrorKind::InvalidArguments, "both oldText and newText"),
+        (
+            json!({"path": "r.txt", "oldText": "x = 1", "newText": "x = 2"}),
+            ErrorKind::Conflict,
+            "occurs 2 times",
+        ),
+        (
+            json!({"path": "r.txt", "oldText": "x = 1", "newText": "x = 1", "replaceAll": true}),
+            ErrorKind::Conflict,
+            "changes nothing",
+        ),
+        (
+            json!({"path": "r.txt", "oldText": "y = 1"}),
+            ErrorKind::InvalidArguments,
+            "both oldText and newText",
+        ),
         (json!({"path": "r.txt"}), ErrorKind::InvalidArguments, "nothing to edit"),
-        (json!({"path": "missing.txt", "oldText": "a", "newText": "b"}), ErrorKind::NotFound, "does not exist"),
+        (
+            json!({"path": "missing.txt", "oldText": "a", "newText": "b"}),
+            ErrorKind::NotFound,
+            "does not exist",
+        ),
     ];
     for (args, kind, needle) in cases {
         let out = f.call("editFile", args.clone()).await;
@@ -96,7 +115,8 @@ async fn search_apis_find_things() {
     assert_eq!(search.content, "README.md");
     let bad = f.call("grepContent", json!({"pattern": "("})).await;
     assert_eq!(bad.error.unwrap().kind, ErrorKind::InvalidArguments);
-    let moved = f.call("moveFiles", json!({"items": [{"oldPath": "README.md", "newPath": "docs/README.md"}]})).await;
+    let moved =
+        f.call("moveFiles", json!({"items": [{"oldPath": "README.md", "newPath": "docs/README.md"}]})).await;
     assert!(moved.success, "{}", moved.content);
     assert!(f.dir.path().join("docs/README.md").exists());
 }
@@ -115,7 +135,8 @@ async fn commands_time_out_with_output_and_background_jobs_are_polled() {
     assert_eq!(out.error.as_ref().unwrap().kind, ErrorKind::Execution);
     assert!(out.content.contains("exit code 3"), "{}", out.content);
 
-    let out = f.call("runCommand", json!({"command": "echo tick; sleep 0.2; echo tock", "background": true})).await;
+    let out =
+        f.call("runCommand", json!({"command": "echo tick; sleep 0.2; echo tock", "background": true})).await;
     assert!(out.success, "{}", out.content);
     let id = out.state.as_ref().unwrap()["command_id"].as_str().unwrap().to_owned();
     tokio::time::sleep(Duration::from_millis(600)).await;

@@ -77,6 +77,7 @@ pub fn manifest() -> ToolManifest {
         )
 }
 
+#[cfg(any(feature = "runtime", feature = "render"))]
 fn mark(status: TodoStatus) -> &'static str {
     match status {
         TodoStatus::Pending => "[ ]",
@@ -92,7 +93,9 @@ mod runtime {
 
     use futures::future::BoxFuture;
     use serde_json::Value;
-    use tool_core::{CallContext, ErrorKind, MissingService, Services, ToolOutput, ToolRuntime, parse_arguments};
+    use tool_core::{
+        CallContext, ErrorKind, MissingService, Services, ToolOutput, ToolRuntime, parse_arguments,
+    };
 
     use super::*;
 
@@ -136,7 +139,12 @@ mod runtime {
     }
 
     impl ToolRuntime for TodoRuntime {
-        fn execute<'a>(&'a self, api: &'a str, arguments: Value, context: &'a CallContext) -> BoxFuture<'a, ToolOutput> {
+        fn execute<'a>(
+            &'a self,
+            api: &'a str,
+            arguments: Value,
+            context: &'a CallContext,
+        ) -> BoxFuture<'a, ToolOutput> {
             Box::pin(async move {
                 if api.parse::<TodoApi>().is_err() {
                     return ToolOutput::error(ErrorKind::UnknownTool, format!("todo has no api `{api}`"));
@@ -148,11 +156,17 @@ mod runtime {
                 if args.todos.len() > MAX_ITEMS {
                     return ToolOutput::error(
                         ErrorKind::InvalidArguments,
-                        format!("the list has {} items, more than {MAX_ITEMS}; merge or drop some", args.todos.len()),
+                        format!(
+                            "the list has {} items, more than {MAX_ITEMS}; merge or drop some",
+                            args.todos.len()
+                        ),
                     );
                 }
                 if let Some(i) = args.todos.iter().position(|t| t.content.trim().is_empty()) {
-                    return ToolOutput::error(ErrorKind::InvalidArguments, format!("item {} has no content", i + 1));
+                    return ToolOutput::error(
+                        ErrorKind::InvalidArguments,
+                        format!("item {} has no content", i + 1),
+                    );
                 }
                 let count = |s| args.todos.iter().filter(|t| t.status == s).count();
                 let (done, active, pending) =
@@ -239,13 +253,25 @@ mod tests {
         let context = CallContext::new("c1", "s1");
         let first = json!({"todos": [{"content": "a", "status": "completed"}, {"content": "b", "status": "in_progress"}]});
         let out = runtime.execute("todo_write", first.clone(), &context).await;
-        assert_eq!(out.content, "Todo list updated: 2 items (1 completed, 1 in progress, 0 pending).\n[x] a\n[>] b");
-        let out = runtime.execute("todo_write", json!({"todos": [{"content": "c", "status": "pending"}]}), &context).await;
+        assert_eq!(
+            out.content,
+            "Todo list updated: 2 items (1 completed, 1 in progress, 0 pending).\n[x] a\n[>] b"
+        );
+        let out = runtime
+            .execute("todo_write", json!({"todos": [{"content": "c", "status": "pending"}]}), &context)
+            .await;
         assert!(out.success);
         assert_eq!(store.list("s1"), vec![TodoItem { content: "c".into(), status: TodoStatus::Pending }]);
         assert!(store.list("other").is_empty());
-        let card = TodoRender.result("todo_write", &first, &runtime.execute("todo_write", first.clone(), &context).await);
-        assert_eq!(card.blocks, vec![tool_core::Block::List { items: vec!["[x] a".into(), "[>] b".into()], ordered: false }]);
+        let card = TodoRender.result(
+            "todo_write",
+            &first,
+            &runtime.execute("todo_write", first.clone(), &context).await,
+        );
+        assert_eq!(
+            card.blocks,
+            vec![tool_core::Block::List { items: vec!["[x] a".into(), "[>] b".into()], ordered: false }]
+        );
     }
 
     #[tokio::test]
@@ -253,8 +279,11 @@ mod tests {
         let store = TodoStore::default();
         let runtime = TodoRuntime::new(store.clone());
         let context = CallContext::new("c1", "s1");
-        runtime.execute("todo_write", json!({"todos": [{"content": "keep", "status": "pending"}]}), &context).await;
-        let too_many: Vec<_> = (0..51).map(|i| json!({"content": format!("t{i}"), "status": "pending"})).collect();
+        runtime
+            .execute("todo_write", json!({"todos": [{"content": "keep", "status": "pending"}]}), &context)
+            .await;
+        let too_many: Vec<_> =
+            (0..51).map(|i| json!({"content": format!("t{i}"), "status": "pending"})).collect();
         let cases = [
             (json!({"todos": too_many}), "more than 50"),
             (json!({"todos": [{"content": " ", "status": "pending"}]}), "item 1 has no content"),

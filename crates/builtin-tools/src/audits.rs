@@ -25,7 +25,8 @@ pub fn audit(name: &str) -> Option<AuditFn> {
 /// comes from the session, never from the arguments.
 pub fn path_scope(input: &AuditInput<'_>) -> AuditVerdict {
     let scope = PathScope::for_session(input.working_directory);
-    let paths: Vec<&str> = input.api.path_params.iter().flat_map(|param| param.select(input.arguments)).collect();
+    let paths: Vec<&str> =
+        input.api.path_params.iter().flat_map(|param| param.select(input.arguments)).collect();
     let outside = scope.outside(paths.iter().copied(), input.working_directory);
     if outside.is_empty() {
         return AuditVerdict::Pass;

@@ -27,7 +27,7 @@
 pub mod audits;
 mod registry;
 
-use std::sync::{Arc, LazyLock};
+use std::sync::LazyLock;
 
 use serde::Serialize;
 use serde_json::{Value, json};
@@ -74,7 +74,7 @@ impl ToolFlags {
 /// Builds a tool's runtime from the front end's services.
 #[cfg(feature = "runtime")]
 pub type RuntimeFactory =
-    fn(&tool_core::Services) -> Result<Arc<dyn tool_core::ToolRuntime>, tool_core::MissingService>;
+    fn(&tool_core::Services) -> Result<std::sync::Arc<dyn tool_core::ToolRuntime>, tool_core::MissingService>;
 
 /// One registered builtin tool.
 pub struct BuiltinTool {
@@ -94,7 +94,10 @@ pub struct BuiltinTool {
 
 impl std::fmt::Debug for BuiltinTool {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("BuiltinTool").field("identifier", &self.identifier).field("flags", &self.flags).finish_non_exhaustive()
+        f.debug_struct("BuiltinTool")
+            .field("identifier", &self.identifier)
+            .field("flags", &self.flags)
+            .finish_non_exhaustive()
     }
 }
 
@@ -124,7 +127,10 @@ static BUILTIN: LazyLock<Registry> = LazyLock::new(|| Registry {
 /// unique and starts with a letter; the pipeline's naming layer handles names from other sources.
 pub fn function_name(identifier: &str, api: &str) -> String {
     let raw = format!("{identifier}__{api}");
-    let clean: String = raw.chars().map(|c| if c.is_ascii_alphanumeric() || c == '_' || c == '-' { c } else { '_' }).collect();
+    let clean: String = raw
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() || c == '_' || c == '-' { c } else { '_' })
+        .collect();
     clean.chars().take(64).collect()
 }
 
@@ -166,7 +172,7 @@ impl Registry {
         &self,
         identifier: &str,
         services: &tool_core::Services,
-    ) -> Option<Result<Arc<dyn tool_core::ToolRuntime>, tool_core::MissingService>> {
+    ) -> Option<Result<std::sync::Arc<dyn tool_core::ToolRuntime>, tool_core::MissingService>> {
         self.get(identifier).map(|entry| (entry.tool.runtime)(services))
     }
 
@@ -179,22 +185,23 @@ impl Registry {
 
     /// The visible, on-by-default tools' APIs in one provider's form, as a JSON array.
     pub fn catalogue(&self, provider: Provider) -> Value {
-        let declarations = self
-            .entries
-            .iter()
-            .filter(|e| !e.tool.flags.hidden && e.tool.flags.default_enabled)
-            .flat_map(|e| e.manifest.apis.iter().map(move |api| provider.declare(&function_name(&e.manifest.identifier, &api.name), api)))
-            .collect();
+        let declarations =
+            self.entries
+                .iter()
+                .filter(|e| !e.tool.flags.hidden && e.tool.flags.default_enabled)
+                .flat_map(|e| {
+                    e.manifest.apis.iter().map(move |api| {
+                        provider.declare(&function_name(&e.manifest.identifier, &api.name), api)
+                    })
+                })
+                .collect();
         Value::Array(declarations)
     }
 
     /// Every tool's manifest and flags (hidden ones included), as a JSON array.
     pub fn manifests(&self) -> Value {
         Value::Array(
-            self.entries
-                .iter()
-                .map(|e| json!({ "flags": e.tool.flags, "manifest": e.manifest }))
-                .collect(),
+            self.entries.iter().map(|e| json!({ "flags": e.tool.flags, "manifest": e.manifest })).collect(),
         )
     }
 }

@@ -30,7 +30,10 @@ fn function_names_fit_every_provider_and_resolve_back() {
             assert!(name.len() <= 64 && name.chars().next().unwrap().is_ascii_alphabetic(), "{name}");
             assert!(name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-'), "{name}");
             let (found, spec) = registry.resolve_function(&name).unwrap();
-            assert_eq!((found.manifest.identifier.as_str(), spec.name.as_str()), (entry.manifest.identifier.as_str(), api.name.as_str()));
+            assert_eq!(
+                (found.manifest.identifier.as_str(), spec.name.as_str()),
+                (entry.manifest.identifier.as_str(), api.name.as_str())
+            );
         }
     }
     assert!(registry.resolve_function("local-system__nope").is_none());

@@ -39,17 +39,35 @@ fn path_scope_cases() {
         ("etc", ReadFile, json!({"path": "/etc/passwd"}), Some(wd), false),
         ("home", ReadFile, json!({"path": "~/.bashrc"}), Some(wd), false),
         ("symlink inside pointing outside", ReadFile, json!({"path": "escape/secret.txt"}), Some(wd), false),
-        ("write through escaping symlink", WriteFile, json!({"path": "escape/new.txt", "content": ""}), Some(wd), false),
+        (
+            "write through escaping symlink",
+            WriteFile,
+            json!({"path": "escape/new.txt", "content": ""}),
+            Some(wd),
+            false,
+        ),
         ("symlink inside pointing inside", ReadFile, json!({"path": "inner-link/a.rs"}), Some(wd), true),
         ("temp folder", ReadFile, json!({"path": "/tmp/x.txt"}), Some(wd), true),
         ("var tmp", ReadFile, json!({"path": "/var/tmp/x.txt"}), Some(wd), true),
         ("no working directory, temp", ReadFile, json!({"path": "/tmp/x"}), None, true),
         ("no working directory, elsewhere", ReadFile, json!({"path": wd.join("a")}), None, false),
-        ("move out", MoveFiles, json!({"items": [{"oldPath": "src/a", "newPath": "src/b"}, {"oldPath": "src/c", "newPath": "/etc/c"}]}), Some(wd), false),
+        (
+            "move out",
+            MoveFiles,
+            json!({"items": [{"oldPath": "src/a", "newPath": "src/b"}, {"oldPath": "src/c", "newPath": "/etc/c"}]}),
+            Some(wd),
+            false,
+        ),
         ("move inside", MoveFiles, json!({"items": [{"oldPath": "src/a", "newPath": "b"}]}), Some(wd), true),
         ("glob relative pattern", GlobFiles, json!({"pattern": "../**/*.rs"}), Some(wd), true),
         ("glob absolute pattern outside", GlobFiles, json!({"pattern": "/etc/**/*.conf"}), Some(wd), false),
-        ("glob directory outside", GlobFiles, json!({"pattern": "*.rs", "directory": "/usr"}), Some(wd), false),
+        (
+            "glob directory outside",
+            GlobFiles,
+            json!({"pattern": "*.rs", "directory": "/usr"}),
+            Some(wd),
+            false,
+        ),
         ("grep default scope", GrepContent, json!({"pattern": "x"}), Some(wd), true),
         ("grep outside", GrepContent, json!({"pattern": "x", "path": "/"}), Some(wd), false),
         ("search outside", SearchFiles, json!({"query": "x", "directory": "/home"}), Some(wd), false),
@@ -65,7 +83,9 @@ fn flag_reason_names_the_resolved_path() {
     let base = Path::new(env!("CARGO_TARGET_TMPDIR"));
     let work = tempfile::tempdir_in(base).unwrap();
     std::os::unix::fs::symlink("/etc", work.path().join("etc-link")).unwrap();
-    let AuditVerdict::Flag(reason) = verdict(LocalSystemApi::ReadFile, json!({"path": "etc-link/hosts"}), Some(work.path())) else {
+    let AuditVerdict::Flag(reason) =
+        verdict(LocalSystemApi::ReadFile, json!({"path": "etc-link/hosts"}), Some(work.path()))
+    else {
         panic!("an escaping symlink must be flagged");
     };
     assert!(reason.starts_with("/etc/hosts outside the working directory"), "{reason}");

@@ -99,7 +99,7 @@ fn read_bench() {
         let mut out = BufWriter::with_capacity(8 * 1024, File::create(&path).expect("create big file"));
         for n in 1..=LINES {
             // 100 bytes per line, newline included.
-            writeln!(out, "line {n:09} lorem ipsum dolor sit amet, consectetur adipiscing elit, sed do eiusmod tempor inc")
+            writeln!(out, "line {n:09} lorem ipsum dolor sit amet, consectetur adipiscing elit, sed do eiusmod tempor incid")
                 .expect("write big file");
         }
         out.flush().expect("flush big file");
@@ -126,7 +126,11 @@ fn read_bench() {
         }
         let state = last.expect("at least one run");
         // Check the range really is what was asked for.
-        assert_eq!((state.start_line, state.end_line, state.total_lines), (offset, offset + 99, LINES), "{label}");
+        assert_eq!(
+            (state.start_line, state.end_line, state.total_lines),
+            (offset, offset + 99, LINES),
+            "{label}"
+        );
         assert_eq!(state.content.lines().count(), 100, "{label}");
         assert!(state.content.starts_with(&format!("line {offset:09} ")), "{label}");
         rows.push((label, offset, median(&times), min(&times), state.content.len()));
@@ -195,7 +199,10 @@ fn tree_size(root: &Path) -> (u64, u64) {
 
 fn rg_available() -> Option<String> {
     let output = Command::new("rg").arg("--version").stdin(Stdio::null()).output().ok()?;
-    output.status.success().then(|| String::from_utf8_lossy(&output.stdout).lines().next().unwrap_or("rg").to_owned())
+    output
+        .status
+        .success()
+        .then(|| String::from_utf8_lossy(&output.stdout).lines().next().unwrap_or("rg").to_owned())
 }
 
 /// Runs `rg` and counts its output lines (one per matching line with `-n` and no context).
@@ -253,16 +260,22 @@ fn run_ours(pattern: &str, tree: &Path) -> (Duration, Ours) {
     let start = Instant::now();
     let state = search::grep(black_box(&request)).expect("grep");
     let elapsed = start.elapsed();
-    let ours = Ours { matches: state.matches.len(), files_searched: state.files_searched, files_matched: state.files_matched };
+    // Outside the timing: the contract is matches sorted by path, then line.
+    assert!(
+        state.matches.windows(2).all(|w| (&w[0].path, w[0].line) < (&w[1].path, w[1].line)),
+        "grep results are not sorted by (path, line)"
+    );
+    let ours = Ours {
+        matches: state.matches.len(),
+        files_searched: state.files_searched,
+        files_matched: state.files_matched,
+    };
     drop(black_box(state));
     (elapsed, ours)
 }
 
-const PATTERNS: [(&str, &str); 3] = [
-    ("common literal", "fn "),
-    ("regex", r"impl\s+\w+\s+for"),
-    ("rare literal", "unsafe_op_in_unsafe_fn"),
-];
+const PATTERNS: [(&str, &str); 3] =
+    [("common literal", "fn "), ("regex", r"impl\s+\w+\s+for"), ("rare literal", "unsafe_op_in_unsafe_fn")];
 
 fn grep_bench() {
     println!("## search::grep vs ripgrep\n");
@@ -274,7 +287,10 @@ fn grep_bench() {
     let walk = Instant::now();
     let (files, bytes) = tree_size(&tree);
     println!("- tree: `{}`", tree.display());
-    println!("- tree size (every regular file, nothing skipped): {files} files, {bytes} bytes ({})", mib(bytes));
+    println!(
+        "- tree size (every regular file, nothing skipped): {files} files, {bytes} bytes ({})",
+        mib(bytes)
+    );
     println!("- tree walk for that count: {}", ms(walk.elapsed()));
     let rg = rg_available();
     match &rg {
@@ -292,7 +308,8 @@ fn grep_bench() {
     for (kind, pattern) in PATTERNS {
         // Warm-up (also fills the page cache).
         let (_, ours) = run_ours(pattern, &tree);
-        let rg_counts = rg.as_ref().map(|_| (run_rg(pattern, &tree, true).1, run_rg(pattern, &tree, false).1));
+        let rg_counts =
+            rg.as_ref().map(|_| (run_rg(pattern, &tree, true).1, run_rg(pattern, &tree, false).1));
         let mut our_times = Vec::with_capacity(RUNS);
         let mut rg_times = Vec::with_capacity(RUNS);
         for _ in 0..RUNS {
@@ -305,7 +322,9 @@ fn grep_bench() {
     }
 
     if rg.is_some() {
-        println!("| pattern | ours median | ours min | rg median | rg min | ours/rg (median) | our matches | rg matches | rg matches without --no-require-git | files searched / matched (ours) |");
+        println!(
+            "| pattern | ours median | ours min | rg median | rg min | ours/rg (median) | our matches | rg matches | rg matches without --no-require-git | files searched / matched (ours) |"
+        );
         println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
     } else {
         println!("| pattern | ours median | ours min | our matches | files searched / matched (ours) |");
@@ -334,7 +353,12 @@ fn grep_bench() {
                     ));
                 }
             }
-            None => println!("| {label} | {} | {} | {} | {files} |", ms(median(our_times)), ms(min(our_times)), ours.matches),
+            None => println!(
+                "| {label} | {} | {} | {} | {files} |",
+                ms(median(our_times)),
+                ms(min(our_times)),
+                ours.matches
+            ),
         }
     }
     println!();

@@ -160,11 +160,7 @@ fn describe_not_found(closest: Option<&Closest>) -> String {
         let _ = writeln!(message, "{number:>6}\t{line}");
     }
     if lines.len() > HINT_MAX_SHOWN_LINES {
-        let _ = writeln!(
-            message,
-            "   ... ({} more lines)",
-            lines.len() - HINT_MAX_SHOWN_LINES
-        );
+        let _ = writeln!(message, "   ... ({} more lines)", lines.len() - HINT_MAX_SHOWN_LINES);
     }
     message.push_str(ADVICE);
     message
@@ -190,11 +186,7 @@ fn describe_not_found(closest: Option<&Closest>) -> String {
 /// Fails without changing anything if there are no edits, an `old_text` is
 /// empty, not found or (without `replace_all`) not unique, two edits overlap,
 /// or the result equals the original. See [`EditError`].
-pub fn apply_edits(
-    original: &str,
-    display_path: &str,
-    edits: &[EditSpec],
-) -> Result<EditOutcome, EditError> {
+pub fn apply_edits(original: &str, display_path: &str, edits: &[EditSpec]) -> Result<EditOutcome, EditError> {
     if edits.is_empty() {
         return Err(EditError::NoEdits);
     }
@@ -229,31 +221,18 @@ pub fn apply_edits(
                     .collect();
             }
             if ranges.is_empty() {
-                return Err(EditError::NotFound {
-                    edit: index,
-                    closest: closest_match(&text, &old),
-                });
+                return Err(EditError::NotFound { edit: index, closest: closest_match(&text, &old) });
             }
             fuzzy = true;
         }
-        replacements.extend(
-            ranges
-                .into_iter()
-                .map(|range| Replacement { range, edit: index }),
-        );
+        replacements.extend(ranges.into_iter().map(|range| Replacement { range, edit: index }));
     }
 
     replacements.sort_by_key(|r| (r.range.start, r.range.end));
     // Sorted by start, so checking neighbours is enough to find any overlap.
-    if let Some(pair) = replacements
-        .windows(2)
-        .find(|pair| pair[1].range.start < pair[0].range.end)
-    {
+    if let Some(pair) = replacements.windows(2).find(|pair| pair[1].range.start < pair[0].range.end) {
         let (a, b) = (pair[0].edit, pair[1].edit);
-        return Err(EditError::Overlap {
-            first: a.min(b),
-            second: a.max(b),
-        });
+        return Err(EditError::Overlap { first: a.min(b), second: a.max(b) });
     }
 
     let mut new_lf = String::with_capacity(text.len());
@@ -343,9 +322,7 @@ fn uses_crlf(text: &str) -> bool {
     match crlf.cmp(&lf_only) {
         Ordering::Greater => true,
         Ordering::Less => false,
-        Ordering::Equal => {
-            memchr::memchr(b'\n', bytes).is_some_and(|at| at > 0 && bytes[at - 1] == b'\r')
-        }
+        Ordering::Equal => memchr::memchr(b'\n', bytes).is_some_and(|at| at > 0 && bytes[at - 1] == b'\r'),
     }
 }
 
@@ -365,9 +342,8 @@ fn to_lf(text: &str) -> Cow<'_, str> {
 /// An empty vector means no occurrence.
 fn find_matches(haystack: &str, needle: &str, all: bool) -> Result<Vec<Range<usize>>, usize> {
     let (hay, pattern) = (haystack.as_bytes(), needle.as_bytes());
-    let ranges: Vec<Range<usize>> = memmem::find_iter(hay, pattern)
-        .map(|start| start..start + pattern.len())
-        .collect();
+    let ranges: Vec<Range<usize>> =
+        memmem::find_iter(hay, pattern).map(|start| start..start + pattern.len()).collect();
     if all || ranges.is_empty() {
         return Ok(ranges);
     }
@@ -442,11 +418,7 @@ fn push_folded(c: char, out: &mut String) {
     } else {
         // Typography is folded before NFKC too, because NFKC would turn e.g.
         // a double prime into two primes rather than one quote.
-        out.extend(
-            std::iter::once(c)
-                .nfkc()
-                .map(|n| fold_typography(n).unwrap_or(n)),
-        );
+        out.extend(std::iter::once(c).nfkc().map(|n| fold_typography(n).unwrap_or(n)));
     }
 }
 
@@ -486,10 +458,7 @@ fn closest_match(text: &str, old: &str) -> Option<Closest> {
     }
     let probes = (HINT_LINE_PAIR_BUDGET / windows).clamp(1, width);
     let probe_offsets: Vec<usize> = (0..probes).map(|k| k * width / probes).collect();
-    let old_grams: Vec<Vec<u64>> = probe_offsets
-        .iter()
-        .map(|&offset| bigrams(old_lines[offset]))
-        .collect();
+    let old_grams: Vec<Vec<u64>> = probe_offsets.iter().map(|&offset| bigrams(old_lines[offset])).collect();
     let file_grams: Vec<Vec<u64>> = file_lines.iter().map(|line| bigrams(line)).collect();
 
     let mut ranked: Vec<(f32, usize)> = (0..windows)
@@ -510,15 +479,9 @@ fn closest_match(text: &str, old: &str) -> Option<Closest> {
         .take(HINT_FINALISTS)
         .map(|&(_, start)| {
             let candidate = file_lines[start..start + width].join("\n");
-            let similarity = TextDiff::configure()
-                .timeout(HINT_DIFF_TIMEOUT)
-                .diff_chars(old, candidate.as_str())
-                .ratio();
-            Closest {
-                start_line: start + 1,
-                text: candidate,
-                similarity,
-            }
+            let similarity =
+                TextDiff::configure().timeout(HINT_DIFF_TIMEOUT).diff_chars(old, candidate.as_str()).ratio();
+            Closest { start_line: start + 1, text: candidate, similarity }
         })
         // `max_by` keeps the last of equals; reversing makes earlier lines win ties.
         .rev()
@@ -567,18 +530,11 @@ mod tests {
     use super::*;
 
     fn spec(old_text: &str, new_text: &str) -> EditSpec {
-        EditSpec {
-            old_text: old_text.into(),
-            new_text: new_text.into(),
-            replace_all: false,
-        }
+        EditSpec { old_text: old_text.into(), new_text: new_text.into(), replace_all: false }
     }
 
     fn spec_all(old_text: &str, new_text: &str) -> EditSpec {
-        EditSpec {
-            replace_all: true,
-            ..spec(old_text, new_text)
-        }
+        EditSpec { replace_all: true, ..spec(old_text, new_text) }
     }
 
     struct Success {
@@ -815,44 +771,20 @@ mod tests {
                 vec![spec("it's", "it is")],
                 EditError::Ambiguous { edit: 0, count: 2 },
             ),
-            (
-                "identical old and new text",
-                "foo bar\n",
-                vec![spec("foo", "foo")],
-                EditError::NoOp,
-            ),
-            (
-                "edits cancel out",
-                "ab\n",
-                vec![spec("a", "a"), spec("b", "b")],
-                EditError::NoOp,
-            ),
-            (
-                "empty old_text",
-                "text\n",
-                vec![spec("", "new")],
-                EditError::EmptyOldText { edit: 0 },
-            ),
+            ("identical old and new text", "foo bar\n", vec![spec("foo", "foo")], EditError::NoOp),
+            ("edits cancel out", "ab\n", vec![spec("a", "a"), spec("b", "b")], EditError::NoOp),
+            ("empty old_text", "text\n", vec![spec("", "new")], EditError::EmptyOldText { edit: 0 }),
             (
                 "overlapping edits",
                 "let x = 1;\nlet y = 2;\n",
-                vec![
-                    spec("y = 2", "y = 3"),
-                    spec("x = 1;\nlet y", "x = 0;\nlet z"),
-                ],
-                EditError::Overlap {
-                    first: 0,
-                    second: 1,
-                },
+                vec![spec("y = 2", "y = 3"), spec("x = 1;\nlet y", "x = 0;\nlet z")],
+                EditError::Overlap { first: 0, second: 1 },
             ),
             (
                 "second edit not found",
                 "alpha\n",
                 vec![spec("alpha", "beta"), spec("zzzz", "y")],
-                EditError::NotFound {
-                    edit: 1,
-                    closest: None,
-                },
+                EditError::NotFound { edit: 1, closest: None },
             ),
             (
                 "error of the first failing edit wins",
@@ -862,30 +794,20 @@ mod tests {
             ),
         ];
         for (name, original, edits, expected) in cases {
-            assert_eq!(
-                apply_edits(original, "f.txt", &edits),
-                Err(expected),
-                "{name}"
-            );
+            assert_eq!(apply_edits(original, "f.txt", &edits), Err(expected), "{name}");
         }
     }
 
     #[test]
     fn crlf_survives_byte_for_byte() {
-        let outcome = apply_edits(
-            "\u{FEFF}first\r\nsecond\r\nthird\r\n",
-            "f.txt",
-            &[spec("second\n", "2nd\nextra\n")],
-        )
-        .unwrap();
+        let outcome =
+            apply_edits("\u{FEFF}first\r\nsecond\r\nthird\r\n", "f.txt", &[spec("second\n", "2nd\nextra\n")])
+                .unwrap();
         let bytes = outcome.new_content.as_bytes();
         assert!(bytes.starts_with("\u{FEFF}".as_bytes()));
         assert_eq!(memmem::find_iter(bytes, b"\r\n").count(), 4);
         assert!(
-            bytes
-                .iter()
-                .enumerate()
-                .all(|(i, &b)| b != b'\n' || (i > 0 && bytes[i - 1] == b'\r')),
+            bytes.iter().enumerate().all(|(i, &b)| b != b'\n' || (i > 0 && bytes[i - 1] == b'\r')),
             "lone LF in {:?}",
             outcome.new_content
         );
@@ -916,10 +838,8 @@ mod tests {
             "    let value_42 = compute(42, \"label 42\")\n    let value_43 = compte(43, \"label 43\");",
             "replacement",
         )];
-        let Err(EditError::NotFound {
-            edit: 0,
-            closest: Some(closest),
-        }) = apply_edits(&original, "f.txt", &edits)
+        let Err(EditError::NotFound { edit: 0, closest: Some(closest) }) =
+            apply_edits(&original, "f.txt", &edits)
         else {
             panic!("expected a NotFound error with a candidate");
         };
@@ -930,11 +850,7 @@ mod tests {
         );
         assert!(closest.similarity > 0.9, "{}", closest.similarity);
 
-        let message = EditError::NotFound {
-            edit: 0,
-            closest: Some(closest),
-        }
-        .to_string();
+        let message = EditError::NotFound { edit: 0, closest: Some(closest) }.to_string();
         assert_eq!(
             message,
             "edit 1: old_text was not found in the file. The closest text (99% similar) is at line 42:\n\
@@ -946,18 +862,8 @@ mod tests {
 
     #[test]
     fn not_found_without_a_similar_candidate() {
-        let result = apply_edits(
-            "fn main() {}\n",
-            "f.txt",
-            &[spec("completely unrelated words here", "x")],
-        );
-        assert_eq!(
-            result,
-            Err(EditError::NotFound {
-                edit: 0,
-                closest: None
-            })
-        );
+        let result = apply_edits("fn main() {}\n", "f.txt", &[spec("completely unrelated words here", "x")]);
+        assert_eq!(result, Err(EditError::NotFound { edit: 0, closest: None }));
     }
 
     #[test]
@@ -974,77 +880,38 @@ mod tests {
         for n in 0..30_000 {
             let _ = writeln!(original, "line number {n}");
         }
-        let old: String = (0..150)
-            .map(|n| format!("lime numbr {}\n", n + 20_000))
-            .collect();
-        let Err(EditError::NotFound { closest, .. }) =
-            apply_edits(&original, "f.txt", &[spec(&old, "x")])
+        let old: String = (0..150).map(|n| format!("lime numbr {}\n", n + 20_000)).collect();
+        let Err(EditError::NotFound { closest, .. }) = apply_edits(&original, "f.txt", &[spec(&old, "x")])
         else {
             panic!("expected NotFound");
         };
         // The sampled scan may settle on a nearby window; it must still be close.
         let closest = closest.unwrap();
-        assert!(
-            closest.start_line.abs_diff(20_001) < 10,
-            "{}",
-            closest.start_line
-        );
+        assert!(closest.start_line.abs_diff(20_001) < 10, "{}", closest.start_line);
     }
 
     #[test]
     fn error_messages_are_actionable() {
         let cases: [(EditError, &[&str]); 7] = [
             (EditError::NoEdits, &["old_text", "new_text"]),
-            (
-                EditError::EmptyOldText { edit: 0 },
-                &["edit 1:", "write tool"],
-            ),
-            (
-                EditError::NotFound {
-                    edit: 2,
-                    closest: None,
-                },
-                &["edit 3:", "not found", "Re-read the file"],
-            ),
+            (EditError::EmptyOldText { edit: 0 }, &["edit 1:", "write tool"]),
+            (EditError::NotFound { edit: 2, closest: None }, &["edit 3:", "not found", "Re-read the file"]),
             (
                 EditError::NotFound {
                     edit: 0,
-                    closest: Some(Closest {
-                        start_line: 7,
-                        text: "a\nb".into(),
-                        similarity: 0.75,
-                    }),
+                    closest: Some(Closest { start_line: 7, text: "a\nb".into(), similarity: 0.75 }),
                 },
-                &[
-                    "at line 7",
-                    "75% similar",
-                    "     7\ta\n     8\tb\n",
-                    "Re-read",
-                ],
+                &["at line 7", "75% similar", "     7\ta\n     8\tb\n", "Re-read"],
             ),
             (
                 EditError::Ambiguous { edit: 0, count: 3 },
-                &[
-                    "edit 1: old_text occurs 3 times in the file",
-                    "surrounding lines",
-                    "replace_all",
-                ],
+                &["edit 1: old_text occurs 3 times in the file", "surrounding lines", "replace_all"],
             ),
             (
-                EditError::Overlap {
-                    first: 0,
-                    second: 2,
-                },
-                &[
-                    "edits 1 and 3 overlap",
-                    "merge them into one edit",
-                    "disjoint",
-                ],
+                EditError::Overlap { first: 0, second: 2 },
+                &["edits 1 and 3 overlap", "merge them into one edit", "disjoint"],
             ),
-            (
-                EditError::NoOp,
-                &["changes nothing", "identical", "new_text"],
-            ),
+            (EditError::NoOp, &["changes nothing", "identical", "new_text"]),
         ];
         for (error, needles) in cases {
             let message = error.to_string();
@@ -1057,16 +924,14 @@ mod tests {
     #[test]
     fn fuzzy_ranges_map_back_to_whole_characters() {
         // The ligature expands to two bytes under NFKC; the match covers it whole.
-        let outcome =
-            apply_edits("\u{FB01}le \u{2014} x\n", "f", &[spec("file - x", "path")]).unwrap();
+        let outcome = apply_edits("\u{FB01}le \u{2014} x\n", "f", &[spec("file - x", "path")]).unwrap();
         assert_eq!(outcome.new_content, "path\n");
         assert!(outcome.fuzzy);
     }
 
     #[test]
     fn edit_spec_deserializes_without_replace_all() {
-        let parsed: EditSpec =
-            serde_json::from_str(r#"{"old_text": "a", "new_text": "b"}"#).unwrap();
+        let parsed: EditSpec = serde_json::from_str(r#"{"old_text": "a", "new_text": "b"}"#).unwrap();
         assert_eq!(parsed, spec("a", "b"));
     }
 }

@@ -102,7 +102,8 @@ pub fn read(request: &ReadRequest, limits: ReadLimits) -> Result<ReadState, Comp
     let mut cut = None;
     while taken < wanted {
         line.clear();
-        let (read, complete) = read_line_capped(&mut reader, &mut line, limits.max_line_chars * 4).map_err(io)?;
+        let (read, complete) =
+            read_line_capped(&mut reader, &mut line, limits.max_line_chars * 4).map_err(io)?;
         if read == 0 {
             break;
         }
@@ -119,7 +120,16 @@ pub fn read(request: &ReadRequest, limits: ReadLimits) -> Result<ReadState, Comp
             cut = Some(ReadCut::Bytes);
             // The line was consumed but not returned: count it as the first of the rest.
             let rest = count_lines(&mut reader).map_err(io)? + 1;
-            return Ok(finish(path, content, start, taken, start - 1 + taken + rest, size, cut, long_lines_cut));
+            return Ok(finish(
+                path,
+                content,
+                start,
+                taken,
+                start - 1 + taken + rest,
+                size,
+                cut,
+                long_lines_cut,
+            ));
         }
         if taken > 0 {
             content.push('\n');
@@ -193,7 +203,11 @@ fn skip_lines(reader: &mut impl BufRead, n: u64) -> std::io::Result<u64> {
 }
 
 /// Reads one line, keeping at most `cap` bytes of it; returns (bytes read, whether it fit).
-fn read_line_capped(reader: &mut impl BufRead, out: &mut Vec<u8>, cap: usize) -> std::io::Result<(usize, bool)> {
+fn read_line_capped(
+    reader: &mut impl BufRead,
+    out: &mut Vec<u8>,
+    cap: usize,
+) -> std::io::Result<(usize, bool)> {
     let mut read = 0;
     let mut complete = true;
     loop {
@@ -286,7 +300,11 @@ pub fn write(request: &WriteRequest) -> Result<WriteState, ComputerError> {
 }
 
 /// Replaces `target` with `bytes` through a temporary file and a rename.
-pub(crate) fn write_atomic(target: &Path, bytes: &[u8], previous: Option<&fs::Metadata>) -> Result<(), ComputerError> {
+pub(crate) fn write_atomic(
+    target: &Path,
+    bytes: &[u8],
+    previous: Option<&fs::Metadata>,
+) -> Result<(), ComputerError> {
     let parent = target.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
     fs::create_dir_all(parent).map_err(|e| ComputerError::io(parent, e))?;
     let mut temp = tempfile::Builder::new()
@@ -329,13 +347,12 @@ pub(crate) fn read_text_for_edit(path: &Path, limit: u64) -> Result<(String, fs:
         });
     }
     let mut bytes = Vec::with_capacity(metadata.len() as usize);
-    File::open(path)
-        .and_then(|mut f| f.read_to_end(&mut bytes))
-        .map_err(|e| ComputerError::io(path, e))?;
+    File::open(path).and_then(|mut f| f.read_to_end(&mut bytes)).map_err(|e| ComputerError::io(path, e))?;
     if looks_binary(&bytes) {
         return Err(ComputerError::Binary { path: path.to_path_buf(), size: metadata.len() });
     }
-    let text = String::from_utf8(bytes).map_err(|_| ComputerError::Binary { path: path.to_path_buf(), size: metadata.len() })?;
+    let text = String::from_utf8(bytes)
+        .map_err(|_| ComputerError::Binary { path: path.to_path_buf(), size: metadata.len() })?;
     Ok((text, metadata))
 }
 
@@ -511,7 +528,12 @@ pub fn rename(path: &Path, new_name: &str) -> Result<MoveResult, ComputerError> 
 mod tests {
     use super::*;
 
-    fn read_at(path: &Path, offset: Option<u64>, limit: Option<u64>, limits: ReadLimits) -> Result<ReadState, ComputerError> {
+    fn read_at(
+        path: &Path,
+        offset: Option<u64>,
+        limit: Option<u64>,
+        limits: ReadLimits,
+    ) -> Result<ReadState, ComputerError> {
         read(&ReadRequest { path: path.to_path_buf(), offset, limit }, limits)
     }
 
@@ -523,7 +545,8 @@ mod tests {
         fs::write(&path, &text).unwrap();
         let small = ReadLimits { max_lines: 4, max_bytes: 1000, max_line_chars: 100 };
         // (offset, limit) → (content first/last line, start, end, next, cut)
-        let cases: &[(Option<u64>, Option<u64>, &str, u64, u64, Option<u64>, Option<ReadCut>)] = &[
+        type Case = (Option<u64>, Option<u64>, &'static str, u64, u64, Option<u64>, Option<ReadCut>);
+        let cases: &[Case] = &[
             (None, None, "line 1\nline 2\nline 3\nline 4", 1, 4, Some(5), Some(ReadCut::Lines)),
             (Some(3), Some(2), "line 3\nline 4", 3, 4, Some(5), None),
             (Some(9), None, "line 9\nline 10", 9, 10, None, None),
@@ -555,7 +578,10 @@ mod tests {
         let tight = ReadLimits { max_lines: 100, max_bytes: 12, max_line_chars: 100 };
         fs::write(&path, "aaaaa\nbbbbb\nccccc\nddddd\n").unwrap();
         let state = read_at(&path, None, None, tight).unwrap();
-        assert_eq!((state.content.as_str(), state.cut, state.next_offset, state.total_lines), ("aaaaa\nbbbbb", Some(ReadCut::Bytes), Some(3), 4));
+        assert_eq!(
+            (state.content.as_str(), state.cut, state.next_offset, state.total_lines),
+            ("aaaaa\nbbbbb", Some(ReadCut::Bytes), Some(3), 4)
+        );
     }
 
     #[test]
@@ -563,9 +589,18 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("b.bin");
         fs::write(&path, b"abc\0def").unwrap();
-        assert!(matches!(read_at(&path, None, None, ReadLimits::default()), Err(ComputerError::Binary { size: 7, .. })));
-        assert!(matches!(read_at(dir.path(), None, None, ReadLimits::default()), Err(ComputerError::IsDirectory { .. })));
-        assert!(matches!(read_at(&dir.path().join("nope"), None, None, ReadLimits::default()), Err(ComputerError::NotFound { .. })));
+        assert!(matches!(
+            read_at(&path, None, None, ReadLimits::default()),
+            Err(ComputerError::Binary { size: 7, .. })
+        ));
+        assert!(matches!(
+            read_at(dir.path(), None, None, ReadLimits::default()),
+            Err(ComputerError::IsDirectory { .. })
+        ));
+        assert!(matches!(
+            read_at(&dir.path().join("nope"), None, None, ReadLimits::default()),
+            Err(ComputerError::NotFound { .. })
+        ));
     }
 
     #[test]
@@ -596,7 +631,8 @@ mod tests {
         fs::write(root.join("b.txt"), "b").unwrap();
         fs::write(root.join(".hidden"), "").unwrap();
         fs::create_dir(root.join("a_dir")).unwrap();
-        let state = list(&ListRequest { path: root.to_path_buf(), include_hidden: false, limit: 10 }).unwrap();
+        let state =
+            list(&ListRequest { path: root.to_path_buf(), include_hidden: false, limit: 10 }).unwrap();
         let names: Vec<_> = state.entries.iter().map(|e| e.name.as_str()).collect();
         assert_eq!(names, ["a_dir", "b.txt"]);
         assert_eq!(state.total, 3);

@@ -6,10 +6,10 @@
 use std::fmt::Write as _;
 use std::path::Path;
 
+use crate::EditState;
 use crate::files::{EntryKind, ListState, MoveResult, MoveState, ReadCut, ReadState, WriteState};
 use crate::process::{CapturedOutput, ExitInfo, KillState, OutputState, RunState};
 use crate::search::{FoundState, GrepState};
-use crate::EditState;
 
 /// The lines read, then a notice when there is more.
 pub fn read(state: &ReadState) -> String {
@@ -26,7 +26,11 @@ pub fn read(state: &ReadState) -> String {
         );
     }
     if state.long_lines_cut > 0 {
-        let _ = write!(out, "\n[{} long line(s) were cut; use grep or a command to see them whole.]", state.long_lines_cut);
+        let _ = write!(
+            out,
+            "\n[{} long line(s) were cut; use grep or a command to see them whole.]",
+            state.long_lines_cut
+        );
     }
     out
 }
@@ -77,7 +81,12 @@ pub fn list(state: &ListState) -> String {
         }
     }
     if state.truncated {
-        let _ = writeln!(out, "[Showing {} of {} entries; use glob or search to narrow.]", state.entries.len(), state.total);
+        let _ = writeln!(
+            out,
+            "[Showing {} of {} entries; use glob or search to narrow.]",
+            state.entries.len(),
+            state.total
+        );
     }
     out.trim_end().to_owned()
 }
@@ -92,7 +101,11 @@ pub fn found(state: &FoundState, what: &str) -> String {
         let _ = writeln!(out, "{}", relative(&state.root, path));
     }
     if state.truncated {
-        let _ = writeln!(out, "[Showing the first {} results; use a more specific pattern to see the rest.]", state.paths.len());
+        let _ = writeln!(
+            out,
+            "[Showing the first {} results; use a more specific pattern to see the rest.]",
+            state.paths.len()
+        );
     }
     out.trim_end().to_owned()
 }
@@ -153,9 +166,17 @@ pub fn run(state: &RunState) -> String {
             state.pid
         );
     } else if state.timed_out {
-        let _ = writeln!(out, "Timed out after {} ms; the command and its children were killed. Output so far:", state.duration_ms);
+        let _ = writeln!(
+            out,
+            "Timed out after {} ms; the command and its children were killed. Output so far:",
+            state.duration_ms
+        );
     } else if state.cancelled {
-        let _ = writeln!(out, "Cancelled after {} ms; the command and its children were killed. Output so far:", state.duration_ms);
+        let _ = writeln!(
+            out,
+            "Cancelled after {} ms; the command and its children were killed. Output so far:",
+            state.duration_ms
+        );
     } else if let Some(exit) = &state.exit {
         let _ = writeln!(out, "{} in {} ms.", exit_line(exit), state.duration_ms);
     }

@@ -40,7 +40,9 @@ pub use error::ComputerError;
 pub use local::{LocalComputer, LocalConfig};
 
 use edit::EditSpec;
-use files::{ListRequest, ListState, MoveItem, MoveResult, MoveState, ReadRequest, ReadState, WriteRequest, WriteState};
+use files::{
+    ListRequest, ListState, MoveItem, MoveResult, MoveState, ReadRequest, ReadState, WriteRequest, WriteState,
+};
 use process::{CommandSpec, KillState, OutputState, RunState};
 use search::{FoundState, GlobRequest, GrepRequest, GrepState, NameSearchRequest};
 
@@ -66,7 +68,11 @@ pub trait ComputerRuntime: Send + Sync + std::fmt::Debug {
     /// Searches file contents.
     async fn grep(&self, request: GrepRequest) -> Result<GrepState, ComputerError>;
     /// Runs a shell command in the foreground or background.
-    async fn run_command(&self, spec: CommandSpec, cancel: &CancellationToken) -> Result<RunState, ComputerError>;
+    async fn run_command(
+        &self,
+        spec: CommandSpec,
+        cancel: &CancellationToken,
+    ) -> Result<RunState, ComputerError>;
     /// Output of a background command written since the last poll.
     async fn command_output(&self, command_id: &str) -> Result<OutputState, ComputerError>;
     /// Kills a background command's whole process group.

@@ -7,7 +7,10 @@ use tokio_util::sync::CancellationToken;
 
 use crate::edit::apply_edits;
 use crate::error::ComputerError;
-use crate::files::{self, ListRequest, ListState, MoveItem, MoveResult, MoveState, ReadLimits, ReadRequest, ReadState, WriteRequest, WriteState};
+use crate::files::{
+    self, ListRequest, ListState, MoveItem, MoveResult, MoveState, ReadLimits, ReadRequest, ReadState,
+    WriteRequest, WriteState,
+};
 use crate::process::{CommandSpec, KillState, OutputState, ProcessConfig, ProcessManager, RunState};
 use crate::search::{self, FoundState, GlobRequest, GrepRequest, GrepState, NameSearchRequest};
 use crate::{ComputerRuntime, EditRequest, EditState};
@@ -25,7 +28,11 @@ pub struct LocalConfig {
 
 impl Default for LocalConfig {
     fn default() -> Self {
-        Self { read_limits: ReadLimits::default(), edit_max_bytes: 16 * 1024 * 1024, process: ProcessConfig::default() }
+        Self {
+            read_limits: ReadLimits::default(),
+            edit_max_bytes: 16 * 1024 * 1024,
+            process: ProcessConfig::default(),
+        }
     }
 }
 
@@ -58,8 +65,12 @@ impl Default for LocalComputer {
     }
 }
 
-async fn blocking<T: Send + 'static>(f: impl FnOnce() -> Result<T, ComputerError> + Send + 'static) -> Result<T, ComputerError> {
-    tokio::task::spawn_blocking(f).await.map_err(|e| ComputerError::Internal(format!("blocking task failed: {e}")))?
+async fn blocking<T: Send + 'static>(
+    f: impl FnOnce() -> Result<T, ComputerError> + Send + 'static,
+) -> Result<T, ComputerError> {
+    tokio::task::spawn_blocking(f)
+        .await
+        .map_err(|e| ComputerError::Internal(format!("blocking task failed: {e}")))?
 }
 
 #[async_trait]
@@ -80,7 +91,8 @@ impl ComputerRuntime for LocalComputer {
     async fn edit(&self, request: EditRequest) -> Result<EditState, ComputerError> {
         let limit = self.config.edit_max_bytes;
         blocking(move || {
-            let path = std::fs::canonicalize(&request.path).map_err(|e| ComputerError::io(&request.path, e))?;
+            let path =
+                std::fs::canonicalize(&request.path).map_err(|e| ComputerError::io(&request.path, e))?;
             let (text, metadata) = files::read_text_for_edit(&path, limit)?;
             let outcome = apply_edits(&text, &request.path.to_string_lossy(), &request.edits)?;
             files::write_atomic(&path, outcome.new_content.as_bytes(), Some(&metadata))?;
@@ -117,7 +129,11 @@ impl ComputerRuntime for LocalComputer {
         blocking(move || search::grep(&request)).await
     }
 
-    async fn run_command(&self, spec: CommandSpec, cancel: &CancellationToken) -> Result<RunState, ComputerError> {
+    async fn run_command(
+        &self,
+        spec: CommandSpec,
+        cancel: &CancellationToken,
+    ) -> Result<RunState, ComputerError> {
         Ok(self.processes.run(spec, cancel).await?)
     }
 

@@ -76,11 +76,7 @@ impl Default for ProcessConfig {
             tail_bytes: 40 * 1024,
             max_lines: 2000,
             kill_grace: Duration::from_secs(2),
-            shell: if bash.exists() {
-                bash.to_owned()
-            } else {
-                PathBuf::from("/bin/sh")
-            },
+            shell: if bash.exists() { bash.to_owned() } else { PathBuf::from("/bin/sh") },
         }
     }
 }
@@ -114,22 +110,14 @@ pub struct ExitInfo {
 
 impl From<ExitStatus> for ExitInfo {
     fn from(status: ExitStatus) -> Self {
-        Self {
-            code: status.code(),
-            signal: status.signal(),
-            success: status.success(),
-        }
+        Self { code: status.code(), signal: status.signal(), success: status.success() }
     }
 }
 
 impl ExitInfo {
     /// The process is gone but its status could not be collected.
     fn unknown() -> Self {
-        Self {
-            code: None,
-            signal: None,
-            success: false,
-        }
+        Self { code: None, signal: None, success: false }
     }
 }
 
@@ -360,11 +348,7 @@ impl ProcessManager {
     /// [`ProcessError::Spawn`] if the shell cannot be started, and
     /// [`ProcessError::OutputDir`] / [`ProcessError::Io`] if the spill file
     /// cannot be created or read.
-    pub async fn run(
-        &self,
-        spec: CommandSpec,
-        cancel: &CancellationToken,
-    ) -> Result<RunState, ProcessError> {
+    pub async fn run(&self, spec: CommandSpec, cancel: &CancellationToken) -> Result<RunState, ProcessError> {
         // Starting a command that is immediately killed could still let part
         // of it run, so a call cancelled up front starts nothing.
         if cancel.is_cancelled() {
@@ -383,13 +367,7 @@ impl ProcessManager {
         cancel: &CancellationToken,
     ) -> Result<RunState, ProcessError> {
         let started = Instant::now();
-        let Spawned {
-            mut child,
-            pid,
-            pgid,
-            file,
-            output_path,
-        } = self.spawn(&spec, "run")?;
+        let Spawned { mut child, pid, pgid, file, output_path } = self.spawn(&spec, "run")?;
         // If this future is dropped mid-wait, take the whole group down with it.
         let mut guard = GroupGuard { pgid, armed: true };
 
@@ -404,28 +382,17 @@ impl ProcessManager {
             Outcome::Exited(status) => (Some(ExitInfo::from(status)), false, false),
             Outcome::TimedOut | Outcome::Cancelled => {
                 let exit = terminate_group(pgid, self.config.kill_grace, async {
-                    Some(
-                        child
-                            .wait()
-                            .await
-                            .map_or_else(|_| ExitInfo::unknown(), ExitInfo::from),
-                    )
+                    Some(child.wait().await.map_or_else(|_| ExitInfo::unknown(), ExitInfo::from))
                 })
                 .await;
-                (
-                    exit,
-                    matches!(outcome, Outcome::TimedOut),
-                    matches!(outcome, Outcome::Cancelled),
-                )
+                (exit, matches!(outcome, Outcome::TimedOut), matches!(outcome, Outcome::Cancelled))
             }
         };
         guard.armed = false;
         let duration_ms = millis(started.elapsed());
 
         let end = file_len(&file)?;
-        let output = self
-            .capture(Arc::clone(&file), output_path.clone(), 0, end)
-            .await?;
+        let output = self.capture(Arc::clone(&file), output_path.clone(), 0, end).await?;
         Ok(RunState {
             command_id: None,
             background: false,
@@ -442,22 +409,13 @@ impl ProcessManager {
     async fn run_background(&self, spec: CommandSpec) -> Result<RunState, ProcessError> {
         let id = format!("cmd-{}", self.next_job.fetch_add(1, Ordering::Relaxed));
         let started = Instant::now();
-        let Spawned {
-            mut child,
-            pid,
-            pgid,
-            file,
-            output_path,
-        } = self.spawn(&spec, &id)?;
+        let Spawned { mut child, pid, pgid, file, output_path } = self.spawn(&spec, &id)?;
 
         // A task reaps the child as soon as it exits (no zombie lingers until
         // the next poll) and publishes how it ended.
         let (exit_tx, exit_rx) = watch::channel(None);
         tokio::spawn(async move {
-            let exit = child
-                .wait()
-                .await
-                .map_or_else(|_| ExitInfo::unknown(), ExitInfo::from);
+            let exit = child.wait().await.map_or_else(|_| ExitInfo::unknown(), ExitInfo::from);
             // Nobody listening just means the job was already removed.
             let _ = exit_tx.send(Some(exit));
         });
@@ -505,10 +463,7 @@ impl ProcessManager {
             let known = sorted_ids(&jobs);
             let job = jobs
                 .get_mut(command_id)
-                .ok_or_else(|| ProcessError::NoSuchCommand {
-                    id: command_id.to_owned(),
-                    known,
-                })?;
+                .ok_or_else(|| ProcessError::NoSuchCommand { id: command_id.to_owned(), known })?;
             // Status first, then length: once we report "not running", this
             // poll contains everything the child wrote.
             let (running, exit) = job.status();
@@ -520,23 +475,10 @@ impl ProcessManager {
             // return the same bytes twice.
             let start = job.read_offset.min(end);
             job.read_offset = end;
-            (
-                Arc::clone(&job.file),
-                job.output_path.clone(),
-                start,
-                end,
-                running,
-                exit,
-            )
+            (Arc::clone(&job.file), job.output_path.clone(), start, end, running, exit)
         };
         let new_output = self.capture(file, output_path.clone(), start, end).await?;
-        Ok(OutputState {
-            command_id: command_id.to_owned(),
-            running,
-            exit,
-            new_output,
-            output_path,
-        })
+        Ok(OutputState { command_id: command_id.to_owned(), running, exit, new_output, output_path })
     }
 
     /// Kills a background command's process group (`SIGTERM`, then `SIGKILL`
@@ -579,9 +521,7 @@ impl ProcessManager {
         };
         let end = file_len(&job.file)?;
         let start = job.read_offset.min(end);
-        let new_output = self
-            .capture(job.file, job.output_path.clone(), start, end)
-            .await?;
+        let new_output = self.capture(job.file, job.output_path.clone(), start, end).await?;
         Ok(KillState {
             command_id: command_id.to_owned(),
             was_running: running,
@@ -597,12 +537,7 @@ impl ProcessManager {
         let targets: Vec<(String, Option<(i32, ExitWatch)>)> = self
             .jobs()
             .iter()
-            .map(|(id, job)| {
-                (
-                    id.clone(),
-                    (!job.group_gone).then(|| (job.pgid, job.exit.clone())),
-                )
-            })
+            .map(|(id, job)| (id.clone(), (!job.group_gone).then(|| (job.pgid, job.exit.clone()))))
             .collect();
         let grace = self.config.kill_grace;
         futures::future::join_all(
@@ -631,16 +566,10 @@ impl ProcessManager {
                 .recursive(true)
                 .mode(0o700)
                 .create(dir)
-                .map_err(|source| ProcessError::OutputDir {
-                    path: dir.clone(),
-                    source,
-                })?;
+                .map_err(|source| ProcessError::OutputDir { path: dir.clone(), source })?;
             return Ok(dir.clone());
         }
-        let mut default_dir = self
-            .default_dir
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner);
+        let mut default_dir = self.default_dir.lock().unwrap_or_else(PoisonError::into_inner);
         if let Some(dir) = &*default_dir {
             return Ok(dir.path().to_owned());
         }
@@ -649,10 +578,7 @@ impl ProcessManager {
             .prefix("toolhost-")
             .permissions(Permissions::from_mode(0o700))
             .tempdir()
-            .map_err(|source| ProcessError::OutputDir {
-                path: std::env::temp_dir(),
-                source,
-            })?;
+            .map_err(|source| ProcessError::OutputDir { path: std::env::temp_dir(), source })?;
         let path = dir.path().to_owned();
         *default_dir = Some(dir);
         Ok(path)
@@ -670,10 +596,7 @@ impl ProcessManager {
                 });
             }
             Err(source) => {
-                return Err(ProcessError::Cwd {
-                    path: spec.cwd.clone(),
-                    source,
-                });
+                return Err(ProcessError::Cwd { path: spec.cwd.clone(), source });
             }
         }
 
@@ -683,20 +606,11 @@ impl ProcessManager {
             .suffix(".log")
             .permissions(Permissions::from_mode(0o600))
             .tempfile_in(&dir)
-            .map_err(io_error(format!(
-                "creating an output file in {}",
-                dir.display()
-            )))?;
+            .map_err(io_error(format!("creating an output file in {}", dir.display())))?;
         // Two duplicates of one descriptor: stdout and stderr share the file
         // offset, so neither overwrites the other (no O_APPEND needed).
-        let stdout = spill
-            .as_file()
-            .try_clone()
-            .map_err(io_error("duplicating the output file"))?;
-        let stderr = spill
-            .as_file()
-            .try_clone()
-            .map_err(io_error("duplicating the output file"))?;
+        let stdout = spill.as_file().try_clone().map_err(io_error("duplicating the output file"))?;
+        let stderr = spill.as_file().try_clone().map_err(io_error("duplicating the output file"))?;
 
         let mut command = Command::new(&self.config.shell);
         command
@@ -711,15 +625,13 @@ impl ProcessManager {
             .process_group(0)
             // Last resort if the Child is dropped without being reaped.
             .kill_on_drop(true);
-        let child = command.spawn().map_err(|source| ProcessError::Spawn {
-            command: spec.command.clone(),
-            source,
-        })?;
+        let child = command
+            .spawn()
+            .map_err(|source| ProcessError::Spawn { command: spec.command.clone(), source })?;
 
         // Only now keep the file; on a failed spawn the temp file is deleted.
-        let (file, output_path) = spill
-            .keep()
-            .map_err(|err| io_error("keeping the output file")(err.error))?;
+        let (file, output_path) =
+            spill.keep().map_err(|err| io_error("keeping the output file")(err.error))?;
         let pid = child.id().ok_or_else(|| ProcessError::Io {
             context: "reading the pid of the new process".into(),
             source: io::Error::other("the process was already reaped"),
@@ -728,13 +640,7 @@ impl ProcessManager {
             context: "reading the pid of the new process".into(),
             source: io::Error::other(format!("pid {pid} out of range")),
         })?;
-        Ok(Spawned {
-            child,
-            pid,
-            pgid,
-            file: Arc::new(file),
-            output_path,
-        })
+        Ok(Spawned { child, pid, pgid, file: Arc::new(file), output_path })
     }
 
     async fn capture(
@@ -780,19 +686,13 @@ fn millis(duration: Duration) -> u64 {
 }
 
 fn file_len(file: &File) -> Result<u64, ProcessError> {
-    Ok(file
-        .metadata()
-        .map_err(io_error("reading the output file's size"))?
-        .len())
+    Ok(file.metadata().map_err(io_error("reading the output file's size"))?.len())
 }
 
 /// Resolves once the background job's waiter task has reaped the child.
 async fn wait_for_exit(mut exit: ExitWatch) -> Option<ExitInfo> {
     // An error means the waiter task is gone; there is nothing left to wait for.
-    exit.wait_for(Option::is_some)
-        .await
-        .ok()
-        .and_then(|exit| exit.clone())
+    exit.wait_for(Option::is_some).await.ok().and_then(|exit| exit.clone())
 }
 
 // ---------------------------------------------------------------------------
@@ -823,10 +723,7 @@ where
         }
         Err(_elapsed) => {
             let _ = signal_group(pgid, libc::SIGKILL);
-            tokio::time::timeout(REAP_AFTER_KILL, exited)
-                .await
-                .ok()
-                .flatten()
+            tokio::time::timeout(REAP_AFTER_KILL, exited).await.ok().flatten()
         }
     }
 }
@@ -864,11 +761,7 @@ fn signal_group(pgid: i32, signal: libc::c_int) -> io::Result<()> {
     // SAFETY: killpg only takes two integers and touches no memory of ours;
     // it has no preconditions beyond that.
     let rc = unsafe { libc::killpg(pgid, signal) };
-    if rc == 0 {
-        Ok(())
-    } else {
-        Err(io::Error::last_os_error())
-    }
+    if rc == 0 { Ok(()) } else { Err(io::Error::last_os_error()) }
 }
 
 // ---------------------------------------------------------------------------
@@ -929,9 +822,7 @@ fn capture_range(
         let keep_tail = tail_lines.min(max - head_lines.min(max / 5));
         let keep_head = head_lines.min(max - keep_tail);
         let dropped_head = head.split_off(prefix_len_of_lines(&head, keep_head));
-        let dropped_tail: Vec<u8> = tail
-            .drain(..start_of_last_lines(&tail, keep_tail))
-            .collect();
+        let dropped_tail: Vec<u8> = tail.drain(..start_of_last_lines(&tail, keep_tail)).collect();
         for dropped in [dropped_head, dropped_tail] {
             omitted_bytes += dropped.len() as u64;
             omitted_newlines += count_newlines(&dropped);
@@ -950,13 +841,7 @@ fn capture_range(
         );
         text.push_str(&String::from_utf8_lossy(&tail));
     }
-    Ok(CapturedOutput {
-        text,
-        total_bytes,
-        total_lines,
-        truncated: gap,
-        omitted_bytes,
-    })
+    Ok(CapturedOutput { text, total_bytes, total_lines, truncated: gap, omitted_bytes })
 }
 
 /// Reads up to `len` bytes at `offset`; fewer if the file ends first.
@@ -1001,17 +886,14 @@ fn count_newlines(bytes: &[u8]) -> u64 {
 
 /// Lines in `bytes`, counting an unterminated last line.
 fn line_count(bytes: &[u8]) -> usize {
-    memchr::memchr_iter(b'\n', bytes).count()
-        + usize::from(bytes.last().is_some_and(|&b| b != b'\n'))
+    memchr::memchr_iter(b'\n', bytes).count() + usize::from(bytes.last().is_some_and(|&b| b != b'\n'))
 }
 
 /// Length of the first `n` lines of `bytes` (all of it if it has fewer).
 fn prefix_len_of_lines(bytes: &[u8], n: usize) -> usize {
     match n.checked_sub(1) {
         None => 0,
-        Some(skip) => memchr::memchr_iter(b'\n', bytes)
-            .nth(skip)
-            .map_or(bytes.len(), |pos| pos + 1),
+        Some(skip) => memchr::memchr_iter(b'\n', bytes).nth(skip).map_or(bytes.len(), |pos| pos + 1),
     }
 }
 
@@ -1021,14 +903,8 @@ fn start_of_last_lines(bytes: &[u8], n: usize) -> usize {
         return bytes.len();
     }
     // A terminating newline ends the last line; it doesn't start a new one.
-    let skip = if bytes.last() == Some(&b'\n') {
-        n
-    } else {
-        n - 1
-    };
-    memchr::memrchr_iter(b'\n', bytes)
-        .nth(skip)
-        .map_or(0, |pos| pos + 1)
+    let skip = if bytes.last() == Some(&b'\n') { n } else { n - 1 };
+    memchr::memrchr_iter(b'\n', bytes).nth(skip).map_or(0, |pos| pos + 1)
 }
 
 /// Cuts the head after its last complete line, unless that would throw away
@@ -1047,11 +923,7 @@ fn trim_tail(tail: &mut Vec<u8>) {
     let cut = match memchr::memchr(b'\n', tail) {
         Some(pos) if pos < tail.len() / 2 => pos + 1,
         // Skip the continuation bytes of a character cut in half.
-        _ => tail
-            .iter()
-            .take(3)
-            .take_while(|&&b| is_utf8_continuation(b))
-            .count(),
+        _ => tail.iter().take(3).take_while(|&&b| is_utf8_continuation(b)).count(),
     };
     tail.drain(..cut);
 }
@@ -1107,10 +979,7 @@ mod tests {
     }
 
     fn background(command: &str, cwd: &Path) -> CommandSpec {
-        CommandSpec {
-            background: true,
-            ..spec(command, cwd)
-        }
+        CommandSpec { background: true, ..spec(command, cwd) }
     }
 
     async fn run(m: &ProcessManager, spec: CommandSpec) -> RunState {
@@ -1169,21 +1038,11 @@ mod tests {
         let state = run(&m, spec("echo to-out; echo to-err >&2", dir.path())).await;
         assert!(state.output.text.contains("to-out\n"), "{state:?}");
         assert!(state.output.text.contains("to-err\n"), "{state:?}");
-        assert_eq!(
-            state.exit,
-            Some(ExitInfo {
-                code: Some(0),
-                signal: None,
-                success: true
-            })
-        );
+        assert_eq!(state.exit, Some(ExitInfo { code: Some(0), signal: None, success: true }));
         assert!(!state.timed_out && !state.cancelled && !state.output.truncated);
         assert_eq!(state.command_id, None);
         assert_eq!(state.output.total_lines, 2);
-        assert_eq!(
-            std::fs::read_to_string(&state.output_path).unwrap(),
-            state.output.text
-        );
+        assert_eq!(std::fs::read_to_string(&state.output_path).unwrap(), state.output.text);
     }
 
     #[tokio::test]
@@ -1191,14 +1050,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let m = manager(dir.path());
         let state = run(&m, spec("echo failing; exit 3", dir.path())).await;
-        assert_eq!(
-            state.exit,
-            Some(ExitInfo {
-                code: Some(3),
-                signal: None,
-                success: false
-            })
-        );
+        assert_eq!(state.exit, Some(ExitInfo { code: Some(3), signal: None, success: false }));
         assert_eq!(state.output.text, "failing\n");
     }
 
@@ -1219,13 +1071,7 @@ mod tests {
     async fn missing_cwd_is_a_clear_error() {
         let dir = tempfile::tempdir().unwrap();
         let m = manager(dir.path());
-        let err = m
-            .run(
-                spec("true", &dir.path().join("nope")),
-                &CancellationToken::new(),
-            )
-            .await
-            .unwrap_err();
+        let err = m.run(spec("true", &dir.path().join("nope")), &CancellationToken::new()).await.unwrap_err();
         assert!(matches!(err, ProcessError::Cwd { .. }), "{err:?}");
     }
 
@@ -1235,11 +1081,7 @@ mod tests {
         let m = manager(dir.path());
         let started = Instant::now();
         let state = run(&m, spec("sleep 30 & echo started", dir.path())).await;
-        assert!(
-            started.elapsed() < Duration::from_secs(5),
-            "took {:?}",
-            started.elapsed()
-        );
+        assert!(started.elapsed() < Duration::from_secs(5), "took {:?}", started.elapsed());
         assert!(state.output.text.contains("started"), "{state:?}");
         assert!(!state.timed_out);
         assert_eq!(state.exit.as_ref().map(|e| e.success), Some(true));
@@ -1259,11 +1101,7 @@ mod tests {
         spec.timeout = Duration::from_millis(500);
         let started = Instant::now();
         let state = run(&m, spec).await;
-        assert!(
-            started.elapsed() < Duration::from_secs(3),
-            "took {:?}",
-            started.elapsed()
-        );
+        assert!(started.elapsed() < Duration::from_secs(3), "took {:?}", started.elapsed());
         assert!(state.timed_out && !state.cancelled);
         assert!(state.output.text.contains("before"), "{state:?}");
         let exit = state.exit.expect("exit status of the killed shell");
@@ -1282,15 +1120,8 @@ mod tests {
             trigger.cancel();
         });
         let started = Instant::now();
-        let state = m
-            .run(spec("echo first; sleep 30", dir.path()), &cancel)
-            .await
-            .unwrap();
-        assert!(
-            started.elapsed() < Duration::from_secs(3),
-            "took {:?}",
-            started.elapsed()
-        );
+        let state = m.run(spec("echo first; sleep 30", dir.path()), &cancel).await.unwrap();
+        assert!(started.elapsed() < Duration::from_secs(3), "took {:?}", started.elapsed());
         assert!(state.cancelled && !state.timed_out);
         assert!(state.output.text.contains("first"), "{state:?}");
         assert!(group_gone(state.pid).await);
@@ -1298,10 +1129,7 @@ mod tests {
         // Already cancelled: nothing starts at all.
         let marker = dir.path().join("marker");
         let command = format!("touch '{}'", marker.display());
-        let err = m
-            .run(spec(&command, dir.path()), &cancel)
-            .await
-            .unwrap_err();
+        let err = m.run(spec(&command, dir.path()), &cancel).await.unwrap_err();
         assert!(matches!(err, ProcessError::Cancelled), "{err:?}");
         assert!(!marker.exists());
     }
@@ -1319,42 +1147,24 @@ mod tests {
         let killed = m.kill(&id).await.unwrap();
         assert!(killed.was_running);
         assert_eq!(killed.exit.and_then(|e| e.signal), Some(libc::SIGTERM));
-        assert!(
-            group_gone(state.pid).await,
-            "left: {:?}",
-            group_members(state.pid)
-        );
-        assert!(matches!(
-            m.output(&id).await,
-            Err(ProcessError::NoSuchCommand { .. })
-        ));
+        assert!(group_gone(state.pid).await, "left: {:?}", group_members(state.pid));
+        assert!(matches!(m.output(&id).await, Err(ProcessError::NoSuchCommand { .. })));
     }
 
     #[tokio::test]
     async fn kill_escalates_to_sigkill_when_sigterm_is_ignored() {
         let dir = tempfile::tempdir().unwrap();
         let m = manager(dir.path());
-        let state = run(
-            &m,
-            background("trap '' TERM; sleep 100 & sleep 100", dir.path()),
-        )
-        .await;
+        let state = run(&m, background("trap '' TERM; sleep 100 & sleep 100", dir.path())).await;
         let id = state.command_id.unwrap();
         wait_for_members(state.pid, 2).await;
 
         let started = Instant::now();
         let killed = m.kill(&id).await.unwrap();
-        assert!(
-            started.elapsed() >= GRACE,
-            "SIGKILL came before the grace period"
-        );
+        assert!(started.elapsed() >= GRACE, "SIGKILL came before the grace period");
         assert!(killed.was_running);
         assert_eq!(killed.exit.and_then(|e| e.signal), Some(libc::SIGKILL));
-        assert!(
-            group_gone(state.pid).await,
-            "left: {:?}",
-            group_members(state.pid)
-        );
+        assert!(group_gone(state.pid).await, "left: {:?}", group_members(state.pid));
     }
 
     #[tokio::test]
@@ -1382,10 +1192,7 @@ mod tests {
         }
         let last = last.expect("the loop never finished");
         assert_eq!(seen, "line1\nline2\nline3\nline4\nline5\nline6\n");
-        assert!(
-            polls_with_output >= 2,
-            "only {polls_with_output} polls had output"
-        );
+        assert!(polls_with_output >= 2, "only {polls_with_output} polls had output");
         assert_eq!(last.exit.as_ref().map(|e| e.success), Some(true));
 
         // A finished job stays listed, with nothing new to say.
@@ -1409,22 +1216,14 @@ mod tests {
         assert!(out.text.ends_with("199999\n200000\n"));
         assert!(out.text.contains("lines omitted; full output in"));
         assert_eq!(out.total_lines, 200_000);
-        assert!(
-            out.text.lines().count() <= 2000 + 1,
-            "{} lines shown",
-            out.text.lines().count()
-        );
+        assert!(out.text.lines().count() <= 2000 + 1, "{} lines shown", out.text.lines().count());
 
         let full = std::fs::read_to_string(&state.output_path).unwrap();
         assert_eq!(full.len() as u64, out.total_bytes);
         assert_eq!(full.lines().count(), 200_000);
         assert!(full.ends_with("\n200000\n"));
         // What is shown plus what is omitted is everything.
-        let marker = out
-            .text
-            .lines()
-            .find(|line| line.starts_with("... ["))
-            .unwrap();
+        let marker = out.text.lines().find(|line| line.starts_with("... [")).unwrap();
         let shown = out.text.len() - marker.len() - 1;
         assert_eq!(shown as u64 + out.omitted_bytes, out.total_bytes);
     }
@@ -1444,10 +1243,7 @@ mod tests {
         let err = m.kill("cmd-42").await.unwrap_err();
         let message = err.to_string();
         assert!(matches!(err, ProcessError::NoSuchCommand { .. }));
-        assert!(
-            message.contains("cmd-42") && message.contains(&id),
-            "{message}"
-        );
+        assert!(message.contains("cmd-42") && message.contains(&id), "{message}");
 
         m.shutdown().await;
         assert!(group_gone(state.pid).await);
@@ -1473,10 +1269,7 @@ mod tests {
         assert_eq!(mode(&state.output_path), 0o600);
         assert_eq!(mode(state.output_path.parent().unwrap()), 0o700);
         drop(m);
-        assert!(
-            !state.output_path.exists(),
-            "the default directory is removed on drop"
-        );
+        assert!(!state.output_path.exists(), "the default directory is removed on drop");
     }
 
     fn capture_bytes(bytes: &[u8], limits: CaptureLimits) -> CapturedOutput {
@@ -1488,45 +1281,27 @@ mod tests {
     #[test]
     fn byte_truncation_never_splits_a_character() {
         let text = "é".repeat(1000);
-        let limits = CaptureLimits {
-            head_bytes: 5,
-            tail_bytes: 5,
-            max_lines: 2000,
-        };
+        let limits = CaptureLimits { head_bytes: 5, tail_bytes: 5, max_lines: 2000 };
         let out = capture_bytes(text.as_bytes(), limits);
         assert!(out.truncated);
         assert!(!out.text.contains('\u{FFFD}'), "{:?}", out.text);
-        assert_eq!(
-            out.text,
-            "éé\n... [1992 bytes / 0 lines omitted; full output in /out.log] ...\néé"
-        );
-        assert_eq!(
-            (out.total_bytes, out.total_lines, out.omitted_bytes),
-            (2000, 1, 1992)
-        );
+        assert_eq!(out.text, "éé\n... [1992 bytes / 0 lines omitted; full output in /out.log] ...\néé");
+        assert_eq!((out.total_bytes, out.total_lines, out.omitted_bytes), (2000, 1, 1992));
     }
 
     #[test]
     fn too_many_lines_keep_a_fifth_at_the_head() {
         let text: String = (1..=100).map(|i| format!("l{i}\n")).collect();
-        let limits = CaptureLimits {
-            head_bytes: 1 << 20,
-            tail_bytes: 1 << 20,
-            max_lines: 10,
-        };
+        let limits = CaptureLimits { head_bytes: 1 << 20, tail_bytes: 1 << 20, max_lines: 10 };
         let out = capture_bytes(text.as_bytes(), limits);
         let tail: String = (93..=100).map(|i| format!("l{i}\n")).collect();
         let omitted = text.len() - "l1\nl2\n".len() - tail.len();
-        let expected = format!(
-            "l1\nl2\n... [{omitted} bytes / 90 lines omitted; full output in /out.log] ...\n{tail}"
-        );
+        let expected =
+            format!("l1\nl2\n... [{omitted} bytes / 90 lines omitted; full output in /out.log] ...\n{tail}");
         assert_eq!(out.text, expected);
         assert_eq!((out.total_lines, out.omitted_bytes), (100, omitted as u64));
 
         let short = capture_bytes(b"a\nb", limits);
-        assert_eq!(
-            (short.text.as_str(), short.total_lines, short.truncated),
-            ("a\nb", 2, false)
-        );
+        assert_eq!((short.text.as_str(), short.total_lines, short.truncated), ("a\nb", 2, false));
     }
 }

@@ -47,16 +47,14 @@ pub mod runtime;
 pub mod services;
 
 pub use manifest::{
-    ApiSpec, DisplayControl, ExecutionMode, Executor, Intervention, InterventionPolicy,
-    InterventionRule, Matcher, MatcherKind, PathParam, Tier, TierSpec, ToolManifest, ToolMeta,
-    schema_for,
+    ApiSpec, DisplayControl, ExecutionMode, Executor, Intervention, InterventionPolicy, InterventionRule,
+    Matcher, MatcherKind, PathParam, Tier, TierSpec, ToolManifest, ToolMeta, schema_for,
 };
 pub use render::{Badge, Block, Card, Field, RenderHooks, Tone};
-pub use services::{AuditFn, AuditInput, AuditVerdict, MissingService, Services};
 pub use runtime::{
-    CallContext, ErrorKind, Progress, ProgressSink, ToolError, ToolOutput, ToolRuntime,
-    parse_arguments,
+    CallContext, ErrorKind, Progress, ProgressSink, ToolError, ToolOutput, ToolRuntime, parse_arguments,
 };
+pub use services::{AuditFn, AuditInput, AuditVerdict, MissingService, Services};
 
 /// Declares the enum of a tool's API names, one variant per API, with its model-facing name.
 ///

@@ -496,8 +496,7 @@ mod tests {
             (
                 InterventionPolicy::Rules {
                     rules: vec![InterventionRule {
-                        matchers: [("command".to_owned(), Matcher::Wildcard("git status*".into()))]
-                            .into(),
+                        matchers: [("command".to_owned(), Matcher::Wildcard("git status*".into()))].into(),
                         policy: Intervention::Never,
                     }],
                 },
@@ -509,8 +508,7 @@ mod tests {
             let back: InterventionPolicy = serde_json::from_value(expected).unwrap();
             assert_eq!(back, policy);
         }
-        let typed: Matcher =
-            serde_json::from_value(json!({"type": "regex", "pattern": "^rm"})).unwrap();
+        let typed: Matcher = serde_json::from_value(json!({"type": "regex", "pattern": "^rm"})).unwrap();
         assert_eq!(typed, Matcher::Typed { kind: MatcherKind::Regex, pattern: "^rm".into() });
     }
 

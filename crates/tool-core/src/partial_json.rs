@@ -187,7 +187,10 @@ mod tests {
             (r#"{"limit": 1.5e"#, Some(json!({"limit": 1.5}))),
             (r#"{"limit": -"#, Some(json!({}))),
             (r#"{"all": fa"#, Some(json!({"all": false}))),
-            (r#"{"edits": [{"old": "x", "new": "y"}, {"old"#, Some(json!({"edits": [{"old": "x", "new": "y"}, {}]}))),
+            (
+                r#"{"edits": [{"old": "x", "new": "y"}, {"old"#,
+                Some(json!({"edits": [{"old": "x", "new": "y"}, {}]})),
+            ),
             (r#"{"items": [1, 2,"#, Some(json!({"items": [1, 2]}))),
             (r#"{"items": [1, 2"#, Some(json!({"items": [1, 2]}))),
             (r#"{"a": {"b": {"c": "dee"#, Some(json!({"a": {"b": {"c": "dee"}}}))),

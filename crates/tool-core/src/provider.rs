@@ -169,6 +169,9 @@ fn strip_root(schema: &mut Value) {
         root.remove("$schema");
         root.remove("title");
         root.remove("$id");
+        // The root description is the argument struct's doc comment, written for Rust readers;
+        // the API's own description is what the model should read.
+        root.remove("description");
         root.entry("type").or_insert_with(|| json!("object"));
         if root.get("type") == Some(&json!("object")) {
             root.entry("properties").or_insert_with(|| json!({}));
@@ -201,7 +204,20 @@ fn walk(node: &mut Value, f: &mut dyn FnMut(&mut Map<String, Value>)) {
 fn drop_numeric_formats(node: &mut Map<String, Value>) {
     let numeric = matches!(
         node.get("format").and_then(Value::as_str),
-        Some("uint" | "uint8" | "uint16" | "uint32" | "uint64" | "int" | "int8" | "int16" | "int32" | "int64" | "float" | "double")
+        Some(
+            "uint"
+                | "uint8"
+                | "uint16"
+                | "uint32"
+                | "uint64"
+                | "int"
+                | "int8"
+                | "int16"
+                | "int32"
+                | "int64"
+                | "float"
+                | "double"
+        )
     );
     if numeric {
         node.remove("format");
@@ -209,8 +225,17 @@ fn drop_numeric_formats(node: &mut Map<String, Value>) {
 }
 
 /// Keywords OpenAI strict mode accepts on a schema node.
-const OPENAI_KEYWORDS: &[&str] =
-    &["type", "properties", "required", "additionalProperties", "items", "enum", "const", "description", "anyOf"];
+const OPENAI_KEYWORDS: &[&str] = &[
+    "type",
+    "properties",
+    "required",
+    "additionalProperties",
+    "items",
+    "enum",
+    "const",
+    "description",
+    "anyOf",
+];
 
 fn openai_strict(schema: &mut Value) {
     walk(schema, &mut |node| {

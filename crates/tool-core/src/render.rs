@@ -54,10 +54,7 @@ impl Card {
 
     /// Appends a fields block from `(label, value)` pairs, skipping empty values.
     #[must_use]
-    pub fn fields<L: Into<String>, V: Into<String>>(
-        self,
-        pairs: impl IntoIterator<Item = (L, V)>,
-    ) -> Self {
+    pub fn fields<L: Into<String>, V: Into<String>>(self, pairs: impl IntoIterator<Item = (L, V)>) -> Self {
         let fields: Vec<Field> = pairs
             .into_iter()
             .map(|(label, value)| Field { label: label.into(), value: value.into() })
@@ -250,7 +247,11 @@ mod tests {
             "runCommand",
             &args,
             &[
-                Progress { message: Some("building".into()), fraction: Some(0.5), output: Some("a\n".into()) },
+                Progress {
+                    message: Some("building".into()),
+                    fraction: Some(0.5),
+                    output: Some("a\n".into()),
+                },
                 Progress { output: Some("b\n".into()), ..Progress::default() },
             ],
         );

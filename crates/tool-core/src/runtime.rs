@@ -295,8 +295,8 @@ mod tests {
 
     #[test]
     fn outputs_round_trip() {
-        let output = ToolOutput::error(ErrorKind::Timeout, "took too long")
-            .with_state(json!({"partial": "abc"}));
+        let output =
+            ToolOutput::error(ErrorKind::Timeout, "took too long").with_state(json!({"partial": "abc"}));
         let json = serde_json::to_value(&output).unwrap();
         assert_eq!(json["error"]["kind"], "timeout");
         let back: ToolOutput = serde_json::from_value(json).unwrap();
