@@ -15,18 +15,14 @@ fn verdict(api: LocalSystemApi, arguments: Value, working_directory: Option<&Pat
 
 #[test]
 fn path_scope_cases() {
-    // The working directory must not be under a temp folder, or everything would pass as "temp":
-    // put it in the target directory of this build.
-    let base = Path::new(env!("CARGO_TARGET_TMPDIR"));
-    let work = tempfile::tempdir_in(base).unwrap();
+    // The working directory may itself sit under a temp folder (a clone in /tmp), so every
+    // "outside" target is a system folder that is never temp: /etc and /usr.
+    let work = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
     let wd = work.path();
-    let outside = tempfile::tempdir_in(base).unwrap();
     std::fs::create_dir(wd.join("src")).unwrap();
-    std::fs::write(outside.path().join("secret.txt"), "s").unwrap();
-    std::os::unix::fs::symlink(outside.path(), wd.join("escape")).unwrap();
+    std::os::unix::fs::symlink("/etc", wd.join("escape")).unwrap();
     std::os::unix::fs::symlink(wd.join("src"), wd.join("inner-link")).unwrap();
-    let outside_file = outside.path().join("secret.txt");
-    let outside_file = outside_file.to_str().unwrap();
+    let outside_file = "/etc/hostname";
 
     use LocalSystemApi::*;
     let cases: Vec<(&str, LocalSystemApi, Value, Option<&Path>, bool)> = vec![
@@ -38,7 +34,7 @@ fn path_scope_cases() {
         ("absolute outside", ReadFile, json!({"path": outside_file}), Some(wd), false),
         ("etc", ReadFile, json!({"path": "/etc/passwd"}), Some(wd), false),
         ("home", ReadFile, json!({"path": "~/.bashrc"}), Some(wd), false),
-        ("symlink inside pointing outside", ReadFile, json!({"path": "escape/secret.txt"}), Some(wd), false),
+        ("symlink inside pointing outside", ReadFile, json!({"path": "escape/hostname"}), Some(wd), false),
         (
             "write through escaping symlink",
             WriteFile,
@@ -50,7 +46,8 @@ fn path_scope_cases() {
         ("temp folder", ReadFile, json!({"path": "/tmp/x.txt"}), Some(wd), true),
         ("var tmp", ReadFile, json!({"path": "/var/tmp/x.txt"}), Some(wd), true),
         ("no working directory, temp", ReadFile, json!({"path": "/tmp/x"}), None, true),
-        ("no working directory, elsewhere", ReadFile, json!({"path": wd.join("a")}), None, false),
+        ("no working directory, elsewhere", ReadFile, json!({"path": "/usr/share/a"}), None, false),
+        ("no working directory, relative", ReadFile, json!({"path": "a.txt"}), None, false),
         (
             "move out",
             MoveFiles,
@@ -80,8 +77,7 @@ fn path_scope_cases() {
 
 #[test]
 fn flag_reason_names_the_resolved_path() {
-    let base = Path::new(env!("CARGO_TARGET_TMPDIR"));
-    let work = tempfile::tempdir_in(base).unwrap();
+    let work = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
     std::os::unix::fs::symlink("/etc", work.path().join("etc-link")).unwrap();
     let AuditVerdict::Flag(reason) =
         verdict(LocalSystemApi::ReadFile, json!({"path": "etc-link/hosts"}), Some(work.path()))
