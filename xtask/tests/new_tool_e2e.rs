@@ -63,7 +63,7 @@ fn new_tool_builds_tests_and_is_catalogued() {
     let tested = cargo(dir, &target, &["test", "-p", "builtin-tool-echo-demo"]);
     assert!(tested.contains("test tests::echo_round_trip ... ok"), "{tested}");
     let catalogue = cargo(dir, &target, &["xtask", "catalogue", "--format", "openai"]);
-    assert!(catalogue.contains("\"name\": \"echo-demo__echo\""), "{catalogue}");
+    assert!(catalogue.contains("\"name\": \"echo\""), "{catalogue}");
     let again = Command::new(env!("CARGO"))
         .args(["xtask", "new-tool", "echo-demo"])
         .current_dir(dir)

@@ -10,6 +10,8 @@
 //!   [`Services`](tool_core::Services) (feature `runtime`).
 //! * [`Registry::render`]: the render-hook table keyed by identifier; hooks take the API name
 //!   (feature `render`).
+//! * [`Registry::names`]: the function names a model sees (`tool_core::naming`), and
+//!   [`Registry::resolve_function`] back to the tool and API.
 //! * [`audits`]: the dynamic-audit table (`pathScope`).
 //! * [`Registry::catalogue`]: the whole catalogue in one provider's form.
 //!
@@ -20,7 +22,7 @@
 //! let registry = Registry::builtin();
 //! assert!(registry.get("local-system").is_some());
 //! let openai = registry.catalogue(Provider::Openai);
-//! assert!(openai.as_array().unwrap().iter().any(|f| f["function"]["name"] == "local-system__readFile"));
+//! assert!(openai.as_array().unwrap().iter().any(|f| f["function"]["name"] == "readFile"));
 //! ```
 #![deny(missing_docs)]
 
@@ -32,7 +34,7 @@ use std::sync::LazyLock;
 use serde::Serialize;
 use serde_json::{Value, json};
 use tool_core::provider::Provider;
-use tool_core::{ApiSpec, ToolManifest};
+use tool_core::{ApiSpec, ToolManifest, ToolNames};
 
 pub use audits::{audit, audits};
 pub use registry::builtin_tools;
@@ -120,20 +122,6 @@ static BUILTIN: LazyLock<Registry> = LazyLock::new(|| Registry {
     entries: builtin_tools().iter().map(|tool| Entry { tool, manifest: (tool.manifest)() }).collect(),
 });
 
-/// The function name a model sees for an API: `<identifier>__<api>`, limited to the characters
-/// every provider accepts.
-///
-/// Builtin identifiers are lowercase kebab-case and API names are identifiers, so the result is
-/// unique and starts with a letter; the pipeline's naming layer handles names from other sources.
-pub fn function_name(identifier: &str, api: &str) -> String {
-    let raw = format!("{identifier}__{api}");
-    let clean: String = raw
-        .chars()
-        .map(|c| if c.is_ascii_alphanumeric() || c == '_' || c == '-' { c } else { '_' })
-        .collect();
-    clean.chars().take(64).collect()
-}
-
 impl Registry {
     /// The builtin registry.
     pub fn builtin() -> &'static Registry {
@@ -150,16 +138,25 @@ impl Registry {
         self.entries.iter().find(|e| e.tool.identifier == identifier)
     }
 
-    /// The manifest and API spec behind a function name.
+    /// The catalogue's tools: visible and on by default.
+    pub fn catalogued(&self) -> impl Iterator<Item = &Entry> {
+        self.entries.iter().filter(|e| !e.tool.flags.hidden && e.tool.flags.default_enabled)
+    }
+
+    /// The function names of the catalogue's APIs.
+    pub fn names(&self) -> ToolNames {
+        ToolNames::build(
+            self.catalogued()
+                .flat_map(|e| e.manifest.apis.iter().map(move |api| (e.manifest.identifier.as_str(), api.name.as_str()))),
+        )
+    }
+
+    /// The manifest and API spec behind a function name (or a legacy alias).
     pub fn resolve_function(&self, name: &str) -> Option<(&Entry, &ApiSpec)> {
-        self.entries.iter().find_map(|entry| {
-            entry
-                .manifest
-                .apis
-                .iter()
-                .find(|api| function_name(&entry.manifest.identifier, &api.name) == name)
-                .map(|api| (entry, api))
-        })
+        let names = self.names();
+        let (tool, api) = names.resolve(name)?;
+        let entry = self.get(tool)?;
+        entry.manifest.find_api(api).map(|spec| (entry, spec))
     }
 
     /// Builds a tool's runtime.
@@ -185,16 +182,17 @@ impl Registry {
 
     /// The visible, on-by-default tools' APIs in one provider's form, as a JSON array.
     pub fn catalogue(&self, provider: Provider) -> Value {
-        let declarations =
-            self.entries
-                .iter()
-                .filter(|e| !e.tool.flags.hidden && e.tool.flags.default_enabled)
-                .flat_map(|e| {
-                    e.manifest.apis.iter().map(move |api| {
-                        provider.declare(&function_name(&e.manifest.identifier, &api.name), api)
-                    })
+        let names = self.names();
+        let declarations = self
+            .catalogued()
+            .flat_map(|e| {
+                let names = &names;
+                e.manifest.apis.iter().map(move |api| {
+                    let name = names.name_of(&e.manifest.identifier, &api.name).unwrap_or(&api.name);
+                    provider.declare(name, api)
                 })
-                .collect();
+            })
+            .collect();
         Value::Array(declarations)
     }
 

@@ -2,7 +2,7 @@
 
 use std::sync::Arc;
 
-use builtin_tools::{Registry, function_name};
+use builtin_tools::Registry;
 use computer_runtime::{ComputerRuntime, LocalComputer};
 use serde_json::json;
 use tool_core::provider::{Provider, check_openai_strict};
@@ -24,9 +24,10 @@ fn every_builtin_api_is_openai_strict() {
 #[test]
 fn function_names_fit_every_provider_and_resolve_back() {
     let registry = Registry::builtin();
+    let names = registry.names();
     for entry in registry.entries() {
         for api in &entry.manifest.apis {
-            let name = function_name(&entry.manifest.identifier, &api.name);
+            let name = names.name_of(&entry.manifest.identifier, &api.name).unwrap().to_owned();
             assert!(name.len() <= 64 && name.chars().next().unwrap().is_ascii_alphabetic(), "{name}");
             assert!(name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-'), "{name}");
             let (found, spec) = registry.resolve_function(&name).unwrap();
@@ -37,11 +38,13 @@ fn function_names_fit_every_provider_and_resolve_back() {
         }
     }
     assert!(registry.resolve_function("local-system__nope").is_none());
+    assert_eq!(registry.resolve_function("local-system__readFile").unwrap().1.name, "readFile");
 }
 
 #[test]
 fn catalogue_snapshots() {
     let registry = Registry::builtin();
+    let names = registry.names();
     for identifier in ["local-system", "todo"] {
         let entry = registry.get(identifier).unwrap();
         for provider in Provider::ALL {
@@ -49,7 +52,7 @@ fn catalogue_snapshots() {
                 .manifest
                 .apis
                 .iter()
-                .map(|api| provider.declare(&function_name(identifier, &api.name), api))
+                .map(|api| provider.declare(names.name_of(identifier, &api.name).unwrap(), api))
                 .collect();
             insta::assert_json_snapshot!(format!("{identifier}-{}", provider.as_str()), declared);
         }

@@ -13,6 +13,8 @@
 //!   MCP declarations.
 //! * [`services`]: the type-keyed [`Services`] a registry builds runtimes from, and the contract
 //!   of dynamic audits ([`AuditFn`]).
+//! * [`naming`]: the function names a model sees ([`ToolNames`]), sanitised for every provider,
+//!   with the reverse map and legacy aliases.
 //! * [`partial_json`]: best-effort parsing of argument JSON that is still streaming.
 //!
 //! **Architecture invariant:** this crate does no I/O and knows no tool. Behaviour that a manifest
@@ -40,6 +42,7 @@
 #![deny(missing_docs)]
 
 pub mod manifest;
+pub mod naming;
 pub mod partial_json;
 pub mod provider;
 pub mod render;
@@ -50,6 +53,7 @@ pub use manifest::{
     ApiSpec, DisplayControl, ExecutionMode, Executor, Intervention, InterventionPolicy, InterventionRule,
     Matcher, MatcherKind, PathParam, Tier, TierSpec, ToolManifest, ToolMeta, schema_for,
 };
+pub use naming::ToolNames;
 pub use render::{Badge, Block, Card, Field, RenderHooks, Tone};
 pub use runtime::{
     CallContext, ErrorKind, Progress, ProgressSink, ToolError, ToolOutput, ToolRuntime, parse_arguments,
