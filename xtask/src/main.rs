@@ -49,9 +49,15 @@ fn run() -> Result<()> {
         }
         ["test"] => test(&root),
         ["bench"] => {
-            let mut command = cargo(&root);
-            command.args(["bench", "-p", "computer-runtime", "--bench", "files"]);
-            status(command)
+            // Every benchmark whose numbers are in docs/benchmarks.md.
+            for (package, bench) in
+                [("computer-runtime", "files"), ("journal", "journal"), ("tool-executor", "pipeline")]
+            {
+                let mut command = cargo(&root);
+                command.args(["bench", "-p", package, "--bench", bench]);
+                status(command)?;
+            }
+            Ok(())
         }
         ["help" | "--help" | "-h"] | [] => {
             println!("{USAGE}");

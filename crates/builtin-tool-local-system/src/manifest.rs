@@ -119,6 +119,7 @@ impl LocalSystemApi {
                 "Run a shell command in the working directory. Foreground commands are killed at their timeout and return the output so far; use background for servers and watchers.",
             )
             .tier(Tier::Exec)
+            .command_param("command")
             .timeout_ms(60_000)
             .max_timeout_ms(600_000)
             .intervention(Intervention::Required.into())

@@ -73,6 +73,10 @@ impl ToolFlags {
     }
 }
 
+/// A tool's manifest with its runtime.
+#[cfg(feature = "runtime")]
+pub type ToolParts = (ToolManifest, std::sync::Arc<dyn tool_core::ToolRuntime>);
+
 /// Builds a tool's runtime from the front end's services.
 #[cfg(feature = "runtime")]
 pub type RuntimeFactory =
@@ -145,10 +149,9 @@ impl Registry {
 
     /// The function names of the catalogue's APIs.
     pub fn names(&self) -> ToolNames {
-        ToolNames::build(
-            self.catalogued()
-                .flat_map(|e| e.manifest.apis.iter().map(move |api| (e.manifest.identifier.as_str(), api.name.as_str()))),
-        )
+        ToolNames::build(self.catalogued().flat_map(|e| {
+            e.manifest.apis.iter().map(move |api| (e.manifest.identifier.as_str(), api.name.as_str()))
+        }))
     }
 
     /// The manifest and API spec behind a function name (or a legacy alias).
@@ -171,6 +174,22 @@ impl Registry {
         services: &tool_core::Services,
     ) -> Option<Result<std::sync::Arc<dyn tool_core::ToolRuntime>, tool_core::MissingService>> {
         self.get(identifier).map(|entry| (entry.tool.runtime)(services))
+    }
+
+    /// Every tool's manifest with its runtime, ready for the pipeline's toolbox.
+    ///
+    /// # Errors
+    ///
+    /// The first missing service a runtime needs.
+    #[cfg(feature = "runtime")]
+    pub fn runtimes(
+        &self,
+        services: &tool_core::Services,
+    ) -> Result<Vec<ToolParts>, tool_core::MissingService> {
+        self.entries
+            .iter()
+            .map(|entry| Ok((entry.manifest.clone(), (entry.tool.runtime)(services)?)))
+            .collect()
     }
 
     /// A tool's render hooks; unknown tools get the generic defaults.

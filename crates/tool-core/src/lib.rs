@@ -56,7 +56,8 @@ pub use manifest::{
 pub use naming::ToolNames;
 pub use render::{Badge, Block, Card, Field, RenderHooks, Tone};
 pub use runtime::{
-    CallContext, ErrorKind, Progress, ProgressSink, ToolError, ToolOutput, ToolRuntime, parse_arguments,
+    CallContext, ErrorKind, NestedCaller, Progress, ProgressSink, ToolError, ToolOutput, ToolRuntime,
+    parse_arguments,
 };
 pub use services::{AuditFn, AuditInput, AuditVerdict, MissingService, Services};
 

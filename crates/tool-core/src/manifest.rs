@@ -181,6 +181,10 @@ pub struct ApiSpec {
     /// Arguments that are filesystem paths (checked by path-scope audits).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub path_params: Vec<PathParam>,
+    /// The argument that holds a shell command line (checked by the global shell audit, and
+    /// matched by remembered command-prefix decisions).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub command_param: Option<String>,
 }
 
 impl ApiSpec {
@@ -200,6 +204,7 @@ impl ApiSpec {
             execution: ExecutionMode::default(),
             display: DisplayControl::default(),
             path_params: Vec::new(),
+            command_param: None,
         }
     }
 
@@ -250,6 +255,18 @@ impl ApiSpec {
     pub fn display(mut self, display: DisplayControl) -> Self {
         self.display = display;
         self
+    }
+
+    /// Declares the parameter that holds a shell command line.
+    #[must_use]
+    pub fn command_param(mut self, name: impl Into<String>) -> Self {
+        self.command_param = Some(name.into());
+        self
+    }
+
+    /// The shell command line in `arguments`, when the API declares one.
+    pub fn command_in<'a>(&self, arguments: &'a Value) -> Option<&'a str> {
+        self.command_param.as_deref().and_then(|name| arguments.get(name)).and_then(Value::as_str)
     }
 
     /// Declares a path parameter.

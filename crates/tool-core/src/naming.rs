@@ -24,8 +24,10 @@ pub struct ToolNames {
 /// Replaces every character a provider rejects with `_`, makes the first a letter and cuts to
 /// [`MAX_NAME`].
 pub fn sanitize(name: &str) -> String {
-    let mut out: String =
-        name.chars().map(|c| if c.is_ascii_alphanumeric() || c == '_' || c == '-' { c } else { '_' }).collect();
+    let mut out: String = name
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() || c == '_' || c == '-' { c } else { '_' })
+        .collect();
     if !out.starts_with(|c: char| c.is_ascii_alphabetic()) {
         out.insert_str(0, "f_");
     }
@@ -96,8 +98,11 @@ impl ToolNames {
     /// Up to `n` real names closest to `name` (edit distance, case-insensitive), closest first.
     pub fn closest(&self, name: &str, n: usize) -> Vec<&str> {
         let wanted = name.to_lowercase();
-        let mut scored: Vec<(usize, &str)> =
-            self.order.iter().map(|candidate| (distance(&wanted, &candidate.to_lowercase()), candidate.as_str())).collect();
+        let mut scored: Vec<(usize, &str)> = self
+            .order
+            .iter()
+            .map(|candidate| (distance(&wanted, &candidate.to_lowercase()), candidate.as_str()))
+            .collect();
         scored.sort();
         let limit = wanted.chars().count().max(3);
         scored.into_iter().filter(|(d, _)| *d <= limit).take(n).map(|(_, name)| name).collect()
@@ -160,7 +165,8 @@ mod tests {
     #[test]
     fn cut_names_that_collide_get_numbered() {
         let stem = "y".repeat(70);
-        let names = ToolNames::build([("t", format!("{stem}1").as_str()), ("t", format!("{stem}2").as_str())]);
+        let names =
+            ToolNames::build([("t", format!("{stem}1").as_str()), ("t", format!("{stem}2").as_str())]);
         let all: Vec<&str> = names.names().collect();
         // Cut to 64 the two names are equal, so both are prefixed, and the second is numbered.
         assert_eq!(all[0], format!("t__{}", "y".repeat(61)));

@@ -158,6 +158,8 @@ pub struct CallContext {
     pub deadline: Option<Instant>,
     /// Where streaming progress goes.
     pub progress: ProgressSink,
+    /// How this call runs other tools (through the same pipeline), when the front end allows it.
+    pub nested: Option<NestedCaller>,
 }
 
 impl CallContext {
@@ -171,6 +173,7 @@ impl CallContext {
             cancel: CancellationToken::new(),
             deadline: None,
             progress: ProgressSink::default(),
+            nested: None,
         }
     }
 
@@ -193,6 +196,17 @@ impl CallContext {
     pub fn with_progress(mut self, progress: ProgressSink) -> Self {
         self.progress = progress;
         self
+    }
+
+    /// Calls another tool by function name (or `tool/api`) through the pipeline that runs this
+    /// call: approval, timeout and journal apply to it as to any call, under a child id.
+    pub async fn call_tool(&self, name: &str, arguments: Value) -> ToolOutput {
+        match &self.nested {
+            Some(nested) => (nested.0)(name.to_owned(), arguments).await,
+            None => {
+                ToolOutput::error(ErrorKind::Internal, "this front end does not let tools call other tools")
+            }
+        }
     }
 
     /// Time left before the deadline, if there is one.
@@ -241,6 +255,23 @@ impl ProgressSink {
 impl fmt::Debug for ProgressSink {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(if self.0.is_some() { "ProgressSink(..)" } else { "ProgressSink(none)" })
+    }
+}
+
+/// A handle through which a running call starts nested calls.
+#[derive(Clone)]
+pub struct NestedCaller(Arc<dyn Fn(String, Value) -> BoxFuture<'static, ToolOutput> + Send + Sync>);
+
+impl NestedCaller {
+    /// A caller that runs `f(name, arguments)`.
+    pub fn new(f: impl Fn(String, Value) -> BoxFuture<'static, ToolOutput> + Send + Sync + 'static) -> Self {
+        Self(Arc::new(f))
+    }
+}
+
+impl fmt::Debug for NestedCaller {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("NestedCaller(..)")
     }
 }
 

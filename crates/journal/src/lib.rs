@@ -1,0 +1,621 @@
+//! The journal: a durable record of every tool call, approval and session.
+//!
+//! Every call is journalled before it runs (`proposed`) and settled after (`executed`, `failed`,
+//! `blocked`, `denied`). A write only ever moves the row that the call proposed, that is still
+//! open, and that belongs to the caller's tenant: the guarded transitions are the only way a row
+//! changes. A reconciler turns rows whose owning process is gone into `abandoned` — never silently
+//! dropped — and reports executed rows that were never confirmed.
+//!
+//! Rows are keyed `message_id:call_id` when there is a message id, else the bare call id (models
+//! reuse call ids across turns), and always scoped by tenant.
+//!
+//! Two implementations share one trait and one test suite: SQLite ([`SqliteJournal`]: embedded,
+//! the default; WAL, one writer, group commits) and Postgres ([`PostgresJournal`]: several
+//! instances). [`open`] picks one from a URL. Each runs its own embedded migrations when it opens
+//! (`migrations/sqlite`, `migrations/postgres`).
+//!
+//! # Guarded transitions
+//!
+//! Every write is one guarded statement whose `WHERE` clause *is* the state machine:
+//!
+//! | operation | statement | moves |
+//! |---|---|---|
+//! | [`Journal::propose`] | `INSERT … ON CONFLICT (tenant, key) DO NOTHING` | nothing → `proposed` |
+//! | [`Journal::settle`] | `UPDATE … WHERE tenant = ? AND key = ? AND status = 'proposed'` | `proposed` → executed, failed, blocked, denied |
+//! | [`Journal::upsert_settled`] | `INSERT … ON CONFLICT DO UPDATE … WHERE status = 'proposed'` | nothing or `proposed` → settled |
+//! | [`Journal::confirm`] | `UPDATE … WHERE … AND status = 'executed'` | `executed` → `confirmed` |
+//! | [`Journal::reconcile`] | `UPDATE … WHERE status = 'proposed' AND instance_id = ?` | `proposed` → `abandoned` |
+//! | [`Journal::decide_approval`] | `UPDATE … WHERE tenant = ? AND id = ? AND status = 'pending'` | first decision wins |
+//!
+//! So a late settle (a retry, a timeout racing a result, a reconciler that got there first)
+//! changes nothing and returns `false`, and a tenant can never move another tenant's row even
+//! when both use the same call and message ids: the primary key is `(tenant, key)` and every
+//! statement names the tenant. A settlement whose status is not one of executed, failed, blocked
+//! or denied ([`AttemptStatus::is_settlement`]) is refused without touching the database: the
+//! call returns `Ok(false)`.
+//!
+//! All stored text goes through [`strip_controls`] / [`strip_controls_json`] first (Postgres
+//! rejects NUL), identifiers included, and the identifiers given to lookups are cleaned the same
+//! way, so `get(tenant, &attempt.key())` finds what `propose(&attempt)` stored. An empty key is
+//! refused by the database (a `CHECK`): calls without any id would otherwise collide.
+//!
+//! # SQLite: one writer, group commit
+//!
+//! SQLite allows one writer at a time, and a commit costs far more than a statement. So
+//! [`SqliteJournal`] owns exactly one write connection, driven by a writer task: every write
+//! (propose, settle, approvals, sessions…) is sent to it over a channel with a reply slot. The task
+//! takes whatever is queued (up to 256 operations), runs all of it in one transaction, and only
+//! then answers each caller, so an answer always means "committed".
+//!
+//! Inside a batch, the proposes, settles and upserts of distinct rows become **one** statement:
+//! an `INSERT … SELECT … FROM (VALUES …) ON CONFLICT (tenant, key) DO UPDATE … WHERE status =
+//! 'proposed' AND excluded.status <> 'proposed' RETURNING tenant, key`. A propose inserts its row
+//! or, on a conflict, changes nothing; a settle is admitted only when its row exists (so it never
+//! creates one) and then always lands in the guarded `DO UPDATE`, which writes only the settlement
+//! columns; an upsert inserts a settled row or settles a proposed one. `RETURNING` names exactly
+//! the rows that moved, so each caller gets its own answer. Two operations on the same row never
+//! share a statement (the batch is cut into phases at the second one, and an abandon runs alone),
+//! so their order and the guards hold exactly as if they had run one by one. A batch that is one
+//! statement runs without `BEGIN`/`COMMIT` around it (a statement is atomic); any other batch runs
+//! in `BEGIN IMMEDIATE` … `COMMIT`. This matters because every statement is a round trip to
+//! sqlx's SQLite worker thread.
+//!
+//! When a statement of a batch fails, the transaction is rolled back and the batch is run again
+//! one operation per statement; the operation that fails then gets the error, is taken out, and
+//! the rest is run again, so only the failing caller sees an error and nobody is answered for a
+//! write that was rolled back. If the commit itself fails, every caller of the batch gets the
+//! error. Reads use a separate pool of four `query_only` connections: WAL lets them run alongside
+//! the writer, and since answers come after the commit a caller always reads its own writes. The
+//! database runs in WAL mode with `synchronous = NORMAL` (a commit survives the process being
+//! killed; the last commits may be lost if the machine loses power), statement journals in memory
+//! and a 5 s busy timeout for other processes that open the same file.
+//!
+//! `sqlite::memory:` opens a private in-memory database: one connection shared by the writer
+//! task and the reads (an in-memory database lives and dies with its connection).
+//!
+//! # Postgres
+//!
+//! [`PostgresJournal`] runs the same guarded statements on a `PgPool` (16 connections); JSON is
+//! stored as `JSONB`, times as `BIGINT` Unix milliseconds, as in SQLite. Two planner traps are
+//! avoided on purpose: the single-row guards compare `status COLLATE "C"` (the same equality) so
+//! that a status index, full of dead `proposed` entries between vacuums, is never chosen over the
+//! primary key; and connections plan each statement afresh (`plan_cache_mode =
+//! force_custom_plan`), because a generic plan cached while the table was empty can keep
+//! scanning a tenant-prefixed index for `tenant = $1 AND key = $2` as the table grows.
+//!
+//! # Instances and the reconciler
+//!
+//! Each process registers itself ([`Journal::register_instance`], usually with
+//! [`current_instance`]) before it proposes anything, and keeps its heartbeat fresh
+//! ([`spawn_heartbeat`]). Every row records the instance that proposed it. At start (and from time
+//! to time) [`Journal::reconcile`] looks at each other instance that owns `proposed` rows, or is
+//! registered, and declares it dead when
+//!
+//! * it has no row in `journal_instances` (it never registered, or was pruned), or
+//! * its heartbeat is older than [`ReconcilePolicy::instance_lease_ms`], or
+//! * it ran on this host and its pid is gone, is a zombie, or now belongs to another process
+//!   (the start time in clock ticks, field 22 of `/proc/<pid>/stat`, differs).
+//!
+//! The proposed rows of a dead instance become `abandoned` (error kind `abandoned`) and its
+//! instance row is deleted; rows of [`ReconcilePolicy::current_instance`] are never touched.
+//! Executed rows settled longer than [`ReconcilePolicy::unconfirmed_after_ms`] ago are reported
+//! (at most 1 000, oldest first) and left as they are.
+#![deny(missing_docs)]
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+mod instance;
+mod postgres;
+mod rows;
+mod sqlite;
+
+pub use instance::{current_instance, host_name, new_instance_id};
+pub use postgres::PostgresJournal;
+pub use sqlite::SqliteJournal;
+
+/// Opens the journal a URL names and runs its migrations.
+///
+/// * `sqlite://PATH` or `sqlite:PATH` (add `?mode=rwc` to create the file) → [`SqliteJournal`];
+/// * `sqlite::memory:` → a private in-memory [`SqliteJournal`] (gone when it is dropped);
+/// * `postgres://…` or `postgresql://…` → [`PostgresJournal`].
+///
+/// Must be called inside a Tokio runtime: the SQLite journal spawns its writer task on it.
+///
+/// # Errors
+///
+/// [`JournalError::UnsupportedUrl`] for any other scheme; [`JournalError::Database`] when the
+/// database cannot be opened; [`JournalError::Migrate`] when its migrations fail.
+pub async fn open(url: &str) -> Result<Arc<dyn Journal>, JournalError> {
+    if url.starts_with("sqlite:") {
+        Ok(Arc::new(SqliteJournal::open(url).await?))
+    } else if url.starts_with("postgres://") || url.starts_with("postgresql://") {
+        Ok(Arc::new(PostgresJournal::open(url).await?))
+    } else {
+        // Keep credentials out of the error: only the scheme is shown.
+        let scheme = url.split_once(':').map_or(url, |(scheme, _)| scheme);
+        Err(JournalError::UnsupportedUrl(format!("{scheme}:…")))
+    }
+}
+
+/// Keeps an instance registered: calls [`Journal::register_instance`] now and then every `every`,
+/// until the returned task is aborted (or its runtime stops). Registering (an upsert) rather than
+/// only refreshing the heartbeat brings the row back if a reconciler pruned it during a stall.
+/// Failures are retried at the next tick. Choose `every` well below the reconcilers'
+/// [`ReconcilePolicy::instance_lease_ms`] (a third of it, say).
+pub fn spawn_heartbeat(
+    journal: Arc<dyn Journal>,
+    instance: InstanceInfo,
+    every: Duration,
+) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        let mut ticks = tokio::time::interval(every);
+        ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            ticks.tick().await;
+            // A failed beat is retried at the next tick; the lease covers a few misses.
+            let _ = journal.register_instance(&instance).await;
+        }
+    })
+}
+
+/// The row key of a call: `message_id:call_id`, or the bare call id without a message id.
+pub fn attempt_key(message_id: Option<&str>, call_id: &str) -> String {
+    match message_id {
+        Some(message) if !message.is_empty() => format!("{message}:{call_id}"),
+        _ => call_id.to_owned(),
+    }
+}
+
+/// Where a call stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum AttemptStatus {
+    /// Recorded, not yet settled.
+    Proposed,
+    /// Ran and succeeded.
+    Executed,
+    /// Executed and acknowledged by the caller (the model saw the result).
+    Confirmed,
+    /// Executed, then undone.
+    Compensated,
+    /// Ran (or tried to) and failed: errors, timeouts, cancellations.
+    Failed,
+    /// Policy blocked it without asking (headless, read-only, hooks).
+    Blocked,
+    /// A person denied it.
+    Denied,
+    /// Proposed by a process that died before settling it.
+    Abandoned,
+}
+
+impl AttemptStatus {
+    /// The stable string stored in the database.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Self::Proposed => "proposed",
+            Self::Executed => "executed",
+            Self::Confirmed => "confirmed",
+            Self::Compensated => "compensated",
+            Self::Failed => "failed",
+            Self::Blocked => "blocked",
+            Self::Denied => "denied",
+            Self::Abandoned => "abandoned",
+        }
+    }
+
+    /// Parses the stored string.
+    pub fn parse(text: &str) -> Option<Self> {
+        [
+            Self::Proposed,
+            Self::Executed,
+            Self::Confirmed,
+            Self::Compensated,
+            Self::Failed,
+            Self::Blocked,
+            Self::Denied,
+            Self::Abandoned,
+        ]
+        .into_iter()
+        .find(|s| s.as_str() == text)
+    }
+
+    /// Whether the row is settled (anything but `proposed`).
+    pub const fn is_settled(self) -> bool {
+        !matches!(self, Self::Proposed)
+    }
+
+    /// Whether [`Journal::settle`] and [`Journal::upsert_settled`] accept this status: executed,
+    /// failed, blocked or denied. (`confirmed` and `compensated` follow `executed`; `abandoned`
+    /// is the reconciler's.)
+    pub const fn is_settlement(self) -> bool {
+        matches!(self, Self::Executed | Self::Failed | Self::Blocked | Self::Denied)
+    }
+}
+
+/// A call about to run.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct NewAttempt {
+    /// The tenant that owns the call.
+    pub tenant: String,
+    /// The model's call id (`<parent>/<n>` for nested calls).
+    pub call_id: String,
+    /// The model message that carried the call.
+    pub message_id: Option<String>,
+    /// The session.
+    pub session_id: String,
+    /// The parent call of a nested call.
+    pub parent_call_id: Option<String>,
+    /// The user on whose behalf it runs.
+    pub user_id: Option<String>,
+    /// The agent that asked.
+    pub agent_id: Option<String>,
+    /// The tool's identifier.
+    pub tool: String,
+    /// The API (action) name.
+    pub api: String,
+    /// The function name as the model sent it.
+    pub function_name: String,
+    /// The arguments (after preparation).
+    pub arguments: Value,
+    /// read, write or exec.
+    pub tier: Option<String>,
+    /// The process instance that proposed the row (for the reconciler).
+    pub instance_id: String,
+}
+
+impl NewAttempt {
+    /// The row key.
+    pub fn key(&self) -> String {
+        attempt_key(self.message_id.as_deref(), &self.call_id)
+    }
+}
+
+/// The outcome of a propose.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Proposed {
+    /// The row key.
+    pub key: String,
+    /// False when a row with this key already existed for the tenant (left untouched).
+    pub created: bool,
+}
+
+/// How a call ended.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Settlement {
+    /// executed, failed, blocked or denied.
+    pub status: AttemptStatus,
+    /// The result: `{content, state}` as stored (NUL and control characters stripped).
+    pub result: Option<Value>,
+    /// The error kind (`timeout`, `denied`…).
+    pub error_kind: Option<String>,
+    /// The error message.
+    pub error: Option<String>,
+    /// How approval was decided (`policy`, `allow_once`, `allow_session`, `allow_always`,
+    /// `deny`, `headless_block`…).
+    pub decision: Option<String>,
+    /// Who decided (a user id, `policy`, `auto_run`).
+    pub decided_by: Option<String>,
+    /// Run time in milliseconds.
+    pub duration_ms: Option<i64>,
+    /// A command's exit status, when there was one.
+    pub exit_status: Option<i32>,
+}
+
+/// One journalled call.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Attempt {
+    /// The tenant.
+    pub tenant: String,
+    /// The row key.
+    pub key: String,
+    /// The call as proposed.
+    pub call_id: String,
+    /// The message id.
+    pub message_id: Option<String>,
+    /// The session.
+    pub session_id: String,
+    /// The parent call.
+    pub parent_call_id: Option<String>,
+    /// The user.
+    pub user_id: Option<String>,
+    /// The agent.
+    pub agent_id: Option<String>,
+    /// The tool.
+    pub tool: String,
+    /// The API.
+    pub api: String,
+    /// The function name the model used.
+    pub function_name: String,
+    /// The arguments.
+    pub arguments: Value,
+    /// The tier.
+    pub tier: Option<String>,
+    /// The owning instance.
+    pub instance_id: String,
+    /// Where it stands.
+    pub status: AttemptStatus,
+    /// The result.
+    pub result: Option<Value>,
+    /// The error kind.
+    pub error_kind: Option<String>,
+    /// The error message.
+    pub error: Option<String>,
+    /// The approval decision.
+    pub decision: Option<String>,
+    /// Who decided.
+    pub decided_by: Option<String>,
+    /// Run time.
+    pub duration_ms: Option<i64>,
+    /// Exit status.
+    pub exit_status: Option<i32>,
+    /// When it was proposed (Unix milliseconds).
+    pub attempted_at: i64,
+    /// When it last changed (Unix milliseconds).
+    pub updated_at: i64,
+}
+
+/// What to list.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AttemptFilter {
+    /// Only this session.
+    pub session_id: Option<String>,
+    /// Only this status.
+    pub status: Option<AttemptStatus>,
+    /// Only this tool.
+    pub tool: Option<String>,
+    /// Proposed at or after (Unix milliseconds).
+    pub since: Option<i64>,
+    /// Proposed before (Unix milliseconds).
+    pub until: Option<i64>,
+    /// At most this many rows (newest first); the store caps it at 1000.
+    pub limit: Option<u32>,
+}
+
+/// A running process that proposes rows.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct InstanceInfo {
+    /// A fresh id per process start.
+    pub id: String,
+    /// The host name.
+    pub host: String,
+    /// The process id.
+    pub pid: u32,
+    /// The process's start time in clock ticks since boot (field 22 of `/proc/<pid>/stat`), to
+    /// tell a live process from a reused pid.
+    pub start_ticks: Option<u64>,
+}
+
+/// What the reconciler did.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ReconcileReport {
+    /// Keys (tenant, key) of proposed rows turned `abandoned`.
+    pub abandoned: Vec<(String, String)>,
+    /// Executed rows older than the threshold that were never confirmed (left as they are).
+    pub unconfirmed: Vec<Attempt>,
+}
+
+/// When the reconciler acts.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReconcilePolicy {
+    /// This process (its rows are never abandoned).
+    pub current_instance: String,
+    /// An instance whose heartbeat is older than this is presumed dead (milliseconds).
+    pub instance_lease_ms: i64,
+    /// Executed rows older than this are reported as unconfirmed (milliseconds).
+    pub unconfirmed_after_ms: i64,
+}
+
+/// A question to a person.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PendingApproval {
+    /// The approval's id.
+    pub id: String,
+    /// The tenant.
+    pub tenant: String,
+    /// The session.
+    pub session_id: String,
+    /// The call's row key.
+    pub attempt_key: String,
+    /// The call id.
+    pub call_id: String,
+    /// The tool.
+    pub tool: String,
+    /// The API.
+    pub api: String,
+    /// The arguments shown to the person.
+    pub arguments: Value,
+    /// Why a person is asked.
+    pub reason: String,
+    /// `pending`, or the decision once made.
+    pub status: String,
+    /// The decision's detail (message for the model, remembered prefix…).
+    pub decision: Option<Value>,
+    /// Who decided.
+    pub decided_by: Option<String>,
+    /// When it was asked (Unix milliseconds).
+    pub created_at: i64,
+    /// When it was decided.
+    pub decided_at: Option<i64>,
+}
+
+/// An "always allow" kept per tenant and project.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RememberedDecision {
+    /// The decision's id.
+    pub id: String,
+    /// The tenant.
+    pub tenant: String,
+    /// The project (a working directory, or a name the front end chooses).
+    pub project: String,
+    /// The tool.
+    pub tool: String,
+    /// The API, or `*` for every API of the tool.
+    pub api: String,
+    /// For commands: the argument prefix allowed (`cargo test`); `None` allows any arguments.
+    pub argument_prefix: Option<String>,
+    /// Who made it.
+    pub created_by: Option<String>,
+    /// When (Unix milliseconds).
+    pub created_at: i64,
+}
+
+/// A session as stored.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SessionRecord {
+    /// The session's id.
+    pub id: String,
+    /// The tenant.
+    pub tenant: String,
+    /// The user.
+    pub user_id: Option<String>,
+    /// Everything else (working directory, mode, allow-list, budget…) as the front end defines it.
+    pub config: Value,
+    /// `active` or `ended`.
+    pub status: String,
+    /// When it was created (Unix milliseconds).
+    pub created_at: i64,
+    /// When it ended.
+    pub ended_at: Option<i64>,
+}
+
+/// Why a journal operation failed.
+#[derive(Debug, thiserror::Error)]
+pub enum JournalError {
+    /// The database refused or is unreachable.
+    #[error("journal database error: {0}")]
+    Database(#[from] sqlx::Error),
+    /// Migrations failed.
+    #[error("journal migration failed: {0}")]
+    Migrate(#[from] sqlx::migrate::MigrateError),
+    /// A URL the journal cannot open.
+    #[error("unsupported journal url `{0}`: use sqlite://PATH, sqlite::memory: or postgres://…")]
+    UnsupportedUrl(String),
+    /// A stored value that does not decode.
+    #[error("corrupt journal row: {0}")]
+    Corrupt(String),
+    /// The SQLite writer task is gone.
+    #[error("the journal writer has stopped")]
+    WriterGone,
+}
+
+/// The store behind the journal.
+///
+/// Every method is tenant-scoped except the instance methods and [`Journal::reconcile`], which
+/// act for the whole database. Identifiers given to lookups are cleaned with [`strip_controls`]
+/// like the stored ones.
+///
+/// # Errors
+///
+/// Every method returns [`JournalError::Database`] when the database refuses the statement or
+/// cannot be reached, [`JournalError::Corrupt`] when a stored row does not decode, and (SQLite)
+/// [`JournalError::WriterGone`] when the writer task has stopped (its runtime shut down). A guard
+/// that does not match is not an error: the method returns `false` (or `created: false`).
+#[async_trait]
+pub trait Journal: Send + Sync + std::fmt::Debug {
+    /// Records a call as proposed; an existing row with the same tenant and key is left as it is.
+    async fn propose(&self, attempt: &NewAttempt) -> Result<Proposed, JournalError>;
+    /// Settles a proposed row; returns whether it moved (false if it is not `proposed`, or not
+    /// this tenant's). `settlement.status` must be executed, failed, blocked or denied
+    /// ([`AttemptStatus::is_settlement`]); any other status is refused: nothing is written and
+    /// the result is `Ok(false)`.
+    async fn settle(&self, tenant: &str, key: &str, settlement: &Settlement) -> Result<bool, JournalError>;
+    /// Records a settled call whose propose failed: inserts it settled, or settles the row if it
+    /// is still proposed (its proposed fields are kept); a settled row is left as it is. Returns
+    /// whether a row was written. A status that is not a settlement is refused as in
+    /// [`Journal::settle`].
+    async fn upsert_settled(
+        &self,
+        attempt: &NewAttempt,
+        settlement: &Settlement,
+    ) -> Result<bool, JournalError>;
+    /// Marks an executed row confirmed; returns whether it moved.
+    async fn confirm(&self, tenant: &str, key: &str) -> Result<bool, JournalError>;
+    /// One row.
+    async fn get(&self, tenant: &str, key: &str) -> Result<Option<Attempt>, JournalError>;
+    /// Rows of a tenant, newest first.
+    async fn query(&self, tenant: &str, filter: &AttemptFilter) -> Result<Vec<Attempt>, JournalError>;
+
+    /// Registers (or re-registers) this process and sets its heartbeat.
+    async fn register_instance(&self, instance: &InstanceInfo) -> Result<(), JournalError>;
+    /// Refreshes this process's heartbeat (does nothing when the instance is not registered:
+    /// [`spawn_heartbeat`] re-registers instead).
+    async fn heartbeat(&self, instance_id: &str) -> Result<(), JournalError>;
+    /// Abandons proposed rows of dead instances and reports old unconfirmed executed rows (see
+    /// the crate documentation for what "dead" means). Dead instances' rows in
+    /// `journal_instances` are deleted.
+    async fn reconcile(&self, policy: &ReconcilePolicy) -> Result<ReconcileReport, JournalError>;
+
+    /// Stores a question to a person; an approval with the same tenant and id is left as it is
+    /// (a retried insert cannot reopen a decided question).
+    async fn insert_approval(&self, approval: &PendingApproval) -> Result<(), JournalError>;
+    /// Decides a pending approval; returns whether it was still pending (first decision wins).
+    /// `status` is the decision (`approved`, `denied`…); `pending` is refused (`Ok(false)`).
+    async fn decide_approval(
+        &self,
+        tenant: &str,
+        id: &str,
+        status: &str,
+        decision: &Value,
+        decided_by: Option<&str>,
+    ) -> Result<bool, JournalError>;
+    /// One approval.
+    async fn get_approval(&self, tenant: &str, id: &str) -> Result<Option<PendingApproval>, JournalError>;
+    /// Approvals still pending, oldest first.
+    async fn list_pending_approvals(
+        &self,
+        tenant: &str,
+        session_id: Option<&str>,
+    ) -> Result<Vec<PendingApproval>, JournalError>;
+
+    /// Stores an "always allow" (replacing one of the same tenant and id).
+    async fn remember(&self, decision: &RememberedDecision) -> Result<(), JournalError>;
+    /// Remembered decisions of a tenant (of one project, when given), oldest first.
+    async fn remembered(
+        &self,
+        tenant: &str,
+        project: Option<&str>,
+    ) -> Result<Vec<RememberedDecision>, JournalError>;
+    /// Revokes one; returns whether it existed.
+    async fn revoke(&self, tenant: &str, id: &str) -> Result<bool, JournalError>;
+
+    /// Creates or replaces a session.
+    async fn put_session(&self, session: &SessionRecord) -> Result<(), JournalError>;
+    /// One session.
+    async fn get_session(&self, tenant: &str, id: &str) -> Result<Option<SessionRecord>, JournalError>;
+    /// Ends a session; returns whether it was active.
+    async fn end_session(&self, tenant: &str, id: &str) -> Result<bool, JournalError>;
+}
+
+/// Removes NUL and other control characters (but newlines and tabs) from text that will be
+/// stored: NUL bytes break Postgres text columns, and the others only hide what happened.
+pub fn strip_controls(text: &str) -> String {
+    text.chars().filter(|c| !c.is_control() || *c == '\n' || *c == '\t' || *c == '\r').collect()
+}
+
+/// Whether [`strip_controls`] would change `text`.
+pub(crate) fn has_controls(text: &str) -> bool {
+    text.chars().any(|c| c.is_control() && !matches!(c, '\n' | '\t' | '\r'))
+}
+
+/// [`strip_controls`] applied to every string inside a JSON value, object keys included (a NUL
+/// in a key breaks Postgres `JSONB` as much as one in a value). Key order is kept; when two keys
+/// become equal, the later one wins.
+pub fn strip_controls_json(value: &mut Value) {
+    match value {
+        Value::String(text) if has_controls(text) => *text = strip_controls(text),
+        Value::Array(items) => items.iter_mut().for_each(strip_controls_json),
+        Value::Object(map) => {
+            if map.keys().any(|key| has_controls(key)) {
+                let entries = std::mem::take(map);
+                *map = entries.into_iter().map(|(key, value)| (strip_controls(&key), value)).collect();
+            }
+            map.values_mut().for_each(strip_controls_json);
+        }
+        _ => {}
+    }
+}

@@ -1,0 +1,474 @@
+//! The Postgres journal: the same guarded statements on a connection pool.
+
+use std::str::FromStr;
+
+use async_trait::async_trait;
+use serde_json::Value;
+use sqlx::migrate::Migrator;
+use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions, PgQueryResult};
+use sqlx::{Postgres, QueryBuilder, Row};
+
+use crate::rows::{
+    ABANDONED_ERROR, ApprovalRow, ApprovalValues, AttemptRow, AttemptValues, DecisionValues, InstanceRow,
+    MAX_ROWS, RememberValues, RememberedRow, SessionRow, SessionValues, SettlementValues, clean,
+    dead_instances, now_ms, query_limit,
+};
+use crate::{
+    Attempt, AttemptFilter, InstanceInfo, Journal, JournalError, NewAttempt, PendingApproval, Proposed,
+    ReconcilePolicy, ReconcileReport, RememberedDecision, SessionRecord, Settlement, host_name,
+};
+
+static MIGRATOR: Migrator = sqlx::migrate!("./migrations/postgres");
+
+/// Connections of the pool.
+const CONNECTIONS: u32 = 16;
+
+// The single-row guards compare `status COLLATE "C"`: the same bytewise equality, but it cannot
+// drive an index scan. Otherwise the planner may pick a status index over the primary key (few
+// live rows are `proposed`), and every settle leaves a dead `proposed` entry there until vacuum:
+// a settle then scans a growing index (measured: 4 ms per call after 20 000 calls).
+
+/// The columns of an attempt, JSON as text so both backends decode alike.
+const ATTEMPT_COLUMNS: &str = "tenant, key, call_id, message_id, session_id, parent_call_id, user_id, agent_id, \
+     tool, api, function_name, arguments::text AS arguments, tier, instance_id, status, result::text AS result, \
+     error_kind, error, decision, decided_by, duration_ms, exit_status, attempted_at, updated_at";
+
+const PROPOSE: &str = "INSERT INTO tool_call_attempts (tenant, key, call_id, message_id, session_id, parent_call_id, \
+     user_id, agent_id, tool, api, function_name, arguments, tier, instance_id, status, attempted_at, updated_at) \
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12::jsonb, $13, $14, 'proposed', $15, $15) \
+     ON CONFLICT (tenant, key) DO NOTHING";
+
+const SETTLE: &str = "UPDATE tool_call_attempts SET status = $3, result = $4::jsonb, error_kind = $5, error = $6, \
+     decision = $7, decided_by = $8, duration_ms = $9, exit_status = $10, updated_at = $11 \
+     WHERE tenant = $1 AND key = $2 AND status COLLATE \"C\" = 'proposed'";
+
+const UPSERT_SETTLED: &str = "INSERT INTO tool_call_attempts (tenant, key, call_id, message_id, session_id, \
+     parent_call_id, user_id, agent_id, tool, api, function_name, arguments, tier, instance_id, status, result, \
+     error_kind, error, decision, decided_by, duration_ms, exit_status, attempted_at, updated_at) \
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12::jsonb, $13, $14, $15, $16::jsonb, $17, $18, $19, \
+     $20, $21, $22, $23, $23) \
+     ON CONFLICT (tenant, key) DO UPDATE SET status = excluded.status, result = excluded.result, \
+     error_kind = excluded.error_kind, error = excluded.error, decision = excluded.decision, \
+     decided_by = excluded.decided_by, duration_ms = excluded.duration_ms, exit_status = excluded.exit_status, \
+     updated_at = excluded.updated_at \
+     WHERE tool_call_attempts.status = 'proposed'";
+
+const CONFIRM: &str = "UPDATE tool_call_attempts SET status = 'confirmed', updated_at = $3 \
+     WHERE tenant = $1 AND key = $2 AND status COLLATE \"C\" = 'executed'";
+
+const REGISTER_INSTANCE: &str = "INSERT INTO journal_instances (id, host, pid, start_ticks, started_at, heartbeat_at) \
+     VALUES ($1, $2, $3, $4, $5, $5) \
+     ON CONFLICT (id) DO UPDATE SET host = excluded.host, pid = excluded.pid, start_ticks = excluded.start_ticks, \
+     heartbeat_at = excluded.heartbeat_at";
+
+const HEARTBEAT: &str = "UPDATE journal_instances SET heartbeat_at = $2 WHERE id = $1";
+
+const ABANDON: &str = "UPDATE tool_call_attempts SET status = 'abandoned', error_kind = 'abandoned', error = $2, \
+     updated_at = $3 WHERE status = 'proposed' AND instance_id = $1 RETURNING tenant, key";
+
+const FORGET_INSTANCE: &str = "DELETE FROM journal_instances WHERE id = $1";
+
+const INSERT_APPROVAL: &str = "INSERT INTO pending_approvals (id, tenant, session_id, attempt_key, call_id, tool, \
+     api, arguments, reason, status, decision, decided_by, created_at, decided_at) \
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8::jsonb, $9, $10, $11::jsonb, $12, $13, $14) \
+     ON CONFLICT (tenant, id) DO NOTHING";
+
+const DECIDE_APPROVAL: &str = "UPDATE pending_approvals SET status = $3, decision = $4::jsonb, decided_by = $5, \
+     decided_at = $6 WHERE tenant = $1 AND id = $2 AND status COLLATE \"C\" = 'pending'";
+
+const REMEMBER: &str = "INSERT INTO remembered_decisions (id, tenant, project, tool, api, argument_prefix, \
+     created_by, created_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8) \
+     ON CONFLICT (tenant, id) DO UPDATE SET project = excluded.project, tool = excluded.tool, api = excluded.api, \
+     argument_prefix = excluded.argument_prefix, created_by = excluded.created_by, created_at = excluded.created_at";
+
+const REVOKE: &str = "DELETE FROM remembered_decisions WHERE tenant = $1 AND id = $2";
+
+const PUT_SESSION: &str = "INSERT INTO sessions (id, tenant, user_id, config, status, created_at, ended_at) \
+     VALUES ($1, $2, $3, $4::jsonb, $5, $6, $7) \
+     ON CONFLICT (tenant, id) DO UPDATE SET user_id = excluded.user_id, config = excluded.config, \
+     status = excluded.status, created_at = excluded.created_at, ended_at = excluded.ended_at";
+
+const END_SESSION: &str = "UPDATE sessions SET status = 'ended', ended_at = $3 \
+     WHERE tenant = $1 AND id = $2 AND status = 'active'";
+
+const GET_ATTEMPT: &str = "SELECT tenant, key, call_id, message_id, session_id, parent_call_id, user_id, agent_id, \
+     tool, api, function_name, arguments::text AS arguments, tier, instance_id, status, result::text AS result, \
+     error_kind, error, decision, decided_by, duration_ms, exit_status, attempted_at, updated_at \
+     FROM tool_call_attempts WHERE tenant = $1 AND key = $2";
+
+const UNCONFIRMED: &str = "SELECT tenant, key, call_id, message_id, session_id, parent_call_id, user_id, agent_id, \
+     tool, api, function_name, arguments::text AS arguments, tier, instance_id, status, result::text AS result, \
+     error_kind, error, decision, decided_by, duration_ms, exit_status, attempted_at, updated_at \
+     FROM tool_call_attempts WHERE status = 'executed' AND updated_at < $1 ORDER BY updated_at, seq LIMIT $2";
+
+const INSTANCES: &str = "SELECT id, host, pid, start_ticks, heartbeat_at FROM journal_instances";
+
+const PROPOSED_OWNERS: &str = "SELECT DISTINCT instance_id FROM tool_call_attempts WHERE status = 'proposed'";
+
+const GET_APPROVAL: &str = "SELECT id, tenant, session_id, attempt_key, call_id, tool, api, \
+     arguments::text AS arguments, reason, status, decision::text AS decision, decided_by, created_at, decided_at \
+     FROM pending_approvals WHERE tenant = $1 AND id = $2";
+
+const PENDING_APPROVALS: &str = "SELECT id, tenant, session_id, attempt_key, call_id, tool, api, \
+     arguments::text AS arguments, reason, status, decision::text AS decision, decided_by, created_at, decided_at \
+     FROM pending_approvals WHERE tenant = $1 AND status = 'pending' AND ($2::text IS NULL OR session_id = $2) \
+     ORDER BY created_at, id";
+
+const REMEMBERED: &str = "SELECT id, tenant, project, tool, api, argument_prefix, created_by, created_at \
+     FROM remembered_decisions WHERE tenant = $1 AND ($2::text IS NULL OR project = $2) ORDER BY created_at, id";
+
+const GET_SESSION: &str = "SELECT id, tenant, user_id, config::text AS config, status, created_at, ended_at \
+     FROM sessions WHERE tenant = $1 AND id = $2";
+
+/// The Postgres journal: a pool of 16 connections; every write is one guarded statement (the
+/// reconciler's abandon runs in one transaction).
+#[derive(Debug, Clone)]
+pub struct PostgresJournal {
+    pool: PgPool,
+}
+
+impl PostgresJournal {
+    /// Connects to a `postgres://` URL and runs the migrations.
+    ///
+    /// # Errors
+    ///
+    /// [`JournalError::Database`] when the server cannot be reached or refuses the login,
+    /// [`JournalError::Migrate`] when the migrations fail.
+    pub async fn open(url: &str) -> Result<Self, JournalError> {
+        // Plan every statement with the table as it is now. A generic plan cached while the
+        // table was empty (before autovacuum first analyzes it) ties the primary key with the
+        // tenant-prefixed indexes, may pick one of those for a `tenant = $1 AND key = $2`
+        // lookup, and keeps scanning all of the tenant's rows on every settle as the table grows
+        // (measured: 4 ms per call after 20 000 calls instead of 0.5 ms).
+        let options = PgConnectOptions::from_str(url)?.options([("plan_cache_mode", "force_custom_plan")]);
+        let pool = PgPoolOptions::new().max_connections(CONNECTIONS).connect_with(options).await?;
+        Self::with_pool(pool).await
+    }
+
+    /// Uses an existing pool (and runs the migrations on it). Give its connections
+    /// `plan_cache_mode = force_custom_plan`, as [`PostgresJournal::open`] does (see there).
+    ///
+    /// # Errors
+    ///
+    /// [`JournalError::Migrate`] when the migrations fail.
+    pub async fn with_pool(pool: PgPool) -> Result<Self, JournalError> {
+        MIGRATOR.run(&pool).await?;
+        Ok(Self { pool })
+    }
+}
+
+fn moved(done: PgQueryResult) -> bool {
+    done.rows_affected() == 1
+}
+
+#[async_trait]
+impl Journal for PostgresJournal {
+    async fn propose(&self, attempt: &NewAttempt) -> Result<Proposed, JournalError> {
+        let v = AttemptValues::new(attempt);
+        let done = sqlx::query(PROPOSE)
+            .bind(&*v.tenant)
+            .bind(&*v.key)
+            .bind(&*v.call_id)
+            .bind(v.message_id.as_deref())
+            .bind(&*v.session_id)
+            .bind(v.parent_call_id.as_deref())
+            .bind(v.user_id.as_deref())
+            .bind(v.agent_id.as_deref())
+            .bind(&*v.tool)
+            .bind(&*v.api)
+            .bind(&*v.function_name)
+            .bind(&*v.arguments)
+            .bind(v.tier.as_deref())
+            .bind(&*v.instance_id)
+            .bind(v.now)
+            .execute(&self.pool)
+            .await?;
+        Ok(Proposed { created: moved(done), key: v.key.to_string() })
+    }
+
+    async fn settle(&self, tenant: &str, key: &str, settlement: &Settlement) -> Result<bool, JournalError> {
+        let Some(s) = SettlementValues::new(settlement) else { return Ok(false) };
+        let done = sqlx::query(SETTLE)
+            .bind(clean(tenant))
+            .bind(clean(key))
+            .bind(s.status)
+            .bind(s.result.as_deref())
+            .bind(s.error_kind.as_deref())
+            .bind(s.error.as_deref())
+            .bind(s.decision.as_deref())
+            .bind(s.decided_by.as_deref())
+            .bind(s.duration_ms)
+            .bind(s.exit_status)
+            .bind(s.now)
+            .execute(&self.pool)
+            .await?;
+        Ok(moved(done))
+    }
+
+    async fn upsert_settled(
+        &self,
+        attempt: &NewAttempt,
+        settlement: &Settlement,
+    ) -> Result<bool, JournalError> {
+        let Some(s) = SettlementValues::new(settlement) else { return Ok(false) };
+        let v = AttemptValues::new(attempt);
+        let done = sqlx::query(UPSERT_SETTLED)
+            .bind(&*v.tenant)
+            .bind(&*v.key)
+            .bind(&*v.call_id)
+            .bind(v.message_id.as_deref())
+            .bind(&*v.session_id)
+            .bind(v.parent_call_id.as_deref())
+            .bind(v.user_id.as_deref())
+            .bind(v.agent_id.as_deref())
+            .bind(&*v.tool)
+            .bind(&*v.api)
+            .bind(&*v.function_name)
+            .bind(&*v.arguments)
+            .bind(v.tier.as_deref())
+            .bind(&*v.instance_id)
+            .bind(s.status)
+            .bind(s.result.as_deref())
+            .bind(s.error_kind.as_deref())
+            .bind(s.error.as_deref())
+            .bind(s.decision.as_deref())
+            .bind(s.decided_by.as_deref())
+            .bind(s.duration_ms)
+            .bind(s.exit_status)
+            .bind(s.now)
+            .execute(&self.pool)
+            .await?;
+        Ok(moved(done))
+    }
+
+    async fn confirm(&self, tenant: &str, key: &str) -> Result<bool, JournalError> {
+        let done = sqlx::query(CONFIRM)
+            .bind(clean(tenant))
+            .bind(clean(key))
+            .bind(now_ms())
+            .execute(&self.pool)
+            .await?;
+        Ok(moved(done))
+    }
+
+    async fn get(&self, tenant: &str, key: &str) -> Result<Option<Attempt>, JournalError> {
+        let row: Option<AttemptRow> = sqlx::query_as(GET_ATTEMPT)
+            .bind(clean(tenant))
+            .bind(clean(key))
+            .fetch_optional(&self.pool)
+            .await?;
+        row.map(Attempt::try_from).transpose()
+    }
+
+    async fn query(&self, tenant: &str, filter: &AttemptFilter) -> Result<Vec<Attempt>, JournalError> {
+        let mut builder = QueryBuilder::<Postgres>::new("SELECT ");
+        builder
+            .push(ATTEMPT_COLUMNS)
+            .push(" FROM tool_call_attempts WHERE tenant = ")
+            .push_bind(clean(tenant));
+        if let Some(session) = &filter.session_id {
+            builder.push(" AND session_id = ").push_bind(clean(session));
+        }
+        if let Some(status) = filter.status {
+            builder.push(" AND status = ").push_bind(status.as_str());
+        }
+        if let Some(tool) = &filter.tool {
+            builder.push(" AND tool = ").push_bind(clean(tool));
+        }
+        if let Some(since) = filter.since {
+            builder.push(" AND attempted_at >= ").push_bind(since);
+        }
+        if let Some(until) = filter.until {
+            builder.push(" AND attempted_at < ").push_bind(until);
+        }
+        builder.push(" ORDER BY attempted_at DESC, seq DESC LIMIT ").push_bind(query_limit(filter.limit));
+        let rows: Vec<AttemptRow> = builder.build_query_as().fetch_all(&self.pool).await?;
+        rows.into_iter().map(Attempt::try_from).collect()
+    }
+
+    async fn register_instance(&self, instance: &InstanceInfo) -> Result<(), JournalError> {
+        sqlx::query(REGISTER_INSTANCE)
+            .bind(clean(&instance.id))
+            .bind(clean(&instance.host))
+            .bind(i64::from(instance.pid))
+            .bind(instance.start_ticks.and_then(|ticks| i64::try_from(ticks).ok()))
+            .bind(now_ms())
+            .execute(&self.pool)
+            .await?;
+        Ok(())
+    }
+
+    async fn heartbeat(&self, instance_id: &str) -> Result<(), JournalError> {
+        sqlx::query(HEARTBEAT).bind(clean(instance_id)).bind(now_ms()).execute(&self.pool).await?;
+        Ok(())
+    }
+
+    async fn reconcile(&self, policy: &ReconcilePolicy) -> Result<ReconcileReport, JournalError> {
+        let now = now_ms();
+        let registered: Vec<InstanceRow> = sqlx::query_as(INSTANCES).fetch_all(&self.pool).await?;
+        let owners: Vec<String> = sqlx::query(PROPOSED_OWNERS)
+            .fetch_all(&self.pool)
+            .await?
+            .iter()
+            .map(|row| row.try_get(0))
+            .collect::<Result<_, _>>()?;
+        let dead = dead_instances(&registered, &owners, policy, now, &host_name());
+        let mut abandoned = Vec::new();
+        if !dead.is_empty() {
+            let mut tx = self.pool.begin().await?;
+            for instance in &dead {
+                let rows = sqlx::query(ABANDON)
+                    .bind(instance)
+                    .bind(ABANDONED_ERROR)
+                    .bind(now)
+                    .fetch_all(&mut *tx)
+                    .await?;
+                for row in rows {
+                    abandoned.push((row.try_get(0)?, row.try_get(1)?));
+                }
+                sqlx::query(FORGET_INSTANCE).bind(instance).execute(&mut *tx).await?;
+            }
+            tx.commit().await?;
+        }
+        let rows: Vec<AttemptRow> = sqlx::query_as(UNCONFIRMED)
+            .bind(now.saturating_sub(policy.unconfirmed_after_ms))
+            .bind(i64::from(MAX_ROWS))
+            .fetch_all(&self.pool)
+            .await?;
+        let unconfirmed = rows.into_iter().map(Attempt::try_from).collect::<Result<_, _>>()?;
+        Ok(ReconcileReport { abandoned, unconfirmed })
+    }
+
+    async fn insert_approval(&self, approval: &PendingApproval) -> Result<(), JournalError> {
+        let a = ApprovalValues::new(approval);
+        sqlx::query(INSERT_APPROVAL)
+            .bind(&a.id)
+            .bind(&a.tenant)
+            .bind(&a.session_id)
+            .bind(&a.attempt_key)
+            .bind(&a.call_id)
+            .bind(&a.tool)
+            .bind(&a.api)
+            .bind(&a.arguments)
+            .bind(&a.reason)
+            .bind(&a.status)
+            .bind(&a.decision)
+            .bind(&a.decided_by)
+            .bind(a.created_at)
+            .bind(a.decided_at)
+            .execute(&self.pool)
+            .await?;
+        Ok(())
+    }
+
+    async fn decide_approval(
+        &self,
+        tenant: &str,
+        id: &str,
+        status: &str,
+        decision: &Value,
+        decided_by: Option<&str>,
+    ) -> Result<bool, JournalError> {
+        let Some(d) = DecisionValues::new(tenant, id, status, decision, decided_by) else { return Ok(false) };
+        let done = sqlx::query(DECIDE_APPROVAL)
+            .bind(&d.tenant)
+            .bind(&d.id)
+            .bind(&d.status)
+            .bind(&d.decision)
+            .bind(&d.decided_by)
+            .bind(d.now)
+            .execute(&self.pool)
+            .await?;
+        Ok(moved(done))
+    }
+
+    async fn get_approval(&self, tenant: &str, id: &str) -> Result<Option<PendingApproval>, JournalError> {
+        let row: Option<ApprovalRow> = sqlx::query_as(GET_APPROVAL)
+            .bind(clean(tenant))
+            .bind(clean(id))
+            .fetch_optional(&self.pool)
+            .await?;
+        row.map(PendingApproval::try_from).transpose()
+    }
+
+    async fn list_pending_approvals(
+        &self,
+        tenant: &str,
+        session_id: Option<&str>,
+    ) -> Result<Vec<PendingApproval>, JournalError> {
+        let rows: Vec<ApprovalRow> = sqlx::query_as(PENDING_APPROVALS)
+            .bind(clean(tenant))
+            .bind(session_id.map(clean))
+            .fetch_all(&self.pool)
+            .await?;
+        rows.into_iter().map(PendingApproval::try_from).collect()
+    }
+
+    async fn remember(&self, decision: &RememberedDecision) -> Result<(), JournalError> {
+        let r = RememberValues::new(decision);
+        sqlx::query(REMEMBER)
+            .bind(&r.id)
+            .bind(&r.tenant)
+            .bind(&r.project)
+            .bind(&r.tool)
+            .bind(&r.api)
+            .bind(&r.argument_prefix)
+            .bind(&r.created_by)
+            .bind(r.created_at)
+            .execute(&self.pool)
+            .await?;
+        Ok(())
+    }
+
+    async fn remembered(
+        &self,
+        tenant: &str,
+        project: Option<&str>,
+    ) -> Result<Vec<RememberedDecision>, JournalError> {
+        let rows: Vec<RememberedRow> = sqlx::query_as(REMEMBERED)
+            .bind(clean(tenant))
+            .bind(project.map(clean))
+            .fetch_all(&self.pool)
+            .await?;
+        Ok(rows.into_iter().map(RememberedDecision::from).collect())
+    }
+
+    async fn revoke(&self, tenant: &str, id: &str) -> Result<bool, JournalError> {
+        let done = sqlx::query(REVOKE).bind(clean(tenant)).bind(clean(id)).execute(&self.pool).await?;
+        Ok(moved(done))
+    }
+
+    async fn put_session(&self, session: &SessionRecord) -> Result<(), JournalError> {
+        let s = SessionValues::new(session);
+        sqlx::query(PUT_SESSION)
+            .bind(&s.id)
+            .bind(&s.tenant)
+            .bind(s.user_id.as_deref())
+            .bind(&s.config)
+            .bind(&s.status)
+            .bind(s.created_at)
+            .bind(s.ended_at)
+            .execute(&self.pool)
+            .await?;
+        Ok(())
+    }
+
+    async fn get_session(&self, tenant: &str, id: &str) -> Result<Option<SessionRecord>, JournalError> {
+        let row: Option<SessionRow> = sqlx::query_as(GET_SESSION)
+            .bind(clean(tenant))
+            .bind(clean(id))
+            .fetch_optional(&self.pool)
+            .await?;
+        row.map(SessionRecord::try_from).transpose()
+    }
+
+    async fn end_session(&self, tenant: &str, id: &str) -> Result<bool, JournalError> {
+        let done = sqlx::query(END_SESSION)
+            .bind(clean(tenant))
+            .bind(clean(id))
+            .bind(now_ms())
+            .execute(&self.pool)
+            .await?;
+        Ok(moved(done))
+    }
+}

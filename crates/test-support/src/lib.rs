@@ -1,0 +1,202 @@
+//! Real servers for tests: a throwaway PostgreSQL or Redis on loopback, started from the
+//! binaries on the machine and stopped when the handle drops.
+//!
+//! No containers (none run here) and no mocks: tests talk to the real thing. When a binary is
+//! missing the start fails with a message saying what to install, never with a skipped test.
+//!
+//! PostgreSQL refuses to run as root, and CI runs as root: the data folder is then handed to the
+//! `postgres` user and the server started through `runuser`.
+
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// A free TCP port on 127.0.0.1 (bound, then released).
+pub fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("a free loopback port")
+}
+
+fn find_binary(name: &str, extra_dirs: &[&str]) -> Option<PathBuf> {
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    std::env::split_paths(&path)
+        .chain(extra_dirs.iter().map(PathBuf::from))
+        .map(|dir| dir.join(name))
+        .find(|candidate| candidate.is_file())
+}
+
+fn is_root() -> bool {
+    // The effective uid is in /proc/self/status ("Uid: real effective saved fs").
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines().find(|l| l.starts_with("Uid:")).map(|l| l.split_whitespace().nth(2) == Some("0"))
+        })
+        .unwrap_or(false)
+}
+
+fn run(command: &mut Command, what: &str) {
+    let output = command.output().unwrap_or_else(|e| panic!("cannot run {what}: {e}"));
+    assert!(
+        output.status.success(),
+        "{what} failed ({}):\n{}\n{}",
+        output.status,
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+}
+
+fn wait_for_port(port: u16, what: &str) {
+    let started = Instant::now();
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "{what} did not listen on 127.0.0.1:{port} within 30 s"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+const PG_DIRS: &[&str] =
+    &["/usr/lib/postgresql/15/bin", "/usr/lib/postgresql/16/bin", "/usr/lib/postgresql/17/bin"];
+
+/// A PostgreSQL server in a temp folder, stopped on drop.
+#[derive(Debug)]
+pub struct PgServer {
+    dir: tempfile::TempDir,
+    port: u16,
+    pg_ctl: PathBuf,
+    as_postgres: bool,
+}
+
+impl PgServer {
+    /// Starts a server on a free loopback port with trust auth for the user `toolhost`.
+    ///
+    /// # Panics
+    ///
+    /// When `initdb`/`pg_ctl` are missing (install `postgresql`) or the server does not start.
+    pub fn start() -> Self {
+        let initdb =
+            find_binary("initdb", PG_DIRS).expect("initdb not found: install the postgresql package");
+        let pg_ctl =
+            find_binary("pg_ctl", PG_DIRS).expect("pg_ctl not found: install the postgresql package");
+        let dir = tempfile::Builder::new().prefix("toolhost-pg-").tempdir().expect("a temp dir");
+        let as_postgres = is_root();
+        if as_postgres {
+            run(
+                Command::new("chown").args(["-R", "postgres:postgres"]).arg(dir.path()),
+                "chown of the data folder",
+            );
+        }
+        let data = dir.path().join("data");
+        let mut init = Self::command(as_postgres, &initdb);
+        init.arg("-D").arg(&data).args(["-A", "trust", "-U", "toolhost", "--no-sync", "-E", "UTF8"]);
+        run(&mut init, "initdb");
+        let port = free_port();
+        let options = format!(
+            "-p {port} -k {} -c listen_addresses=127.0.0.1 -c fsync=off -c synchronous_commit=off -c full_page_writes=off -c max_connections=200",
+            dir.path().display()
+        );
+        let mut start = Self::command(as_postgres, &pg_ctl);
+        start
+            .arg("-D")
+            .arg(&data)
+            .arg("-o")
+            .arg(options)
+            .arg("-l")
+            .arg(dir.path().join("log"))
+            .args(["-w", "start"]);
+        run(&mut start, "pg_ctl start");
+        wait_for_port(port, "postgres");
+        Self { dir, port, pg_ctl, as_postgres }
+    }
+
+    fn command(as_postgres: bool, binary: &Path) -> Command {
+        if as_postgres {
+            let mut command = Command::new("runuser");
+            command.args(["-u", "postgres", "--"]).arg(binary);
+            command
+        } else {
+            Command::new(binary)
+        }
+    }
+
+    /// The port it listens on.
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    /// A URL for a fresh database of this name (created on first call).
+    ///
+    /// # Panics
+    ///
+    /// When `createdb` fails.
+    pub fn database_url(&self, name: &str) -> String {
+        let createdb =
+            find_binary("createdb", PG_DIRS).expect("createdb not found: install the postgresql package");
+        let mut create = Command::new(createdb);
+        create.args(["-h", "127.0.0.1", "-p", &self.port.to_string(), "-U", "toolhost", name]);
+        run(&mut create, "createdb");
+        format!("postgres://toolhost@127.0.0.1:{}/{name}", self.port)
+    }
+}
+
+impl Drop for PgServer {
+    fn drop(&mut self) {
+        let mut stop = Self::command(self.as_postgres, &self.pg_ctl);
+        stop.arg("-D").arg(self.dir.path().join("data")).args(["-m", "immediate", "stop"]);
+        let _ = stop.stdout(Stdio::null()).stderr(Stdio::null()).status();
+    }
+}
+
+/// A Redis server in a temp folder, stopped on drop.
+#[derive(Debug)]
+pub struct RedisServer {
+    _dir: tempfile::TempDir,
+    port: u16,
+    child: std::process::Child,
+}
+
+impl RedisServer {
+    /// Starts `redis-server` on a free loopback port, without persistence.
+    ///
+    /// # Panics
+    ///
+    /// When `redis-server` is missing (install `redis-server`) or does not start.
+    pub fn start() -> Self {
+        let binary =
+            find_binary("redis-server", &[]).expect("redis-server not found: apt-get install redis-server");
+        let dir = tempfile::Builder::new().prefix("toolhost-redis-").tempdir().expect("a temp dir");
+        let port = free_port();
+        let child = Command::new(binary)
+            .args(["--port", &port.to_string(), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"])
+            .arg("--dir")
+            .arg(dir.path())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("redis-server starts");
+        wait_for_port(port, "redis-server");
+        Self { _dir: dir, port, child }
+    }
+
+    /// The port it listens on.
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    /// Its URL.
+    pub fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}/", self.port)
+    }
+}
+
+impl Drop for RedisServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}

@@ -1,0 +1,448 @@
+//! Whether a call runs, asks a person, or is blocked — and how a person's answer comes back.
+//!
+//! [`decide`] applies the decision order of the seeds (first hit wins), over oh-my-pi's tiers and
+//! the session's mode:
+//!
+//! 0. read-only session: anything above the read tier is blocked;
+//! 1. global audits (the shell-command audit) with a must-ask finding: ask, nothing skips;
+//! 2. the API's dynamic audit (path scope): its `default` when it passes, its `policy` when it
+//!    flags (a `never` runs at once);
+//! 3. an overridable global audit finding: ask;
+//! 4. a static `always` (fixed, or the matching rule): ask, even in auto-run;
+//! 5. auto-run: run;
+//! 6. allow-list mode (and headless with an allow-list): run if `tool/api` is listed, else ask
+//!    (headless falls through to the static policy instead);
+//! 7. the static policy: `never` runs, anything else asks.
+//!
+//! What asks then meets the session's grants and the remembered "always allow" decisions (which
+//! never skip an `always`), and in headless mode becomes a blocked result: nothing ever waits for
+//! a person who is not there.
+
+use std::collections::HashMap;
+use std::fmt;
+use std::path::Path;
+use std::sync::Mutex;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use tokio::sync::oneshot;
+use tokio_util::sync::CancellationToken;
+use tool_core::{AuditInput, AuditVerdict, Intervention, InterventionPolicy, Tier};
+
+use crate::shell_audit::{self, Severity, ShellContext};
+use crate::toolbox::{CompiledApi, ToolEntry, Toolbox};
+
+/// How a session treats calls that would ask.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ApprovalMode {
+    /// Ask whenever policy says so.
+    #[default]
+    Manual,
+    /// Run what the allow-list names, ask for the rest.
+    AllowList,
+    /// Run everything policy lets auto-run skip (`required`), ask only for `always`.
+    AutoRun,
+    /// No person is there: what would ask is blocked; the allow-list still runs.
+    Headless,
+    /// Only read-tier calls; write and exec are blocked.
+    ReadOnly,
+}
+
+/// A session's approval settings.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SessionPolicy {
+    /// The mode.
+    #[serde(default)]
+    pub mode: ApprovalMode,
+    /// Pre-authorised calls: `tool/api`, `tool/*` or `tool`.
+    #[serde(default)]
+    pub allow_list: Vec<String>,
+}
+
+impl SessionPolicy {
+    fn allows(&self, tool: &str, api: &str) -> bool {
+        self.allow_list.iter().any(|entry| match entry.split_once('/') {
+            Some((t, a)) => t == tool && (a == api || a == "*"),
+            None => entry == tool,
+        })
+    }
+}
+
+/// What [`decide`] concluded.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Verdict {
+    /// Run; the string says why (`policy`, `audit`, `auto_run`, `allow_list`).
+    Run(&'static str),
+    /// Ask a person.
+    Ask {
+        /// Why.
+        reason: String,
+        /// Nothing (auto-run, grants, remembered decisions) may skip the question.
+        always: bool,
+    },
+    /// Refuse without asking.
+    Block(String),
+}
+
+/// Everything [`decide`] looks at.
+#[derive(Debug, Clone, Copy)]
+pub struct DecisionInput<'a> {
+    /// The tool.
+    pub entry: &'a ToolEntry,
+    /// The API.
+    pub api: &'a CompiledApi,
+    /// The validated arguments.
+    pub arguments: &'a Value,
+    /// The call's tier.
+    pub tier: Tier,
+    /// The session's settings.
+    pub policy: &'a SessionPolicy,
+    /// The session's working directory.
+    pub working_directory: Option<&'a Path>,
+}
+
+fn from_intervention(intervention: Intervention, reason: impl Into<String>, run_as: &'static str) -> Verdict {
+    match intervention {
+        Intervention::Never => Verdict::Run(run_as),
+        Intervention::Required => Verdict::Ask { reason: reason.into(), always: false },
+        Intervention::Always => Verdict::Ask { reason: reason.into(), always: true },
+    }
+}
+
+/// Applies the decision order (see the module docs).
+pub fn decide(toolbox: &Toolbox, input: &DecisionInput<'_>) -> Verdict {
+    let tool = input.entry.manifest.identifier.as_str();
+    let spec = &input.api.spec;
+    let label = format!("{tool}/{}", spec.name);
+
+    if input.policy.mode == ApprovalMode::ReadOnly && input.tier > Tier::Read {
+        return Verdict::Block(
+            format!("this session is read-only and {label} is a {:?} call", input.tier).to_lowercase(),
+        );
+    }
+
+    // 1 and 3: the global shell audit, for APIs that declare a command parameter.
+    let findings = match spec.command_in(input.arguments) {
+        Some(command) => {
+            let home = std::env::var_os("HOME").map(std::path::PathBuf::from);
+            let context = ShellContext { working_directory: input.working_directory, home: home.as_deref() };
+            shell_audit::audit_command(command, &context)
+        }
+        None if spec.command_param.is_some() => Vec::new(),
+        None => Vec::new(),
+    };
+    if let Some(hard) = findings.iter().find(|f| f.severity == Severity::Always) {
+        return Verdict::Ask { reason: hard.reason.clone(), always: true };
+    }
+
+    let policy = input.entry.manifest.policy_of(spec);
+    // 2: the dynamic audit.
+    if let InterventionPolicy::Audit { audit, default, policy } = policy {
+        let verdict = match toolbox.audit(audit) {
+            Some(audit_fn) => {
+                let audit_input = AuditInput {
+                    api: spec,
+                    arguments: input.arguments,
+                    working_directory: input.working_directory,
+                };
+                // An audit that panics fails closed: the call asks.
+                std::panic::catch_unwind(|| audit_fn(&audit_input))
+                    .unwrap_or_else(|_| AuditVerdict::Flag(format!("the {audit} audit failed")))
+            }
+            None => AuditVerdict::Flag(format!("the {audit} audit is not available")),
+        };
+        return match verdict {
+            AuditVerdict::Pass => from_intervention(*default, format!("{label} needs approval"), "audit"),
+            AuditVerdict::Flag(reason) => from_intervention(*policy, reason, "audit"),
+        };
+    }
+
+    // 3: an overridable global finding.
+    if let Some(soft) = findings.iter().find(|f| f.severity == Severity::Required) {
+        return Verdict::Ask { reason: soft.reason.clone(), always: false };
+    }
+
+    // 4: a static `always`.
+    let static_policy = match policy {
+        InterventionPolicy::Fixed(intervention) => *intervention,
+        InterventionPolicy::Rules { .. } => input
+            .entry
+            .rules_for(input.api)
+            .map_or(Intervention::Required, |rules| rules.decide(input.arguments).policy),
+        InterventionPolicy::Audit { .. } => Intervention::Required,
+    };
+    if static_policy == Intervention::Always {
+        return Verdict::Ask { reason: format!("{label} always needs approval"), always: true };
+    }
+
+    // 5: auto-run.
+    if input.policy.mode == ApprovalMode::AutoRun {
+        return Verdict::Run("auto_run");
+    }
+
+    // 6: the allow-list.
+    if matches!(input.policy.mode, ApprovalMode::AllowList | ApprovalMode::Headless)
+        && input.policy.allows(tool, &spec.name)
+    {
+        return Verdict::Run("allow_list");
+    }
+    if input.policy.mode == ApprovalMode::AllowList {
+        return Verdict::Ask {
+            reason: format!("{label} is not on this session's allow-list"),
+            always: false,
+        };
+    }
+
+    // 7: the static policy.
+    from_intervention(static_policy, format!("{label} needs approval"), "policy")
+}
+
+/// A person's answer.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Decision {
+    /// Run this call.
+    AllowOnce,
+    /// Run this and every later call of the same API in this session.
+    AllowSession,
+    /// Run, and remember for this tenant and project (for commands: this argument prefix).
+    AllowAlways {
+        /// For commands: the prefix allowed from now on (`cargo test`); none allows any.
+        #[serde(default)]
+        argument_prefix: Option<String>,
+    },
+    /// Do not run.
+    Deny,
+    /// Do not run, and tell the model this.
+    DenyWithMessage {
+        /// What the model reads.
+        message: String,
+    },
+}
+
+impl Decision {
+    /// The stable name stored in the journal.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Self::AllowOnce => "allow_once",
+            Self::AllowSession => "allow_session",
+            Self::AllowAlways { .. } => "allow_always",
+            Self::Deny => "deny",
+            Self::DenyWithMessage { .. } => "deny_with_message",
+        }
+    }
+
+    /// Whether the call may run.
+    pub fn allows(&self) -> bool {
+        matches!(self, Self::AllowOnce | Self::AllowSession | Self::AllowAlways { .. })
+    }
+}
+
+/// A question to a person, as a broker sees it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ApprovalRequest {
+    /// The approval's id.
+    pub id: String,
+    /// The tenant.
+    pub tenant: String,
+    /// The session.
+    pub session_id: String,
+    /// The call.
+    pub call_id: String,
+    /// The tool.
+    pub tool: String,
+    /// The API.
+    pub api: String,
+    /// The arguments.
+    pub arguments: Value,
+    /// Why a person is asked.
+    pub reason: String,
+}
+
+/// A decision and who made it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Decided {
+    /// The decision.
+    pub decision: Decision,
+    /// Who made it.
+    pub by: Option<String>,
+}
+
+/// Delivers questions to people and their answers back.
+#[async_trait]
+pub trait ApprovalBroker: Send + Sync + fmt::Debug {
+    /// Waits for a decision on `request`; `None` when the wait ended without one (cancelled, timed
+    /// out, broker gone). Must not outlive `timeout`.
+    async fn wait(
+        &self,
+        request: &ApprovalRequest,
+        cancel: &CancellationToken,
+        timeout: Duration,
+    ) -> Option<Decided>;
+}
+
+/// Why a decision could not be delivered.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum DecideError {
+    /// No pending approval with this id for this tenant (never asked, already decided, or given up).
+    #[error("no pending approval `{0}`")]
+    NotFound(String),
+}
+
+type Waiter = (ApprovalRequest, oneshot::Sender<Decided>);
+
+/// The in-process broker: questions wait in memory for [`LocalBroker::decide`].
+#[derive(Debug, Default)]
+pub struct LocalBroker {
+    waiting: Mutex<HashMap<String, Waiter>>,
+}
+
+impl LocalBroker {
+    /// A broker with nothing pending.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Answers a pending question; the first answer wins.
+    ///
+    /// # Errors
+    ///
+    /// [`DecideError::NotFound`] when nothing is pending under this id for this tenant.
+    pub fn decide(&self, tenant: &str, id: &str, decided: Decided) -> Result<(), DecideError> {
+        let mut waiting = self.waiting.lock().unwrap_or_else(|p| p.into_inner());
+        match waiting.get(id) {
+            Some((request, _)) if request.tenant == tenant => {}
+            _ => return Err(DecideError::NotFound(id.to_owned())),
+        }
+        let (_, sender) = waiting.remove(id).ok_or_else(|| DecideError::NotFound(id.to_owned()))?;
+        sender.send(decided).map_err(|_| DecideError::NotFound(id.to_owned()))
+    }
+
+    /// Questions waiting for an answer, of one tenant (and one session, when given).
+    pub fn pending(&self, tenant: &str, session_id: Option<&str>) -> Vec<ApprovalRequest> {
+        let waiting = self.waiting.lock().unwrap_or_else(|p| p.into_inner());
+        let mut pending: Vec<ApprovalRequest> = waiting
+            .values()
+            .map(|(request, _)| request)
+            .filter(|r| r.tenant == tenant && session_id.is_none_or(|s| r.session_id == s))
+            .cloned()
+            .collect();
+        pending.sort_by(|a, b| a.id.cmp(&b.id));
+        pending
+    }
+}
+
+#[async_trait]
+impl ApprovalBroker for LocalBroker {
+    async fn wait(
+        &self,
+        request: &ApprovalRequest,
+        cancel: &CancellationToken,
+        timeout: Duration,
+    ) -> Option<Decided> {
+        let (sender, receiver) = oneshot::channel();
+        self.waiting
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(request.id.clone(), (request.clone(), sender));
+        let outcome = tokio::select! {
+            decided = receiver => decided.ok(),
+            () = cancel.cancelled() => None,
+            () = tokio::time::sleep(timeout) => None,
+        };
+        self.waiting.lock().unwrap_or_else(|p| p.into_inner()).remove(&request.id);
+        outcome
+    }
+}
+
+/// Whether a remembered command prefix covers `command`: the command is the prefix, or the prefix
+/// followed by plain arguments — never by a shell operator that could chain another command.
+pub fn prefix_covers(prefix: &str, command: &str) -> bool {
+    let command = command.trim();
+    let prefix = prefix.trim();
+    if command == prefix {
+        return true;
+    }
+    match command.strip_prefix(prefix) {
+        Some(rest) if rest.starts_with(' ') => {
+            !rest.contains([';', '&', '|', '<', '>', '$', '`', '(', ')', '\n', '\\'])
+        }
+        _ => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn prefixes_never_cover_chained_commands() {
+        let cases = [
+            ("cargo test", "cargo test", true),
+            ("cargo test", "cargo test -p journal", true),
+            ("cargo test", "cargo testx", false),
+            ("cargo test", "cargo test; rm -rf ~", false),
+            ("cargo test", "cargo test && curl x | sh", false),
+            ("cargo test", "cargo test $(rm -rf ~)", false),
+            ("cargo test", "cargo test > ~/.bashrc", false),
+            ("cargo test", "cargo build", false),
+        ];
+        for (prefix, command, expected) in cases {
+            assert_eq!(prefix_covers(prefix, command), expected, "{prefix} / {command}");
+        }
+    }
+
+    #[test]
+    fn allow_list_entries() {
+        let policy = SessionPolicy {
+            mode: ApprovalMode::AllowList,
+            allow_list: vec!["fs/readFile".into(), "todo".into(), "web/*".into()],
+        };
+        let cases = [
+            ("fs", "readFile", true),
+            ("fs", "writeFile", false),
+            ("todo", "todo_write", true),
+            ("web", "search", true),
+            ("webx", "search", false),
+        ];
+        for (tool, api, expected) in cases {
+            assert_eq!(policy.allows(tool, api), expected, "{tool}/{api}");
+        }
+    }
+
+    #[tokio::test]
+    async fn local_broker_first_answer_wins_and_tenants_are_separate() {
+        let broker = std::sync::Arc::new(LocalBroker::new());
+        let request = ApprovalRequest {
+            id: "a1".into(),
+            tenant: "t1".into(),
+            session_id: "s".into(),
+            call_id: "c".into(),
+            tool: "fs".into(),
+            api: "readFile".into(),
+            arguments: Value::Null,
+            reason: "r".into(),
+        };
+        let waiter = {
+            let (broker, request) = (broker.clone(), request.clone());
+            tokio::spawn(async move {
+                broker.wait(&request, &CancellationToken::new(), Duration::from_secs(5)).await
+            })
+        };
+        while broker.pending("t1", None).is_empty() {
+            tokio::task::yield_now().await;
+        }
+        assert!(broker.pending("t2", None).is_empty());
+        let allow = Decided { decision: Decision::AllowOnce, by: Some("ann".into()) };
+        assert_eq!(broker.decide("t2", "a1", allow.clone()), Err(DecideError::NotFound("a1".into())));
+        broker.decide("t1", "a1", allow.clone()).unwrap();
+        assert_eq!(broker.decide("t1", "a1", allow.clone()), Err(DecideError::NotFound("a1".into())));
+        assert_eq!(waiter.await.unwrap(), Some(allow));
+        let gone = broker.wait(&request, &CancellationToken::new(), Duration::from_millis(10)).await;
+        assert_eq!(gone, None, "a wait times out rather than hanging");
+        assert!(broker.pending("t1", None).is_empty());
+    }
+}

@@ -1,0 +1,123 @@
+//! The typed event stream of a session, in completion order.
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use tool_core::{Progress, ToolOutput};
+
+/// One thing that happened to a call.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type")]
+pub enum Event {
+    /// The call was resolved, parsed and journalled.
+    #[serde(rename = "call.proposed")]
+    Proposed {
+        /// The call id.
+        call_id: String,
+        /// The tool.
+        tool: String,
+        /// The API.
+        api: String,
+        /// The validated arguments.
+        arguments: Value,
+    },
+    /// A person is asked.
+    #[serde(rename = "permission.requested")]
+    PermissionRequested {
+        /// The call id.
+        call_id: String,
+        /// The approval's id, to decide it with.
+        approval_id: String,
+        /// Why a person is asked.
+        reason: String,
+    },
+    /// The call may run.
+    #[serde(rename = "permission.granted")]
+    PermissionGranted {
+        /// The call id.
+        call_id: String,
+        /// How (`policy`, `allow_once`, `allow_session`, `allow_always`, `remembered`…).
+        decision: String,
+        /// Who decided.
+        by: String,
+    },
+    /// A person denied the call.
+    #[serde(rename = "permission.denied")]
+    PermissionDenied {
+        /// The call id.
+        call_id: String,
+        /// What the model is told.
+        message: String,
+    },
+    /// The runtime started.
+    #[serde(rename = "call.started")]
+    Started {
+        /// The call id.
+        call_id: String,
+        /// The deadline, as milliseconds from now.
+        timeout_ms: u64,
+    },
+    /// A streaming update.
+    #[serde(rename = "call.progress")]
+    Progress {
+        /// The call id.
+        call_id: String,
+        /// The update.
+        progress: Progress,
+    },
+    /// The call succeeded.
+    #[serde(rename = "call.finished")]
+    Finished {
+        /// The call id.
+        call_id: String,
+        /// The result.
+        output: ToolOutput,
+    },
+    /// The call failed (errors, timeouts, cancellations, denials).
+    #[serde(rename = "call.failed")]
+    Failed {
+        /// The call id.
+        call_id: String,
+        /// The result.
+        output: ToolOutput,
+    },
+    /// Policy blocked the call without asking.
+    #[serde(rename = "call.blocked")]
+    Blocked {
+        /// The call id.
+        call_id: String,
+        /// Why.
+        reason: String,
+    },
+}
+
+impl Event {
+    /// The call the event is about.
+    pub fn call_id(&self) -> &str {
+        match self {
+            Self::Proposed { call_id, .. }
+            | Self::PermissionRequested { call_id, .. }
+            | Self::PermissionGranted { call_id, .. }
+            | Self::PermissionDenied { call_id, .. }
+            | Self::Started { call_id, .. }
+            | Self::Progress { call_id, .. }
+            | Self::Finished { call_id, .. }
+            | Self::Failed { call_id, .. }
+            | Self::Blocked { call_id, .. } => call_id,
+        }
+    }
+
+    /// The event's type string (`call.finished`…).
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Self::Proposed { .. } => "call.proposed",
+            Self::PermissionRequested { .. } => "permission.requested",
+            Self::PermissionGranted { .. } => "permission.granted",
+            Self::PermissionDenied { .. } => "permission.denied",
+            Self::Started { .. } => "call.started",
+            Self::Progress { .. } => "call.progress",
+            Self::Finished { .. } => "call.finished",
+            Self::Failed { .. } => "call.failed",
+            Self::Blocked { .. } => "call.blocked",
+        }
+    }
+}

@@ -1,0 +1,39 @@
+//! The one execution pipeline: every call from every front end passes through here.
+//!
+//! ```text
+//! tool call {id, name as the model sent it, raw arguments}
+//!   → resolve the name (session names, aliases; unknown → closest names, then a directive)
+//!   → parse (truncated JSON diagnosed) → prepare → validate (every violation with its path)
+//!   → journal: proposed
+//!   → approval: tier × policy (global audits, dynamic audits, rules) × session mode
+//!       → run | ask a person | block ("Blocked by security/privacy.")
+//!   → before hooks (block or rewrite) → one timeout referee
+//!   → run the runtime in its own task with a cancellation token and progress events
+//!   → after hooks → status from in-band errors → content cut to a budget
+//!   → journal: executed | failed | blocked | denied → events
+//! ```
+//!
+//! **Architecture invariant:** every call yields exactly one result and at most one journal row,
+//! settled. Failures anywhere — unknown tool, bad or truncated JSON, schema violation, hook block,
+//! denial, headless block, timeout, cancel, a panic in a runtime — are error results the model can
+//! act on; nothing aborts the batch and nothing waits for a person who is not there.
+//!
+//! Batches: preflight in the model's order, then concurrently unless a call or the session is
+//! sequential — a read/write lock where parallel calls share and sequential calls run alone —
+//! with results in the model's order and events in completion order. Nested calls (a runtime
+//! calling another tool through its context) pass the same pipeline under `<parent>/<n>` ids.
+#![deny(missing_docs)]
+
+pub mod approval;
+pub mod events;
+pub mod matcher;
+mod pipeline;
+pub mod session;
+pub mod shell_audit;
+pub mod toolbox;
+
+pub use approval::{ApprovalBroker, ApprovalMode, Decided, Decision, LocalBroker, SessionPolicy};
+pub use events::Event;
+pub use pipeline::{BLOCKED_CONTENT, Batch, CallResult, Executor, ExecutorBuilder, ExecutorConfig, RawCall};
+pub use session::{AfterHook, AfterPatch, BeforeHook, BeforeOutcome, HookCall, Session, SessionConfig};
+pub use toolbox::{Toolbox, ToolboxError};

@@ -1,0 +1,1292 @@
+//! The executor: every call from every front end passes through here.
+
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use journal::{
+    AttemptStatus, Journal, NewAttempt, PendingApproval, RememberedDecision, Settlement, strip_controls,
+};
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+use tool_core::provider::drop_null_fields;
+use tool_core::{CallContext, ErrorKind, NestedCaller, ProgressSink, Tier, ToolNames, ToolOutput};
+
+use crate::approval::{
+    ApprovalBroker, ApprovalMode, ApprovalRequest, Decided, Decision, DecisionInput, LocalBroker, Verdict,
+    decide, prefix_covers,
+};
+use crate::events::Event;
+use crate::session::{HookCall, Session, SessionConfig};
+use crate::toolbox::Toolbox;
+
+/// The content of a call that policy blocked in headless mode (the seeds' wording).
+pub const BLOCKED_CONTENT: &str = "Blocked by security/privacy.";
+
+/// Settings of the executor.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ExecutorConfig {
+    /// Timeout when neither the call nor the API gives one.
+    pub default_timeout: Duration,
+    /// The shortest timeout the referee allows.
+    pub min_timeout: Duration,
+    /// The longest timeout the referee allows.
+    pub max_timeout: Duration,
+    /// How long a runtime has to return its partial output after a timeout or cancel.
+    pub stop_grace: Duration,
+    /// Characters of content the model gets at most.
+    pub content_budget: usize,
+    /// How long a question waits for a person.
+    pub approval_timeout: Duration,
+    /// This process's id in the journal (for the reconciler).
+    pub instance_id: String,
+}
+
+impl Default for ExecutorConfig {
+    fn default() -> Self {
+        Self {
+            default_timeout: Duration::from_secs(120),
+            min_timeout: Duration::from_secs(1),
+            max_timeout: Duration::from_secs(800),
+            stop_grace: Duration::from_secs(3),
+            content_budget: 100_000,
+            approval_timeout: Duration::from_secs(600),
+            instance_id: format!("instance-{}-{}", std::process::id(), unique()),
+        }
+    }
+}
+
+fn unique() -> u64 {
+    static NEXT: AtomicU64 = AtomicU64::new(1);
+    let nanos =
+        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos() as u64);
+    nanos ^ NEXT.fetch_add(1, Ordering::Relaxed).rotate_left(40)
+}
+
+fn now_ms() -> i64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis() as i64)
+}
+
+/// A call exactly as the model produced it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RawCall {
+    /// The model's call id.
+    pub id: String,
+    /// The function name the model used.
+    pub name: String,
+    /// The raw argument string.
+    pub arguments: String,
+}
+
+/// The calls of one model message.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Batch {
+    /// The message that carried them.
+    #[serde(default)]
+    pub message_id: Option<String>,
+    /// The calls, in the model's order.
+    pub calls: Vec<RawCall>,
+    /// The message stopped on the output length limit, so its arguments may be cut.
+    #[serde(default)]
+    pub stopped_on_length: bool,
+}
+
+/// The one result of a call.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CallResult {
+    /// The call id.
+    pub call_id: String,
+    /// The name the model used.
+    pub name: String,
+    /// The tool it resolved to.
+    pub tool: Option<String>,
+    /// The API it resolved to.
+    pub api: Option<String>,
+    /// How it ended.
+    pub status: AttemptStatus,
+    /// What the model reads (`content`) and people see (`state`).
+    pub output: ToolOutput,
+    /// Time from start to result.
+    pub duration_ms: u64,
+}
+
+/// A call that passed preflight.
+struct Prepared {
+    call_id: String,
+    name: String,
+    tool: String,
+    api: String,
+    arguments: Value,
+    key: String,
+    proposed: bool,
+    attempt: NewAttempt,
+    parent_deadline: Option<Instant>,
+    sequential: bool,
+}
+
+struct Inner {
+    toolbox: Arc<Toolbox>,
+    journal: Option<Arc<dyn Journal>>,
+    broker: Arc<dyn ApprovalBroker>,
+    local_broker: Option<Arc<LocalBroker>>,
+    config: ExecutorConfig,
+    remembered: Mutex<Vec<RememberedDecision>>,
+}
+
+/// The pipeline. Cheap to clone; every clone is the same executor.
+#[derive(Clone)]
+pub struct Executor {
+    inner: Arc<Inner>,
+}
+
+impl std::fmt::Debug for Executor {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Executor").field("config", &self.inner.config).finish_non_exhaustive()
+    }
+}
+
+/// Builds an [`Executor`].
+pub struct ExecutorBuilder {
+    toolbox: Arc<Toolbox>,
+    journal: Option<Arc<dyn Journal>>,
+    broker: Option<Arc<dyn ApprovalBroker>>,
+    config: ExecutorConfig,
+}
+
+impl std::fmt::Debug for ExecutorBuilder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ExecutorBuilder").finish_non_exhaustive()
+    }
+}
+
+impl ExecutorBuilder {
+    /// Records every call in this journal.
+    #[must_use]
+    pub fn journal(mut self, journal: Arc<dyn Journal>) -> Self {
+        self.journal = Some(journal);
+        self
+    }
+
+    /// Delivers questions through this broker (default: an in-process [`LocalBroker`]).
+    #[must_use]
+    pub fn broker(mut self, broker: Arc<dyn ApprovalBroker>) -> Self {
+        self.broker = Some(broker);
+        self
+    }
+
+    /// Sets the configuration.
+    #[must_use]
+    pub fn config(mut self, config: ExecutorConfig) -> Self {
+        self.config = config;
+        self
+    }
+
+    /// The executor.
+    pub fn build(self) -> Executor {
+        let (broker, local_broker): (Arc<dyn ApprovalBroker>, Option<Arc<LocalBroker>>) = match self.broker {
+            Some(broker) => (broker, None),
+            None => {
+                let local = Arc::new(LocalBroker::new());
+                (local.clone(), Some(local))
+            }
+        };
+        Executor {
+            inner: Arc::new(Inner {
+                toolbox: self.toolbox,
+                journal: self.journal,
+                broker,
+                local_broker,
+                config: self.config,
+                remembered: Mutex::new(Vec::new()),
+            }),
+        }
+    }
+}
+
+impl Executor {
+    /// A builder over `toolbox`.
+    pub fn builder(toolbox: Arc<Toolbox>) -> ExecutorBuilder {
+        ExecutorBuilder { toolbox, journal: None, broker: None, config: ExecutorConfig::default() }
+    }
+
+    /// The toolbox.
+    pub fn toolbox(&self) -> &Toolbox {
+        &self.inner.toolbox
+    }
+
+    /// The journal, if any.
+    pub fn journal(&self) -> Option<&Arc<dyn Journal>> {
+        self.inner.journal.as_ref()
+    }
+
+    /// The in-process broker, when no other broker was given.
+    pub fn local_broker(&self) -> Option<&Arc<LocalBroker>> {
+        self.inner.local_broker.as_ref()
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &ExecutorConfig {
+        &self.inner.config
+    }
+
+    /// Opens a session: the names its model sees are built from its active tools.
+    pub fn open_session(&self, config: SessionConfig) -> Arc<Session> {
+        let toolbox = &self.inner.toolbox;
+        let active =
+            |id: &str| config.active_tools.as_ref().is_none_or(|tools| tools.iter().any(|t| t == id));
+        let names = ToolNames::build(
+            toolbox.tools().iter().filter(|t| active(&t.manifest.identifier)).flat_map(|t| {
+                t.manifest.apis.iter().map(move |api| (t.manifest.identifier.as_str(), api.name.as_str()))
+            }),
+        );
+        Arc::new(Session::new(config, names))
+    }
+
+    /// Runs the calls of one model message: preflight in the model's order, then concurrently
+    /// unless a call or the session is sequential (parallel calls share, sequential ones run
+    /// alone); results come back in the model's order, one per call.
+    ///
+    /// Without a message id the batch gets a fresh one: a batch is one model message, and its rows
+    /// must not collide with an earlier turn that reused the same call ids. Replays are recognised
+    /// (and not run twice) only under a message id the caller gives.
+    pub async fn execute_batch(&self, session: &Arc<Session>, mut batch: Batch) -> Vec<CallResult> {
+        if batch.message_id.is_none() {
+            batch.message_id = Some(format!("batch-{:x}", unique()));
+        }
+        enum Slot {
+            Done(Box<CallResult>),
+            Running(tokio::task::JoinHandle<CallResult>, Prepared2),
+        }
+        // What is needed to settle a call whose task died (a bug in the pipeline itself).
+        struct Prepared2 {
+            call_id: String,
+            name: String,
+            tool: String,
+            api: String,
+            key: String,
+            attempt: NewAttempt,
+            proposed: bool,
+        }
+
+        let mut seen = std::collections::HashSet::new();
+        let mut prepared = Vec::with_capacity(batch.calls.len());
+        for call in batch.calls {
+            let duplicate = !seen.insert(call.id.clone());
+            let started = Instant::now();
+            let slot = if duplicate {
+                Err(self
+                    .fail_early(
+                        session,
+                        &call,
+                        batch.message_id.as_deref(),
+                        None,
+                        ErrorKind::InvalidArguments,
+                        format!(
+                            "call id `{}` appears twice in this message; the second was not run",
+                            call.id
+                        ),
+                        started,
+                    )
+                    .await)
+            } else {
+                self.preflight(
+                    session,
+                    call,
+                    batch.message_id.as_deref(),
+                    None,
+                    None,
+                    batch.stopped_on_length,
+                )
+                .await
+            };
+            prepared.push(slot);
+        }
+
+        let mut slots = Vec::with_capacity(prepared.len());
+        for item in prepared {
+            match item {
+                Err(result) => slots.push(Slot::Done(Box::new(result))),
+                Ok(call) => {
+                    let lock = session.batch_lock.clone();
+                    let exclusive = call.sequential || session.config.sequential;
+                    let backup = Prepared2 {
+                        call_id: call.call_id.clone(),
+                        name: call.name.clone(),
+                        tool: call.tool.clone(),
+                        api: call.api.clone(),
+                        key: call.key.clone(),
+                        attempt: call.attempt.clone(),
+                        proposed: call.proposed,
+                    };
+                    let executor = self.clone();
+                    let session = session.clone();
+                    let handle = if exclusive {
+                        let guard = lock.write_owned().await;
+                        tokio::spawn(async move {
+                            let result = executor.run_prepared(&session, call).await;
+                            drop(guard);
+                            result
+                        })
+                    } else {
+                        let guard = lock.read_owned().await;
+                        tokio::spawn(async move {
+                            let result = executor.run_prepared(&session, call).await;
+                            drop(guard);
+                            result
+                        })
+                    };
+                    slots.push(Slot::Running(handle, backup));
+                }
+            }
+        }
+
+        let mut results = Vec::with_capacity(slots.len());
+        for slot in slots {
+            match slot {
+                Slot::Done(result) => results.push(*result),
+                Slot::Running(handle, backup) => match handle.await {
+                    Ok(result) => results.push(result),
+                    Err(error) => {
+                        let output = ToolOutput::error(
+                            ErrorKind::Internal,
+                            format!("the pipeline failed on this call: {error}"),
+                        );
+                        let result = CallResult {
+                            call_id: backup.call_id,
+                            name: backup.name,
+                            tool: Some(backup.tool),
+                            api: Some(backup.api),
+                            status: AttemptStatus::Failed,
+                            output,
+                            duration_ms: 0,
+                        };
+                        self.record(
+                            session,
+                            &backup.key,
+                            &backup.attempt,
+                            backup.proposed,
+                            &result,
+                            None,
+                            None,
+                        )
+                        .await;
+                        results.push(result);
+                    }
+                },
+            }
+        }
+        results
+    }
+
+    /// Runs one call (a batch of one).
+    pub async fn execute(
+        &self,
+        session: &Arc<Session>,
+        message_id: Option<String>,
+        call: RawCall,
+    ) -> CallResult {
+        let mut results = self
+            .execute_batch(session, Batch { message_id, calls: vec![call], stopped_on_length: false })
+            .await;
+        results.pop().unwrap_or_else(|| CallResult {
+            call_id: String::new(),
+            name: String::new(),
+            tool: None,
+            api: None,
+            status: AttemptStatus::Failed,
+            output: ToolOutput::error(ErrorKind::Internal, "the call produced no result"),
+            duration_ms: 0,
+        })
+    }
+
+    /// A nested call from a running call: same session and pipeline (approval included), no
+    /// batch lock (the parent holds it), deadline within the parent's.
+    async fn execute_nested(
+        &self,
+        session: &Arc<Session>,
+        parent: &str,
+        message_id: Option<&str>,
+        call: RawCall,
+        parent_deadline: Option<Instant>,
+    ) -> CallResult {
+        match self.preflight(session, call, message_id, Some(parent), parent_deadline, false).await {
+            Err(result) => result,
+            Ok(prepared) => self.run_prepared(session, prepared).await,
+        }
+    }
+
+    /// Resolve → parse → prepare → validate → journal (proposed).
+    async fn preflight(
+        &self,
+        session: &Arc<Session>,
+        call: RawCall,
+        message_id: Option<&str>,
+        parent: Option<&str>,
+        parent_deadline: Option<Instant>,
+        stopped_on_length: bool,
+    ) -> Result<Prepared, CallResult> {
+        let started = Instant::now();
+        let toolbox = &self.inner.toolbox;
+
+        // Resolve: the session's names, then `tool/api` (nested calls may use it).
+        let resolved =
+            session.names.resolve(&call.name).map(|(t, a)| (t.to_owned(), a.to_owned())).or_else(|| {
+                let (tool, api) = call.name.split_once('/')?;
+                toolbox.tool(tool)?.api(api)?;
+                Some((tool.to_owned(), api.to_owned()))
+            });
+        let Some((tool, api)) = resolved else {
+            let unknown = session.count_unknown();
+            let message = unknown_tool_message(&session.names, &call.name, unknown);
+            return Err(self
+                .fail_early(session, &call, message_id, parent, ErrorKind::UnknownTool, message, started)
+                .await);
+        };
+        let Some(entry) = toolbox.tool(&tool) else {
+            let message = format!("the tool `{tool}` is not available in this session");
+            return Err(self
+                .fail_early(session, &call, message_id, parent, ErrorKind::UnknownTool, message, started)
+                .await);
+        };
+        let Some(compiled) = entry.api(&api) else {
+            let message = format!("the tool `{tool}` has no API `{api}`");
+            return Err(self
+                .fail_early(session, &call, message_id, parent, ErrorKind::UnknownTool, message, started)
+                .await);
+        };
+        let fail = |message: String| (ErrorKind::InvalidArguments, message);
+
+        let parsed: Result<Value, (ErrorKind, String)> = if stopped_on_length {
+            Err(fail(format!(
+                "The message that carried `{}` was cut off by the output length limit, so its arguments may be incomplete; it was not run. Send the call again with shorter arguments (split large content into several calls).",
+                call.name
+            )))
+        } else {
+            parse_arguments(&call.name, &call.arguments).map_err(fail)
+        };
+        let mut arguments = match parsed {
+            Ok(arguments) => arguments,
+            Err((kind, message)) => {
+                return Err(self
+                    .fail_resolved(session, &call, message_id, parent, &tool, &api, kind, message, started)
+                    .await);
+            }
+        };
+        if let Some(prepare) = toolbox.prepare(&tool, &api) {
+            arguments = prepare(arguments);
+        }
+        // Strict-mode providers send null for optional parameters the model left out.
+        drop_null_fields(&mut arguments);
+        let violations = compiled.violations(&arguments);
+        if !violations.is_empty() {
+            let message = format!(
+                "The arguments of `{}` do not match its schema:\n- {}\nFix these and call again.",
+                call.name,
+                violations.join("\n- ")
+            );
+            return Err(self
+                .fail_resolved(
+                    session,
+                    &call,
+                    message_id,
+                    parent,
+                    &tool,
+                    &api,
+                    ErrorKind::InvalidArguments,
+                    message,
+                    started,
+                )
+                .await);
+        }
+
+        let call_id = call.id.clone();
+        let tier = toolbox.tier_of(&compiled.spec, &arguments);
+        let attempt =
+            self.attempt(session, &call, message_id, parent, &tool, &api, arguments.clone(), Some(tier));
+        let key = attempt.key();
+        let proposed = match &self.inner.journal {
+            None => false,
+            Some(journal) => match journal.propose(&attempt).await {
+                Ok(outcome) if outcome.created => true,
+                Ok(_) => {
+                    let message = format!(
+                        "the call `{call_id}` of this message was already made; it is not run twice. Use a new call id to run it again."
+                    );
+                    let output = ToolOutput::error(ErrorKind::Conflict, message);
+                    session.emit(Event::Failed { call_id: call_id.clone(), output: output.clone() });
+                    return Err(CallResult {
+                        call_id,
+                        name: call.name,
+                        tool: Some(tool),
+                        api: Some(api),
+                        status: AttemptStatus::Failed,
+                        output,
+                        duration_ms: started.elapsed().as_millis() as u64,
+                    });
+                }
+                Err(error) => {
+                    // Run anyway; the settle takes the upsert path.
+                    tracing::warn!(%error, call_id, "journal propose failed");
+                    false
+                }
+            },
+        };
+        session.emit(Event::Proposed {
+            call_id: call_id.clone(),
+            tool: tool.clone(),
+            api: api.clone(),
+            arguments: arguments.clone(),
+        });
+        let sequential = compiled.spec.execution == tool_core::ExecutionMode::Sequential;
+        Ok(Prepared {
+            call_id,
+            name: call.name,
+            tool,
+            api,
+            arguments,
+            key,
+            proposed,
+            attempt,
+            parent_deadline,
+            sequential,
+        })
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn attempt(
+        &self,
+        session: &Session,
+        call: &RawCall,
+        message_id: Option<&str>,
+        parent: Option<&str>,
+        tool: &str,
+        api: &str,
+        arguments: Value,
+        tier: Option<Tier>,
+    ) -> NewAttempt {
+        NewAttempt {
+            tenant: session.config.tenant.clone(),
+            call_id: call.id.clone(),
+            message_id: message_id.map(str::to_owned),
+            session_id: session.config.id.clone(),
+            parent_call_id: parent.map(str::to_owned),
+            user_id: session.config.user_id.clone(),
+            agent_id: session.config.agent_id.clone(),
+            tool: tool.to_owned(),
+            api: api.to_owned(),
+            function_name: call.name.clone(),
+            arguments,
+            tier: tier.map(|t| format!("{t:?}").to_lowercase()),
+            instance_id: self.inner.config.instance_id.clone(),
+        }
+    }
+
+    /// A failure before the call resolved to a tool.
+    #[allow(clippy::too_many_arguments)]
+    async fn fail_early(
+        &self,
+        session: &Session,
+        call: &RawCall,
+        message_id: Option<&str>,
+        parent: Option<&str>,
+        kind: ErrorKind,
+        message: String,
+        started: Instant,
+    ) -> CallResult {
+        self.fail_resolved(session, call, message_id, parent, "", &call.name, kind, message, started).await
+    }
+
+    /// A failure in preflight: one result, one settled row (inserted settled).
+    #[allow(clippy::too_many_arguments)]
+    async fn fail_resolved(
+        &self,
+        session: &Session,
+        call: &RawCall,
+        message_id: Option<&str>,
+        parent: Option<&str>,
+        tool: &str,
+        api: &str,
+        kind: ErrorKind,
+        message: String,
+        started: Instant,
+    ) -> CallResult {
+        let raw = serde_json::from_str::<Value>(&call.arguments)
+            .unwrap_or_else(|_| Value::String(call.arguments.clone()));
+        let attempt = self.attempt(session, call, message_id, parent, tool, api, raw, None);
+        let output = ToolOutput::error(kind, message);
+        let result = CallResult {
+            call_id: call.id.clone(),
+            name: call.name.clone(),
+            tool: (!tool.is_empty()).then(|| tool.to_owned()),
+            api: (!tool.is_empty()).then(|| api.to_owned()),
+            status: AttemptStatus::Failed,
+            output,
+            duration_ms: started.elapsed().as_millis() as u64,
+        };
+        session.emit(Event::Failed { call_id: call.id.clone(), output: result.output.clone() });
+        self.record(session, &attempt.key(), &attempt, false, &result, None, None).await;
+        result
+    }
+
+    /// Approve → before hooks → timeout → run → after hooks → record.
+    async fn run_prepared(&self, session: &Arc<Session>, call: Prepared) -> CallResult {
+        let started = Instant::now();
+        let (decision, decided_by) = match self.approve(session, &call).await {
+            Ok(granted) => granted,
+            Err((status, output, decision)) => {
+                return self.finish(session, &call, status, output, started, Some(decision), None).await;
+            }
+        };
+        let toolbox = &self.inner.toolbox;
+        let entry = toolbox.tool(&call.tool).expect("preflight resolved the tool");
+        let compiled = entry.api(&call.api).expect("preflight resolved the API");
+
+        // Before hooks, in order.
+        let mut arguments = call.arguments.clone();
+        for hook in session.before_hooks() {
+            let view =
+                HookCall { call_id: &call.call_id, tool: &call.tool, api: &call.api, arguments: &arguments };
+            match hook.before(&view).await {
+                crate::session::BeforeOutcome::Continue => {}
+                crate::session::BeforeOutcome::Rewrite(new) => {
+                    let violations = compiled.violations(&new);
+                    if !violations.is_empty() {
+                        let output = ToolOutput::error(
+                            ErrorKind::Internal,
+                            format!(
+                                "a hook rewrote the arguments into an invalid shape: {}",
+                                violations.join("; ")
+                            ),
+                        );
+                        return self
+                            .finish(
+                                session,
+                                &call,
+                                AttemptStatus::Failed,
+                                output,
+                                started,
+                                Some(decision),
+                                decided_by,
+                            )
+                            .await;
+                    }
+                    arguments = new;
+                }
+                crate::session::BeforeOutcome::Block(reason) => {
+                    session.emit(Event::Blocked { call_id: call.call_id.clone(), reason: reason.clone() });
+                    let output =
+                        ToolOutput::error(ErrorKind::Blocked, format!("Blocked before running: {reason}"))
+                            .with_state(json!({"type": "blocked", "reason": reason}));
+                    return self
+                        .finish(
+                            session,
+                            &call,
+                            AttemptStatus::Blocked,
+                            output,
+                            started,
+                            Some(decision),
+                            decided_by,
+                        )
+                        .await;
+                }
+            }
+        }
+
+        // One referee for the timeout.
+        let timeout =
+            match self.referee(&arguments, &compiled.spec, session.remaining(), call.parent_deadline) {
+                Some(timeout) => timeout,
+                None => {
+                    let output = ToolOutput::error(
+                        ErrorKind::Timeout,
+                        "the session's time budget is used up; this call was not run",
+                    );
+                    return self
+                        .finish(
+                            session,
+                            &call,
+                            AttemptStatus::Failed,
+                            output,
+                            started,
+                            Some(decision),
+                            decided_by,
+                        )
+                        .await;
+                }
+            };
+        let deadline = Instant::now() + timeout;
+        session
+            .emit(Event::Started { call_id: call.call_id.clone(), timeout_ms: timeout.as_millis() as u64 });
+
+        let nested_count = Arc::new(AtomicU32::new(0));
+        let nested_log: Arc<Mutex<Vec<Value>>> = Arc::new(Mutex::new(Vec::new()));
+        let context = self.context(session, &call, &arguments, deadline, nested_count, nested_log.clone());
+        let mut output = self
+            .dispatch(session, entry.runtime.clone(), &call.api, arguments.clone(), context, timeout)
+            .await;
+
+        // After hooks, field by field.
+        for hook in session.after_hooks() {
+            let view =
+                HookCall { call_id: &call.call_id, tool: &call.tool, api: &call.api, arguments: &arguments };
+            hook.after(&view, &output).await.apply(&mut output);
+        }
+        let nested = std::mem::take(&mut *nested_log.lock().unwrap_or_else(|p| p.into_inner()));
+        if !nested.is_empty() {
+            let failed = nested.iter().filter(|n| n["status"] != "executed").count();
+            output.content.push_str(&format!("\n\n[{} nested call(s), {failed} failed]", nested.len()));
+            let mut state = output.state.take().unwrap_or_else(|| json!({}));
+            if let Value::Object(map) = &mut state {
+                map.insert("nested_calls".into(), Value::Array(nested));
+            } else {
+                state = json!({"value": state, "nested_calls": nested});
+            }
+            output.state = Some(state);
+        }
+        let status = if output.success { AttemptStatus::Executed } else { AttemptStatus::Failed };
+        self.finish(session, &call, status, output, started, Some(decision), decided_by).await
+    }
+
+    fn context(
+        &self,
+        session: &Arc<Session>,
+        call: &Prepared,
+        _arguments: &Value,
+        deadline: Instant,
+        nested_count: Arc<AtomicU32>,
+        nested_log: Arc<Mutex<Vec<Value>>>,
+    ) -> CallContext {
+        let progress = {
+            let session = session.clone();
+            let call_id = call.call_id.clone();
+            ProgressSink::new(move |progress| {
+                session.emit(Event::Progress { call_id: call_id.clone(), progress })
+            })
+        };
+        let nested = {
+            let executor = self.clone();
+            let session = session.clone();
+            let parent = call.call_id.clone();
+            let message_id = call.attempt.message_id.clone();
+            NestedCaller::new(move |name, arguments| {
+                let executor = executor.clone();
+                let session = session.clone();
+                let parent = parent.clone();
+                let message_id = message_id.clone();
+                let n = nested_count.fetch_add(1, Ordering::Relaxed) + 1;
+                let log = nested_log.clone();
+                Box::pin(async move {
+                    let raw = RawCall { id: format!("{parent}/{n}"), name, arguments: arguments.to_string() };
+                    let result = executor
+                        .execute_nested(&session, &parent, message_id.as_deref(), raw, Some(deadline))
+                        .await;
+                    log.lock().unwrap_or_else(|p| p.into_inner()).push(json!({
+                        "call_id": result.call_id,
+                        "tool": result.tool,
+                        "api": result.api,
+                        "status": result.status.as_str(),
+                    }));
+                    result.output
+                })
+            })
+        };
+        let mut context = CallContext::new(call.call_id.clone(), session.config.id.clone())
+            .with_deadline(deadline)
+            .with_progress(progress);
+        context.user_id = session.config.user_id.clone();
+        context.working_directory = session.config.working_directory.clone();
+        context.cancel = session.cancel.child_token();
+        context.nested = Some(nested);
+        context
+    }
+
+    /// Arguments → API default → global default, clamped to [min, max] (and the API's own max),
+    /// to the session's remaining budget and to a parent's deadline. `None` when no time is left.
+    fn referee(
+        &self,
+        arguments: &Value,
+        spec: &tool_core::ApiSpec,
+        remaining: Option<Duration>,
+        parent_deadline: Option<Instant>,
+    ) -> Option<Duration> {
+        let config = &self.inner.config;
+        let asked = arguments.get("timeout").and_then(Value::as_u64).map(Duration::from_millis);
+        let wanted =
+            asked.or(spec.default_timeout_ms.map(Duration::from_millis)).unwrap_or(config.default_timeout);
+        let max = spec
+            .max_timeout_ms
+            .map_or(config.max_timeout, |ms| Duration::from_millis(ms).min(config.max_timeout));
+        let mut timeout = wanted.clamp(config.min_timeout, max.max(config.min_timeout));
+        for limit in [remaining, parent_deadline.map(|d| d.saturating_duration_since(Instant::now()))]
+            .into_iter()
+            .flatten()
+        {
+            if limit.is_zero() {
+                return None;
+            }
+            timeout = timeout.min(limit);
+        }
+        Some(timeout)
+    }
+
+    /// Runs the runtime in its own task (a panic becomes an error result) under the deadline and
+    /// the session's cancellation; on expiry the runtime's token fires and it has a grace period
+    /// to return what it has.
+    async fn dispatch(
+        &self,
+        session: &Session,
+        runtime: Arc<dyn tool_core::ToolRuntime>,
+        api: &str,
+        arguments: Value,
+        context: CallContext,
+        timeout: Duration,
+    ) -> ToolOutput {
+        let token = context.cancel.clone();
+        let deadline = context.deadline.unwrap_or_else(|| Instant::now() + timeout);
+        let api = api.to_owned();
+        let mut handle = tokio::spawn(async move { runtime.execute(&api, arguments, &context).await });
+        let joined = |result: Result<ToolOutput, tokio::task::JoinError>| match result {
+            Ok(output) => output,
+            Err(error) if error.is_panic() => {
+                let panic = error.into_panic();
+                let message = panic
+                    .downcast_ref::<&str>()
+                    .map(|s| (*s).to_owned())
+                    .or_else(|| panic.downcast_ref::<String>().cloned())
+                    .unwrap_or_else(|| "a panic".to_owned());
+                ToolOutput::error(
+                    ErrorKind::Internal,
+                    format!("the tool crashed ({message}); this is a bug in the tool, not in your call"),
+                )
+            }
+            Err(_) => ToolOutput::error(ErrorKind::Cancelled, "the call was cancelled"),
+        };
+        let stop = tokio::select! {
+            result = &mut handle => return joined(result),
+            () = tokio::time::sleep_until(deadline.into()) => ErrorKind::Timeout,
+            () = session.cancel.cancelled() => ErrorKind::Cancelled,
+        };
+        token.cancel();
+        let grace = self.inner.config.stop_grace;
+        let what = match stop {
+            ErrorKind::Timeout => format!("The call timed out after {} ms", timeout.as_millis()),
+            _ => "The call was cancelled".to_owned(),
+        };
+        match tokio::time::timeout(grace, &mut handle).await {
+            Ok(result) => {
+                let output = joined(result);
+                if output.error.as_ref().is_some_and(|e| e.kind == stop) {
+                    return output;
+                }
+                let content = if output.content.is_empty() {
+                    format!("{what}.")
+                } else {
+                    format!("{what}. Output so far:\n{}", output.content)
+                };
+                ToolOutput {
+                    content: content.clone(),
+                    state: output.state,
+                    success: false,
+                    error: Some(tool_core::ToolError { kind: stop, message: content }),
+                }
+            }
+            Err(_) => {
+                handle.abort();
+                ToolOutput::error(
+                    stop,
+                    format!(
+                        "{what} and did not stop within {} ms; it produced no result.",
+                        grace.as_millis()
+                    ),
+                )
+            }
+        }
+    }
+
+    /// The approval step: `Ok((decision, by))` to run, `Err((status, output, decision))` not to.
+    async fn approve(
+        &self,
+        session: &Arc<Session>,
+        call: &Prepared,
+    ) -> Result<(String, Option<String>), (AttemptStatus, ToolOutput, String)> {
+        let toolbox = &self.inner.toolbox;
+        let entry = toolbox.tool(&call.tool).expect("preflight resolved the tool");
+        let compiled = entry.api(&call.api).expect("preflight resolved the API");
+        let tier = toolbox.tier_of(&compiled.spec, &call.arguments);
+        let input = DecisionInput {
+            entry,
+            api: compiled,
+            arguments: &call.arguments,
+            tier,
+            policy: &session.config.policy,
+            working_directory: session.config.working_directory.as_deref(),
+        };
+        let granted = |session: &Session, decision: &str, by: &str| {
+            session.emit(Event::PermissionGranted {
+                call_id: call.call_id.clone(),
+                decision: decision.to_owned(),
+                by: by.to_owned(),
+            });
+            Ok((decision.to_owned(), Some(by.to_owned())))
+        };
+        let (reason, always) = match decide(toolbox, &input) {
+            Verdict::Run(why) => return granted(session, why, "policy"),
+            Verdict::Block(reason) => {
+                session.emit(Event::Blocked { call_id: call.call_id.clone(), reason: reason.clone() });
+                let output = ToolOutput::error(ErrorKind::Blocked, format!("Blocked: {reason}."))
+                    .with_state(json!({"type": "blocked", "reason": reason}));
+                return Err((AttemptStatus::Blocked, output, "read_only_block".into()));
+            }
+            Verdict::Ask { reason, always } => (reason, always),
+        };
+        if !always {
+            if session.granted(&call.tool, &call.api) {
+                return granted(session, "allow_session", "session grant");
+            }
+            if self
+                .remembered_covers(session, &call.tool, &call.api, compiled.spec.command_in(&call.arguments))
+                .await
+            {
+                return granted(session, "remembered", "remembered decision");
+            }
+        }
+        if session.config.policy.mode == ApprovalMode::Headless {
+            session.emit(Event::Blocked { call_id: call.call_id.clone(), reason: reason.clone() });
+            let output = ToolOutput::error(ErrorKind::Blocked, BLOCKED_CONTENT)
+                .with_state(json!({"type": "blocked", "reason": reason}));
+            return Err((AttemptStatus::Blocked, output, "headless_block".into()));
+        }
+
+        let request = ApprovalRequest {
+            id: format!("appr-{:x}", unique()),
+            tenant: session.config.tenant.clone(),
+            session_id: session.config.id.clone(),
+            call_id: call.call_id.clone(),
+            tool: call.tool.clone(),
+            api: call.api.clone(),
+            arguments: call.arguments.clone(),
+            reason: reason.clone(),
+        };
+        if let Some(journal) = &self.inner.journal {
+            let row = PendingApproval {
+                id: request.id.clone(),
+                tenant: request.tenant.clone(),
+                session_id: request.session_id.clone(),
+                attempt_key: call.key.clone(),
+                call_id: request.call_id.clone(),
+                tool: request.tool.clone(),
+                api: request.api.clone(),
+                arguments: request.arguments.clone(),
+                reason: reason.clone(),
+                status: "pending".into(),
+                decision: None,
+                decided_by: None,
+                created_at: now_ms(),
+                decided_at: None,
+            };
+            if let Err(error) = journal.insert_approval(&row).await {
+                tracing::warn!(%error, "journal insert_approval failed");
+            }
+        }
+        session.emit(Event::PermissionRequested {
+            call_id: call.call_id.clone(),
+            approval_id: request.id.clone(),
+            reason,
+        });
+        let decided =
+            self.inner.broker.wait(&request, &session.cancel, self.inner.config.approval_timeout).await;
+        let status_text = match &decided {
+            Some(d) => d.decision.name(),
+            None if session.is_cancelled() => "cancelled",
+            None => "expired",
+        };
+        if let Some(journal) = &self.inner.journal {
+            let detail = decided
+                .as_ref()
+                .map_or(Value::Null, |d| serde_json::to_value(&d.decision).unwrap_or(Value::Null));
+            let by = decided.as_ref().and_then(|d| d.by.as_deref());
+            if let Err(error) =
+                journal.decide_approval(&request.tenant, &request.id, status_text, &detail, by).await
+            {
+                tracing::warn!(%error, "journal decide_approval failed");
+            }
+        }
+        match decided {
+            Some(Decided { decision, by }) if decision.allows() => {
+                let by = by.unwrap_or_else(|| "a person".into());
+                match &decision {
+                    Decision::AllowSession => session.grant(&call.tool, &call.api),
+                    Decision::AllowAlways { argument_prefix } => {
+                        self.remember(
+                            session,
+                            &call.tool,
+                            &call.api,
+                            argument_prefix.clone(),
+                            Some(by.clone()),
+                        )
+                        .await;
+                    }
+                    _ => {}
+                }
+                granted(session, decision.name(), &by)
+            }
+            Some(Decided { decision, .. }) => {
+                let message = match &decision {
+                    Decision::DenyWithMessage { message } => format!("The user denied this call: {message}"),
+                    _ => "The user denied this call. Do not retry it; ask the user or take another approach."
+                        .to_owned(),
+                };
+                session.emit(Event::PermissionDenied {
+                    call_id: call.call_id.clone(),
+                    message: message.clone(),
+                });
+                Err((
+                    AttemptStatus::Denied,
+                    ToolOutput::error(ErrorKind::Denied, message),
+                    decision.name().to_owned(),
+                ))
+            }
+            None if session.is_cancelled() => Err((
+                AttemptStatus::Failed,
+                ToolOutput::error(ErrorKind::Cancelled, "The call was cancelled while waiting for approval."),
+                "cancelled".into(),
+            )),
+            None => {
+                let message = format!(
+                    "No one approved this call within {} s, so it was not run.",
+                    self.inner.config.approval_timeout.as_secs()
+                );
+                session.emit(Event::PermissionDenied {
+                    call_id: call.call_id.clone(),
+                    message: message.clone(),
+                });
+                Err((AttemptStatus::Denied, ToolOutput::error(ErrorKind::Denied, message), "expired".into()))
+            }
+        }
+    }
+
+    async fn remember(
+        &self,
+        session: &Session,
+        tool: &str,
+        api: &str,
+        prefix: Option<String>,
+        by: Option<String>,
+    ) {
+        let decision = RememberedDecision {
+            id: format!("rem-{:x}", unique()),
+            tenant: session.config.tenant.clone(),
+            project: session.project(),
+            tool: tool.to_owned(),
+            api: api.to_owned(),
+            argument_prefix: prefix,
+            created_by: by,
+            created_at: now_ms(),
+        };
+        match &self.inner.journal {
+            Some(journal) => {
+                if let Err(error) = journal.remember(&decision).await {
+                    tracing::warn!(%error, "journal remember failed");
+                }
+            }
+            None => self.inner.remembered.lock().unwrap_or_else(|p| p.into_inner()).push(decision),
+        }
+    }
+
+    /// Whether a remembered decision covers the call; a store that cannot answer covers nothing.
+    async fn remembered_covers(
+        &self,
+        session: &Session,
+        tool: &str,
+        api: &str,
+        command: Option<&str>,
+    ) -> bool {
+        let project = session.project();
+        let decisions = match &self.inner.journal {
+            Some(journal) => match journal.remembered(&session.config.tenant, Some(&project)).await {
+                Ok(decisions) => decisions,
+                Err(error) => {
+                    tracing::warn!(%error, "journal remembered failed; asking instead");
+                    return false;
+                }
+            },
+            None => self.inner.remembered.lock().unwrap_or_else(|p| p.into_inner()).clone(),
+        };
+        decisions.iter().any(|d| {
+            d.tenant == session.config.tenant
+                && d.project == project
+                && d.tool == tool
+                && (d.api == api || d.api == "*")
+                && match (&d.argument_prefix, command) {
+                    (None, _) => true,
+                    (Some(prefix), Some(command)) => prefix_covers(prefix, command),
+                    (Some(_), None) => false,
+                }
+        })
+    }
+
+    /// Cleans and cuts the output, records it, emits the last event.
+    #[allow(clippy::too_many_arguments)]
+    async fn finish(
+        &self,
+        session: &Session,
+        call: &Prepared,
+        status: AttemptStatus,
+        mut output: ToolOutput,
+        started: Instant,
+        decision: Option<String>,
+        decided_by: Option<String>,
+    ) -> CallResult {
+        output.content = strip_controls(&output.content);
+        let budget = self.inner.config.content_budget;
+        let total = output.content.chars().count();
+        if total > budget {
+            let cut: String = output.content.chars().take(budget).collect();
+            output.content = format!(
+                "{cut}\n\n[Output truncated: showing the first {budget} of {total} characters. Ask for less (a line range, a narrower pattern) to see the rest.]"
+            );
+        }
+        let result = CallResult {
+            call_id: call.call_id.clone(),
+            name: call.name.clone(),
+            tool: Some(call.tool.clone()),
+            api: Some(call.api.clone()),
+            status,
+            output,
+            duration_ms: started.elapsed().as_millis() as u64,
+        };
+        match status {
+            AttemptStatus::Executed => {
+                session.emit(Event::Finished { call_id: call.call_id.clone(), output: result.output.clone() })
+            }
+            AttemptStatus::Blocked => {}
+            _ => session.emit(Event::Failed { call_id: call.call_id.clone(), output: result.output.clone() }),
+        }
+        self.record(session, &call.key, &call.attempt, call.proposed, &result, decision, decided_by).await;
+        result
+    }
+
+    /// Settles the row this call proposed (or inserts it settled when the propose failed).
+    #[allow(clippy::too_many_arguments)]
+    async fn record(
+        &self,
+        session: &Session,
+        key: &str,
+        attempt: &NewAttempt,
+        proposed: bool,
+        result: &CallResult,
+        decision: Option<String>,
+        decided_by: Option<String>,
+    ) {
+        let Some(journal) = &self.inner.journal else { return };
+        let exit_status = result
+            .output
+            .state
+            .as_ref()
+            .and_then(|s| s.get("exit"))
+            .and_then(|e| e.get("code"))
+            .and_then(Value::as_i64)
+            .map(|c| c as i32);
+        let settlement = Settlement {
+            status: result.status,
+            result: Some(json!({"content": result.output.content, "state": result.output.state})),
+            error_kind: result.output.error.as_ref().map(|e| e.kind.as_str().to_owned()),
+            error: result.output.error.as_ref().map(|e| e.message.clone()),
+            decision,
+            decided_by,
+            duration_ms: Some(result.duration_ms as i64),
+            exit_status,
+        };
+        let outcome = if proposed {
+            journal.settle(&session.config.tenant, key, &settlement).await
+        } else {
+            journal.upsert_settled(attempt, &settlement).await
+        };
+        if let Err(error) = outcome {
+            tracing::warn!(%error, key, "journal settle failed");
+        }
+    }
+}
+
+/// Parses the model's argument string; an empty string is an empty object.
+fn parse_arguments(name: &str, raw: &str) -> Result<Value, String> {
+    if raw.trim().is_empty() {
+        return Ok(json!({}));
+    }
+    match serde_json::from_str::<Value>(raw) {
+        Ok(value @ Value::Object(_)) => Ok(value),
+        Ok(other) => {
+            Err(format!("The arguments of `{name}` must be a JSON object, not {}.", kind_of(&other)))
+        }
+        Err(error) if error.is_eof() => Err(format!(
+            "The arguments of `{name}` are truncated JSON: they end before the object closes, probably because the response hit its length limit. Call it again with complete arguments; split large content into several smaller calls."
+        )),
+        Err(error) => {
+            Err(format!("The arguments of `{name}` are not valid JSON ({error}). Send a JSON object."))
+        }
+    }
+}
+
+fn kind_of(value: &Value) -> &'static str {
+    match value {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
+    }
+}
+
+/// The unknown-tool message: the closest names first; from the third unknown name in a session
+/// a directive instead of the same error again.
+fn unknown_tool_message(names: &ToolNames, name: &str, unknown_so_far: u32) -> String {
+    let closest = names.closest(name, 3);
+    if unknown_so_far > 2 {
+        let all: Vec<&str> = names.names().collect();
+        return format!(
+            "`{name}` is not a tool. You have called tools that do not exist {unknown_so_far} times in this session. Stop guessing names: use only these tools: {}. If none fits, answer without a tool.",
+            all.join(", ")
+        );
+    }
+    if closest.is_empty() {
+        format!("`{name}` is not a tool in this session. Use one of the tools you were given.")
+    } else {
+        format!(
+            "`{name}` is not a tool in this session. Did you mean {}?",
+            closest.iter().map(|n| format!("`{n}`")).collect::<Vec<_>>().join(", ")
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn argument_parsing_diagnoses_truncation() {
+        let cases = [
+            ("", Ok(json!({}))),
+            (r#"{"a": 1}"#, Ok(json!({"a": 1}))),
+            (r#"{"path": "src/ma"#, Err("truncated JSON")),
+            (r#"{"a": 1,}"#, Err("not valid JSON")),
+            ("[1]", Err("must be a JSON object, not an array")),
+        ];
+        for (raw, expected) in cases {
+            match (parse_arguments("f", raw), expected) {
+                (Ok(value), Ok(expected)) => assert_eq!(value, expected),
+                (Err(message), Err(needle)) => assert!(message.contains(needle), "{raw}: {message}"),
+                (got, expected) => panic!("{raw}: got {got:?}, expected {expected:?}"),
+            }
+        }
+    }
+
+    #[test]
+    fn unknown_names_suggest_then_direct() {
+        let names = ToolNames::build([("fs", "readFile"), ("fs", "writeFile")]);
+        assert!(unknown_tool_message(&names, "read_file", 1).contains("Did you mean `readFile`"));
+        assert!(unknown_tool_message(&names, "read_file", 2).contains("Did you mean"));
+        let third = unknown_tool_message(&names, "read_file", 3);
+        assert!(third.contains("Stop guessing") && third.contains("readFile, writeFile"), "{third}");
+    }
+}

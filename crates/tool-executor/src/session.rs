@@ -1,0 +1,230 @@
+//! A session: the boundary (working directory, policy, time budget), the names its model sees,
+//! its hooks, grants and event stream.
+
+use std::collections::HashSet;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::{Duration, Instant};
+
+use async_trait::async_trait;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use tokio::sync::broadcast;
+use tokio_util::sync::CancellationToken;
+use tool_core::{ToolError, ToolNames, ToolOutput};
+
+use crate::approval::SessionPolicy;
+use crate::events::Event;
+
+/// How a session is opened.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SessionConfig {
+    /// The session's id.
+    pub id: String,
+    /// The tenant it belongs to.
+    pub tenant: String,
+    /// The user.
+    #[serde(default)]
+    pub user_id: Option<String>,
+    /// The agent.
+    #[serde(default)]
+    pub agent_id: Option<String>,
+    /// The sandbox boundary: relative paths resolve here, the path-scope audit allows it.
+    #[serde(default)]
+    pub working_directory: Option<PathBuf>,
+    /// Approval mode and allow-list.
+    #[serde(default)]
+    pub policy: SessionPolicy,
+    /// Run every call alone, in the model's order.
+    #[serde(default)]
+    pub sequential: bool,
+    /// The most time all calls of the session may take, from its start.
+    #[serde(default)]
+    pub time_budget_ms: Option<u64>,
+    /// The tools the model is offered (identifiers); `None` offers every tool of the toolbox.
+    #[serde(default)]
+    pub active_tools: Option<Vec<String>>,
+    /// Where "always allow" decisions are kept; defaults to the working directory.
+    #[serde(default)]
+    pub project: Option<String>,
+}
+
+/// What a hook sees of a call.
+#[derive(Debug, Clone, Copy)]
+pub struct HookCall<'a> {
+    /// The call id.
+    pub call_id: &'a str,
+    /// The tool.
+    pub tool: &'a str,
+    /// The API.
+    pub api: &'a str,
+    /// The arguments (validated).
+    pub arguments: &'a Value,
+}
+
+/// What a before hook decides.
+#[derive(Debug, Clone, PartialEq)]
+pub enum BeforeOutcome {
+    /// Go on unchanged.
+    Continue,
+    /// Go on with these arguments (validated again).
+    Rewrite(Value),
+    /// Do not run; the model is told why.
+    Block(String),
+}
+
+/// Runs before a call, after approval.
+#[async_trait]
+pub trait BeforeHook: Send + Sync {
+    /// Decides about one call.
+    async fn before(&self, call: &HookCall<'_>) -> BeforeOutcome;
+}
+
+/// Field-wise replacements an after hook makes; `None` keeps a field.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct AfterPatch {
+    /// New content.
+    pub content: Option<String>,
+    /// New state (`Some(None)` removes it).
+    pub state: Option<Option<Value>>,
+    /// New success flag.
+    pub success: Option<bool>,
+    /// New error (`Some(None)` clears it).
+    pub error: Option<Option<ToolError>>,
+}
+
+impl AfterPatch {
+    /// Applies the patch.
+    pub fn apply(self, output: &mut ToolOutput) {
+        if let Some(content) = self.content {
+            output.content = content;
+        }
+        if let Some(state) = self.state {
+            output.state = state;
+        }
+        if let Some(success) = self.success {
+            output.success = success;
+        }
+        if let Some(error) = self.error {
+            output.error = error;
+        }
+    }
+}
+
+/// Runs after a call, before its result is recorded.
+#[async_trait]
+pub trait AfterHook: Send + Sync {
+    /// Patches one result.
+    async fn after(&self, call: &HookCall<'_>, output: &ToolOutput) -> AfterPatch;
+}
+
+/// An open session.
+pub struct Session {
+    /// How it was opened.
+    pub config: SessionConfig,
+    /// The names its model sees.
+    pub names: ToolNames,
+    pub(crate) deadline: Option<Instant>,
+    pub(crate) cancel: CancellationToken,
+    pub(crate) events: broadcast::Sender<Event>,
+    pub(crate) before: RwLock<Vec<Arc<dyn BeforeHook>>>,
+    pub(crate) after: RwLock<Vec<Arc<dyn AfterHook>>>,
+    pub(crate) unknown_names: AtomicU32,
+    pub(crate) grants: Mutex<HashSet<(String, String)>>,
+    pub(crate) batch_lock: Arc<tokio::sync::RwLock<()>>,
+}
+
+impl std::fmt::Debug for Session {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Session")
+            .field("id", &self.config.id)
+            .field("tenant", &self.config.tenant)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Session {
+    pub(crate) fn new(config: SessionConfig, names: ToolNames) -> Self {
+        let deadline = config.time_budget_ms.map(|ms| Instant::now() + Duration::from_millis(ms));
+        Self {
+            config,
+            names,
+            deadline,
+            cancel: CancellationToken::new(),
+            events: broadcast::channel(1024).0,
+            before: RwLock::new(Vec::new()),
+            after: RwLock::new(Vec::new()),
+            unknown_names: AtomicU32::new(0),
+            grants: Mutex::new(HashSet::new()),
+            batch_lock: Arc::new(tokio::sync::RwLock::new(())),
+        }
+    }
+
+    /// The session's id.
+    pub fn id(&self) -> &str {
+        &self.config.id
+    }
+
+    /// Subscribes to the session's events (completion order).
+    pub fn subscribe(&self) -> broadcast::Receiver<Event> {
+        self.events.subscribe()
+    }
+
+    /// Adds a before hook (run in the order added).
+    pub fn add_before_hook(&self, hook: Arc<dyn BeforeHook>) {
+        self.before.write().unwrap_or_else(|p| p.into_inner()).push(hook);
+    }
+
+    /// Adds an after hook (run in the order added).
+    pub fn add_after_hook(&self, hook: Arc<dyn AfterHook>) {
+        self.after.write().unwrap_or_else(|p| p.into_inner()).push(hook);
+    }
+
+    /// Cancels every call in flight; each still yields its one result.
+    pub fn cancel(&self) {
+        self.cancel.cancel();
+    }
+
+    /// Whether the session was cancelled.
+    pub fn is_cancelled(&self) -> bool {
+        self.cancel.is_cancelled()
+    }
+
+    /// Time left in the session's budget.
+    pub fn remaining(&self) -> Option<Duration> {
+        self.deadline.map(|d| d.saturating_duration_since(Instant::now()))
+    }
+
+    /// Whether this session granted `tool/api` for its lifetime.
+    pub fn granted(&self, tool: &str, api: &str) -> bool {
+        self.grants.lock().unwrap_or_else(|p| p.into_inner()).contains(&(tool.to_owned(), api.to_owned()))
+    }
+
+    pub(crate) fn grant(&self, tool: &str, api: &str) {
+        self.grants.lock().unwrap_or_else(|p| p.into_inner()).insert((tool.to_owned(), api.to_owned()));
+    }
+
+    pub(crate) fn emit(&self, event: Event) {
+        // No subscriber is fine: events are for whoever listens.
+        let _ = self.events.send(event);
+    }
+
+    pub(crate) fn count_unknown(&self) -> u32 {
+        self.unknown_names.fetch_add(1, Ordering::Relaxed) + 1
+    }
+
+    pub(crate) fn project(&self) -> String {
+        self.config.project.clone().unwrap_or_else(|| {
+            self.config.working_directory.as_ref().map(|d| d.display().to_string()).unwrap_or_default()
+        })
+    }
+
+    pub(crate) fn before_hooks(&self) -> Vec<Arc<dyn BeforeHook>> {
+        self.before.read().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    pub(crate) fn after_hooks(&self) -> Vec<Arc<dyn AfterHook>> {
+        self.after.read().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+}

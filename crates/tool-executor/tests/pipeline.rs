@@ -1,0 +1,543 @@
+//! The pipeline end to end with the SQLite journal: every failure point yields exactly one result
+//! and exactly one settled row; approvals, batches, hooks, nesting, timeouts, cancellation.
+
+mod common;
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+use async_trait::async_trait;
+use common::Probe;
+use journal::{AttemptFilter, AttemptStatus, Journal};
+use serde_json::{Value, json};
+use tokio::task::JoinHandle;
+use tool_core::ErrorKind;
+use tool_executor::{
+    AfterHook, AfterPatch, ApprovalMode, BLOCKED_CONTENT, Batch, BeforeHook, BeforeOutcome, CallResult,
+    Decided, Decision, Event, Executor, HookCall, RawCall, Session, SessionConfig, SessionPolicy,
+};
+
+struct Fixture {
+    _dir: tempfile::TempDir,
+    journal: Arc<dyn Journal>,
+    executor: Executor,
+    probe: Arc<Probe>,
+}
+
+async fn fixture() -> Fixture {
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!("sqlite://{}?mode=rwc", dir.path().join("journal.db").display());
+    let journal = journal::open(&url).await.unwrap();
+    let probe = Arc::new(Probe::default());
+    let executor = common::executor(probe.clone(), Some(journal.clone()));
+    Fixture { _dir: dir, journal, executor, probe }
+}
+
+fn session(f: &Fixture, id: &str, mode: ApprovalMode) -> Arc<Session> {
+    f.executor.open_session(SessionConfig {
+        id: id.into(),
+        tenant: "tenant-a".into(),
+        policy: SessionPolicy { mode, allow_list: vec![] },
+        ..SessionConfig::default()
+    })
+}
+
+fn call(id: &str, name: &str, arguments: &str) -> RawCall {
+    RawCall { id: id.into(), name: name.into(), arguments: arguments.into() }
+}
+
+/// Answers every question of the session with `decision`.
+fn answer(f: &Fixture, session: &Arc<Session>, decision: Decision) -> JoinHandle<usize> {
+    let mut events = session.subscribe();
+    let broker = f.executor.local_broker().unwrap().clone();
+    let tenant = session.config.tenant.clone();
+    tokio::spawn(async move {
+        let mut asked = 0;
+        while let Ok(event) = events.recv().await {
+            if let Event::PermissionRequested { approval_id, .. } = event {
+                asked += 1;
+                broker
+                    .decide(
+                        &tenant,
+                        &approval_id,
+                        Decided { decision: decision.clone(), by: Some("tester".into()) },
+                    )
+                    .unwrap();
+            }
+        }
+        asked
+    })
+}
+
+async fn rows(f: &Fixture, session: &str) -> Vec<journal::Attempt> {
+    f.journal
+        .query("tenant-a", &AttemptFilter { session_id: Some(session.into()), ..AttemptFilter::default() })
+        .await
+        .unwrap()
+}
+
+/// The acceptance table: one failure point per row, one result and one settled row each.
+#[tokio::test]
+async fn every_failure_point_yields_one_result_and_one_settled_row() {
+    struct Case {
+        name: &'static str,
+        mode: ApprovalMode,
+        call: RawCall,
+        stopped_on_length: bool,
+        setup: fn(&Fixture, &Arc<Session>),
+        status: AttemptStatus,
+        kind: ErrorKind,
+        needle: &'static str,
+    }
+    fn nothing(_: &Fixture, _: &Arc<Session>) {}
+    fn deny(f: &Fixture, s: &Arc<Session>) {
+        drop(answer(f, s, Decision::DenyWithMessage { message: "use the staging box".into() }));
+    }
+    fn block_hook(_: &Fixture, s: &Arc<Session>) {
+        s.add_before_hook(Arc::new(BlockEcho));
+    }
+    fn cancel_soon(_: &Fixture, s: &Arc<Session>) {
+        let session = s.clone();
+        let mut events = s.subscribe();
+        tokio::spawn(async move {
+            while let Ok(event) = events.recv().await {
+                if matches!(event, Event::Started { .. }) {
+                    session.cancel();
+                }
+            }
+        });
+    }
+    let cases = vec![
+        Case {
+            name: "unknown tool",
+            mode: ApprovalMode::Manual,
+            call: call("c1", "read_fil", "{}"),
+            stopped_on_length: false,
+            setup: nothing,
+            status: AttemptStatus::Failed,
+            kind: ErrorKind::UnknownTool,
+            needle: "is not a tool",
+        },
+        Case {
+            name: "bad json",
+            mode: ApprovalMode::Manual,
+            call: call("c1", "echo", "{text: 1}"),
+            stopped_on_length: false,
+            setup: nothing,
+            status: AttemptStatus::Failed,
+            kind: ErrorKind::InvalidArguments,
+            needle: "not valid JSON",
+        },
+        Case {
+            name: "truncated json",
+            mode: ApprovalMode::Manual,
+            call: call("c1", "echo", r#"{"text": "abc"#),
+            stopped_on_length: false,
+            setup: nothing,
+            status: AttemptStatus::Failed,
+            kind: ErrorKind::InvalidArguments,
+            needle: "truncated JSON",
+        },
+        Case {
+            name: "length stop",
+            mode: ApprovalMode::Manual,
+            call: call("c1", "echo", r#"{"text": "abc"}"#),
+            stopped_on_length: true,
+            setup: nothing,
+            status: AttemptStatus::Failed,
+            kind: ErrorKind::InvalidArguments,
+            needle: "length limit",
+        },
+        Case {
+            name: "schema violation",
+            mode: ApprovalMode::Manual,
+            call: call("c1", "echo", r#"{"text": 3, "extra": 1}"#),
+            stopped_on_length: false,
+            setup: nothing,
+            status: AttemptStatus::Failed,
+            kind: ErrorKind::InvalidArguments,
+            needle: "/text",
+        },
+        Case {
+            name: "before-hook block",
+            mode: ApprovalMode::Manual,
+            call: call("c1", "echo", r#"{"text": "x"}"#),
+            stopped_on_length: false,
+            setup: block_hook,
+            status: AttemptStatus::Blocked,
+            kind: ErrorKind::Blocked,
+            needle: "no echoes today",
+        },
+        Case {
+            name: "denial",
+            mode: ApprovalMode::Manual,
+            call: call("c1", "shell", r#"{"command": "make deploy"}"#),
+            stopped_on_length: false,
+            setup: deny,
+            status: AttemptStatus::Denied,
+            kind: ErrorKind::Denied,
+            needle: "use the staging box",
+        },
+        Case {
+            name: "headless block",
+            mode: ApprovalMode::Headless,
+            call: call("c1", "shell", r#"{"command": "make deploy"}"#),
+            stopped_on_length: false,
+            setup: nothing,
+            status: AttemptStatus::Blocked,
+            kind: ErrorKind::Blocked,
+            needle: BLOCKED_CONTENT,
+        },
+        Case {
+            name: "timeout",
+            mode: ApprovalMode::Manual,
+            call: call("c1", "sleep", r#"{"ms": 10000, "timeout": 200}"#),
+            stopped_on_length: false,
+            setup: nothing,
+            status: AttemptStatus::Failed,
+            kind: ErrorKind::Timeout,
+            needle: "partial output before the stop",
+        },
+        Case {
+            name: "cancel",
+            mode: ApprovalMode::Manual,
+            call: call("c1", "sleep", r#"{"ms": 10000}"#),
+            stopped_on_length: false,
+            setup: cancel_soon,
+            status: AttemptStatus::Failed,
+            kind: ErrorKind::Cancelled,
+            needle: "partial output before the stop",
+        },
+        Case {
+            name: "panic",
+            mode: ApprovalMode::Manual,
+            call: call("c1", "panic", "{}"),
+            stopped_on_length: false,
+            setup: nothing,
+            status: AttemptStatus::Failed,
+            kind: ErrorKind::Internal,
+            needle: "boom in the runtime",
+        },
+    ];
+    let f = fixture().await;
+    for (i, case) in cases.into_iter().enumerate() {
+        let id = format!("s{i}");
+        let session = session(&f, &id, case.mode);
+        (case.setup)(&f, &session);
+        let started = Instant::now();
+        let results = f
+            .executor
+            .execute_batch(
+                &session,
+                Batch {
+                    message_id: Some(format!("m{i}")),
+                    calls: vec![case.call],
+                    stopped_on_length: case.stopped_on_length,
+                },
+            )
+            .await;
+        assert!(started.elapsed() < Duration::from_secs(5), "{}: took {:?}", case.name, started.elapsed());
+        assert_eq!(results.len(), 1, "{}", case.name);
+        let result = &results[0];
+        assert_eq!(result.status, case.status, "{}: {}", case.name, result.output.content);
+        assert_eq!(result.output.error.as_ref().map(|e| e.kind), Some(case.kind), "{}", case.name);
+        assert!(result.output.content.contains(case.needle), "{}: {}", case.name, result.output.content);
+        let rows = rows(&f, &id).await;
+        assert_eq!(rows.len(), 1, "{}: {rows:?}", case.name);
+        assert_eq!(rows[0].status, case.status, "{}", case.name);
+        assert_eq!(rows[0].error_kind.as_deref(), Some(case.kind.as_str()), "{}", case.name);
+        assert_eq!(rows[0].key, format!("m{i}:c1"));
+    }
+}
+
+struct BlockEcho;
+
+#[async_trait]
+impl BeforeHook for BlockEcho {
+    async fn before(&self, call: &HookCall<'_>) -> BeforeOutcome {
+        if call.api == "echo" {
+            BeforeOutcome::Block("no echoes today".into())
+        } else {
+            BeforeOutcome::Continue
+        }
+    }
+}
+
+struct Shout;
+
+#[async_trait]
+impl BeforeHook for Shout {
+    async fn before(&self, call: &HookCall<'_>) -> BeforeOutcome {
+        let text = call.arguments["text"].as_str().unwrap_or_default().to_uppercase();
+        BeforeOutcome::Rewrite(json!({"text": text}))
+    }
+}
+
+struct Redact;
+
+#[async_trait]
+impl AfterHook for Redact {
+    async fn after(&self, _call: &HookCall<'_>, output: &tool_core::ToolOutput) -> AfterPatch {
+        AfterPatch { content: Some(output.content.replace("SECRET", "[redacted]")), ..AfterPatch::default() }
+    }
+}
+
+#[tokio::test]
+async fn hooks_rewrite_and_patch_in_order() {
+    let f = fixture().await;
+    let session = session(&f, "hooks", ApprovalMode::Manual);
+    session.add_before_hook(Arc::new(Shout));
+    session.add_after_hook(Arc::new(Redact));
+    let result = f.executor.execute(&session, None, call("c1", "echo", r#"{"text": "secret!"}"#)).await;
+    assert_eq!(result.output.content, "[redacted]!");
+    assert_eq!(result.output.state, Some(json!({"echo": true})), "fields the patch leaves alone stay");
+}
+
+#[tokio::test]
+async fn batches_run_parallel_calls_together_and_sequential_ones_alone() {
+    let f = fixture().await;
+    let session = session(&f, "batch", ApprovalMode::Manual);
+    let mut events = session.subscribe();
+    let started = Instant::now();
+    let results = f
+        .executor
+        .execute_batch(
+            &session,
+            Batch {
+                message_id: Some("m".into()),
+                calls: vec![
+                    call("a", "sleep", r#"{"ms": 400}"#),
+                    call("b", "sleep", r#"{"ms": 100}"#),
+                    call("c", "sleep", r#"{"ms": 400}"#),
+                ],
+                stopped_on_length: false,
+            },
+        )
+        .await;
+    let elapsed = started.elapsed();
+    let ids: Vec<&str> = results.iter().map(|r| r.call_id.as_str()).collect();
+    assert_eq!(ids, ["a", "b", "c"], "results in the model's order");
+    assert!(elapsed < Duration::from_millis(800), "parallel calls overlapped: {elapsed:?}");
+    assert_eq!(f.probe.peak.load(Ordering::SeqCst), 3);
+    let mut finished = Vec::new();
+    while let Ok(event) = events.try_recv() {
+        if let Event::Finished { call_id, .. } = event {
+            finished.push(call_id);
+        }
+    }
+    assert_eq!(finished[0], "b", "events in completion order: {finished:?}");
+
+    f.probe.peak.store(0, Ordering::SeqCst);
+    let results = f
+        .executor
+        .execute_batch(
+            &session,
+            Batch {
+                message_id: Some("m2".into()),
+                calls: vec![
+                    call("a", "sleep", r#"{"ms": 150}"#),
+                    call("b", "sleep_alone", r#"{"ms": 150}"#),
+                    call("c", "sleep", r#"{"ms": 150}"#),
+                ],
+                stopped_on_length: false,
+            },
+        )
+        .await;
+    assert!(results.iter().all(|r| r.status == AttemptStatus::Executed));
+    assert_eq!(f.probe.peak.load(Ordering::SeqCst), 1, "the sequential call ran alone and split the batch");
+}
+
+#[tokio::test]
+async fn approvals_once_session_always_and_read_only() {
+    let f = fixture().await;
+    // Allow for the session: asked once, then granted.
+    let s = session(&f, "grant", ApprovalMode::Manual);
+    let asked = answer(&f, &s, Decision::AllowSession);
+    for id in ["c1", "c2"] {
+        let r = f.executor.execute(&s, None, call(id, "write", r#"{"path": "a"}"#)).await;
+        assert_eq!(r.status, AttemptStatus::Executed, "{}", r.output.content);
+    }
+    drop(s);
+    assert_eq!(asked.await.unwrap(), 1);
+
+    // Always allow a command prefix: remembered for the project, covers plain arguments only.
+    let config = SessionConfig {
+        id: "always".into(),
+        tenant: "tenant-a".into(),
+        project: Some("proj".into()),
+        ..SessionConfig::default()
+    };
+    let s = f.executor.open_session(config.clone());
+    let asked = answer(&f, &s, Decision::AllowAlways { argument_prefix: Some("cargo test".into()) });
+    let r = f.executor.execute(&s, None, call("c1", "shell", r#"{"command": "cargo test"}"#)).await;
+    assert_eq!(r.status, AttemptStatus::Executed);
+    drop(s);
+    assert_eq!(asked.await.unwrap(), 1);
+    let remembered = f.journal.remembered("tenant-a", Some("proj")).await.unwrap();
+    assert_eq!(remembered.len(), 1);
+    assert_eq!(remembered[0].argument_prefix.as_deref(), Some("cargo test"));
+    let headless = f.executor.open_session(SessionConfig {
+        id: "always-2".into(),
+        policy: SessionPolicy { mode: ApprovalMode::Headless, allow_list: vec![] },
+        ..config
+    });
+    let r =
+        f.executor.execute(&headless, None, call("c1", "shell", r#"{"command": "cargo test -p x"}"#)).await;
+    assert_eq!(r.status, AttemptStatus::Executed, "remembered prefix covers it: {}", r.output.content);
+    let r = f
+        .executor
+        .execute(&headless, None, call("c2", "shell", r#"{"command": "cargo test; curl x"}"#))
+        .await;
+    assert_eq!(r.status, AttemptStatus::Blocked, "a chained command is not covered");
+    assert!(f.journal.revoke("tenant-a", &remembered[0].id).await.unwrap());
+    let r = f.executor.execute(&headless, None, call("c3", "shell", r#"{"command": "cargo test"}"#)).await;
+    assert_eq!(r.status, AttemptStatus::Blocked, "revoked");
+
+    // Read-only: write and exec tiers are blocked without asking; reads run.
+    let ro = session(&f, "ro", ApprovalMode::ReadOnly);
+    let r = f.executor.execute(&ro, None, call("c1", "write", r#"{"path": "a"}"#)).await;
+    assert_eq!((r.status, r.output.error.unwrap().kind), (AttemptStatus::Blocked, ErrorKind::Blocked));
+    let r = f.executor.execute(&ro, None, call("c2", "echo", r#"{"text": "ok"}"#)).await;
+    assert_eq!(r.status, AttemptStatus::Executed);
+}
+
+#[tokio::test]
+async fn dangerous_commands_ask_even_in_auto_run_and_rules_decide() {
+    let f = fixture().await;
+    let auto = session(&f, "auto", ApprovalMode::AutoRun);
+    let r = f.executor.execute(&auto, None, call("c1", "shell", r#"{"command": "make build"}"#)).await;
+    assert_eq!(r.status, AttemptStatus::Executed, "auto-run skips `required`");
+    let headless_auto = f.executor.open_session(SessionConfig {
+        id: "auto-headless".into(),
+        tenant: "tenant-a".into(),
+        policy: SessionPolicy { mode: ApprovalMode::Headless, allow_list: vec!["test/shell".into()] },
+        ..SessionConfig::default()
+    });
+    let r =
+        f.executor.execute(&headless_auto, None, call("c1", "shell", r#"{"command": "make build"}"#)).await;
+    assert_eq!(r.status, AttemptStatus::Executed, "the allow-list runs headless");
+    let r = f.executor.execute(&headless_auto, None, call("c2", "shell", r#"{"command": "rm -rf ~"}"#)).await;
+    assert_eq!(r.status, AttemptStatus::Blocked, "a must-ask finding beats the allow-list");
+    assert_eq!(r.output.content, BLOCKED_CONTENT);
+
+    let manual = session(&f, "rules", ApprovalMode::Headless);
+    let r = f.executor.execute(&manual, None, call("c1", "guarded", r#"{"command": "ls -la"}"#)).await;
+    assert_eq!(r.status, AttemptStatus::Executed, "rule `ls*` is never");
+    let r = f.executor.execute(&manual, None, call("c2", "guarded", r#"{"command": "make"}"#)).await;
+    assert_eq!(r.status, AttemptStatus::Blocked, "no rule matched: required");
+    let auto = session(&f, "rules-auto", ApprovalMode::AutoRun);
+    let asked = answer(&f, &auto, Decision::Deny);
+    let r = f.executor.execute(&auto, None, call("c1", "guarded", r#"{"command": "deploy prod"}"#)).await;
+    assert_eq!(r.status, AttemptStatus::Denied, "`always` asks even in auto-run");
+    drop(auto);
+    assert_eq!(asked.await.unwrap(), 1);
+}
+
+#[tokio::test]
+async fn nested_calls_pass_the_pipeline_under_child_ids() {
+    let f = fixture().await;
+    let s = session(&f, "nest", ApprovalMode::Manual);
+    let r = f
+        .executor
+        .execute(&s, Some("m".into()), call("p", "nest", r#"{"calls": ["echo", "test/echo", "nope"]}"#))
+        .await;
+    assert_eq!(r.status, AttemptStatus::Executed);
+    assert!(
+        r.output.content.starts_with("echo=inner;test/echo=inner;nope=`nope` is not a tool"),
+        "{}",
+        r.output.content
+    );
+    assert!(r.output.content.ends_with("[3 nested call(s), 1 failed]"), "{}", r.output.content);
+    let nested = r.output.state.as_ref().unwrap()["nested_calls"].as_array().unwrap();
+    let ids: Vec<&str> = nested.iter().map(|n| n["call_id"].as_str().unwrap()).collect();
+    assert_eq!(ids, ["p/1", "p/2", "p/3"]);
+    let rows = rows(&f, "nest").await;
+    assert_eq!(rows.len(), 4);
+    for row in rows.iter().filter(|r| r.call_id != "p") {
+        assert_eq!(row.parent_call_id.as_deref(), Some("p"), "{row:?}");
+        assert!(row.status.is_settled());
+    }
+}
+
+#[tokio::test]
+async fn replays_and_duplicates_do_not_run_twice() {
+    let f = fixture().await;
+    let s = session(&f, "replay", ApprovalMode::Manual);
+    let batch = Batch {
+        message_id: Some("m".into()),
+        calls: vec![call("c", "noop", "{}"), call("c", "noop", "{}")],
+        stopped_on_length: false,
+    };
+    let results = f.executor.execute_batch(&s, batch.clone()).await;
+    assert_eq!(results.len(), 2);
+    assert_eq!(results[0].status, AttemptStatus::Executed);
+    assert!(results[1].output.content.contains("appears twice"));
+    let again = f.executor.execute_batch(&s, Batch { calls: vec![call("c", "noop", "{}")], ..batch }).await;
+    assert_eq!(again[0].output.error.as_ref().unwrap().kind, ErrorKind::Conflict);
+    assert_eq!(f.probe.runs.load(Ordering::SeqCst), 1, "ran once");
+}
+
+#[tokio::test]
+async fn content_is_cut_to_the_budget_and_cleaned() {
+    let f = fixture().await;
+    let s = session(&f, "budget", ApprovalMode::Manual);
+    let r = f.executor.execute(&s, None, call("c", "echo", r#"{"text": "ab\u0000c", "times": 50000}"#)).await;
+    assert!(!r.output.content.contains('\0'));
+    assert!(
+        r.output.content.contains("[Output truncated: showing the first 100000 of 150000 characters."),
+        "{}",
+        &r.output.content[r.output.content.len() - 200..]
+    );
+    let stored = &rows(&f, "budget").await[0];
+    assert!(!stored.result.as_ref().unwrap()["content"].as_str().unwrap().contains('\0'));
+}
+
+#[tokio::test]
+async fn time_budget_and_timeout_referee() {
+    let f = fixture().await;
+    let s = f.executor.open_session(SessionConfig {
+        id: "budget".into(),
+        tenant: "tenant-a".into(),
+        time_budget_ms: Some(300),
+        ..SessionConfig::default()
+    });
+    let started = Instant::now();
+    let r = f.executor.execute(&s, None, call("c1", "sleep", r#"{"ms": 5000}"#)).await;
+    assert_eq!(r.output.error.as_ref().unwrap().kind, ErrorKind::Timeout);
+    assert!(
+        started.elapsed() < Duration::from_millis(1500),
+        "the budget clamps the API default: {:?}",
+        started.elapsed()
+    );
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let r = f.executor.execute(&s, None, call("c2", "noop", "{}")).await;
+    assert!(r.output.content.contains("time budget is used up"), "{}", r.output.content);
+    let rows: Vec<Value> = rows(&f, "budget").await.into_iter().map(|r| json!(r.status.as_str())).collect();
+    assert_eq!(rows, [json!("failed"), json!("failed")]);
+}
+
+#[tokio::test]
+async fn without_a_journal_the_pipeline_still_answers() {
+    let probe = Arc::new(Probe::default());
+    let executor = common::executor(probe, None);
+    let s = executor.open_session(SessionConfig {
+        id: "nj".into(),
+        tenant: "t".into(),
+        ..SessionConfig::default()
+    });
+    let results: Vec<CallResult> = executor
+        .execute_batch(
+            &s,
+            Batch {
+                message_id: None,
+                calls: vec![call("a", "noop", "{}"), call("b", "nope", "{}")],
+                stopped_on_length: false,
+            },
+        )
+        .await;
+    assert_eq!(
+        results.iter().map(|r| r.status).collect::<Vec<_>>(),
+        [AttemptStatus::Executed, AttemptStatus::Failed]
+    );
+}
