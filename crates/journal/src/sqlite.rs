@@ -794,7 +794,9 @@ impl Journal for SqliteJournal {
             match self.write(Op::Abandon { instances: dead, now }).await? {
                 Outcome::Abandoned(rows) => rows,
                 other => {
-                    return Err(JournalError::Corrupt(format!("the writer answered {other:?} to an abandon")));
+                    return Err(JournalError::Corrupt(format!(
+                        "the writer answered {other:?} to an abandon"
+                    )));
                 }
             }
         };

@@ -253,9 +253,10 @@ impl Executor {
         if batch.message_id.is_none() {
             batch.message_id = Some(format!("batch-{:x}", unique()));
         }
+        #[allow(clippy::large_enum_variant)] // a short-lived list, one per call of a batch
         enum Slot {
-            Done(Box<CallResult>),
-            Running(tokio::task::JoinHandle<CallResult>, Prepared2),
+            Done(CallResult),
+            Running(tokio::task::JoinHandle<CallResult>, Box<Prepared2>),
         }
         // What is needed to settle a call whose task died (a bug in the pipeline itself).
         struct Prepared2 {
@@ -305,11 +306,11 @@ impl Executor {
         let mut slots = Vec::with_capacity(prepared.len());
         for item in prepared {
             match item {
-                Err(result) => slots.push(Slot::Done(Box::new(result))),
+                Err(result) => slots.push(Slot::Done(result)),
                 Ok(call) => {
                     let lock = session.batch_lock.clone();
                     let exclusive = call.sequential || session.config.sequential;
-                    let backup = Prepared2 {
+                    let backup = Box::new(Prepared2 {
                         call_id: call.call_id.clone(),
                         name: call.name.clone(),
                         tool: call.tool.clone(),
@@ -317,7 +318,7 @@ impl Executor {
                         key: call.key.clone(),
                         attempt: call.attempt.clone(),
                         proposed: call.proposed,
-                    };
+                    });
                     let executor = self.clone();
                     let session = session.clone();
                     let handle = if exclusive {
@@ -343,7 +344,7 @@ impl Executor {
         let mut results = Vec::with_capacity(slots.len());
         for slot in slots {
             match slot {
-                Slot::Done(result) => results.push(*result),
+                Slot::Done(result) => results.push(result),
                 Slot::Running(handle, backup) => match handle.await {
                     Ok(result) => results.push(result),
                     Err(error) => {
