@@ -27,6 +27,15 @@ pub fn path_scope(input: &AuditInput<'_>) -> AuditVerdict {
     let scope = PathScope::for_session(input.working_directory);
     let paths: Vec<&str> =
         input.api.path_params.iter().flat_map(|param| param.select(input.arguments)).collect();
+    // Without a working directory a relative path has nothing safe to resolve against (the
+    // process's own folder is not the session's), so it is judged as outside.
+    if input.working_directory.is_none()
+        && let Some(relative) = paths.iter().find(|p| !p.starts_with('/') && !p.starts_with('~'))
+    {
+        return AuditVerdict::Flag(format!(
+            "`{relative}` is relative and the session has no working directory"
+        ));
+    }
     let outside = scope.outside(paths.iter().copied(), input.working_directory);
     if outside.is_empty() {
         return AuditVerdict::Pass;
