@@ -51,7 +51,7 @@ impl Default for ExecutorConfig {
             stop_grace: Duration::from_secs(3),
             content_budget: 100_000,
             approval_timeout: Duration::from_secs(600),
-            instance_id: format!("instance-{}-{}", std::process::id(), unique()),
+            instance_id: journal::new_instance_id(),
         }
     }
 }
@@ -227,6 +227,50 @@ impl Executor {
     /// The configuration.
     pub fn config(&self) -> &ExecutorConfig {
         &self.inner.config
+    }
+
+    /// Starts the journal's housekeeping for this process: registers the instance (rows it
+    /// proposes are only ever abandoned once it is dead), keeps its heartbeat, reconciles once now
+    /// — proposed rows of dead instances become `abandoned`, old unconfirmed executed rows are
+    /// reported — and again every `reconcile_every`. Call once at start-up; without a journal it
+    /// does nothing.
+    ///
+    /// # Errors
+    ///
+    /// The journal's error when registering or the first reconcile fails.
+    pub async fn start(
+        &self,
+        reconcile_every: Duration,
+    ) -> Result<Option<journal::ReconcileReport>, journal::JournalError> {
+        let Some(journal) = self.inner.journal.clone() else { return Ok(None) };
+        let instance = journal::current_instance(self.inner.config.instance_id.clone());
+        journal.register_instance(&instance).await?;
+        let lease = Duration::from_secs(30);
+        journal::spawn_heartbeat(journal.clone(), instance, lease / 3);
+        let policy = journal::ReconcilePolicy {
+            current_instance: self.inner.config.instance_id.clone(),
+            instance_lease_ms: lease.as_millis() as i64,
+            unconfirmed_after_ms: 15 * 60 * 1000,
+        };
+        let report = journal.reconcile(&policy).await?;
+        if !report.abandoned.is_empty() || !report.unconfirmed.is_empty() {
+            tracing::warn!(
+                abandoned = report.abandoned.len(),
+                unconfirmed = report.unconfirmed.len(),
+                "journal reconciled"
+            );
+        }
+        tokio::spawn(async move {
+            let mut ticks = tokio::time::interval(reconcile_every);
+            ticks.tick().await;
+            loop {
+                ticks.tick().await;
+                if let Err(error) = journal.reconcile(&policy).await {
+                    tracing::warn!(%error, "periodic reconcile failed");
+                }
+            }
+        });
+        Ok(Some(report))
     }
 
     /// Opens a session: the names its model sees are built from its active tools.
@@ -862,10 +906,21 @@ impl Executor {
             }
             Err(_) => ToolOutput::error(ErrorKind::Cancelled, "the call was cancelled"),
         };
-        let stop = tokio::select! {
-            result = &mut handle => return joined(result),
-            () = tokio::time::sleep_until(deadline.into()) => ErrorKind::Timeout,
-            () = session.cancel.cancelled() => ErrorKind::Cancelled,
+        let (stop, early) = tokio::select! {
+            result = &mut handle => {
+                // The runtime may notice the cancellation before this select does and return
+                // normally: it still stopped because of the cancel or the deadline.
+                let output = joined(result);
+                if session.cancel.is_cancelled() {
+                    (ErrorKind::Cancelled, Some(output))
+                } else if Instant::now() >= deadline {
+                    (ErrorKind::Timeout, Some(output))
+                } else {
+                    return output;
+                }
+            }
+            () = tokio::time::sleep_until(deadline.into()) => (ErrorKind::Timeout, None),
+            () = session.cancel.cancelled() => (ErrorKind::Cancelled, None),
         };
         token.cancel();
         let grace = self.inner.config.stop_grace;
@@ -873,34 +928,35 @@ impl Executor {
             ErrorKind::Timeout => format!("The call timed out after {} ms", timeout.as_millis()),
             _ => "The call was cancelled".to_owned(),
         };
-        match tokio::time::timeout(grace, &mut handle).await {
-            Ok(result) => {
-                let output = joined(result);
-                if output.error.as_ref().is_some_and(|e| e.kind == stop) {
-                    return output;
+        let output = match early {
+            Some(output) => output,
+            None => match tokio::time::timeout(grace, &mut handle).await {
+                Ok(result) => joined(result),
+                Err(_) => {
+                    handle.abort();
+                    return ToolOutput::error(
+                        stop,
+                        format!(
+                            "{what} and did not stop within {} ms; it produced no result.",
+                            grace.as_millis()
+                        ),
+                    );
                 }
-                let content = if output.content.is_empty() {
-                    format!("{what}.")
-                } else {
-                    format!("{what}. Output so far:\n{}", output.content)
-                };
-                ToolOutput {
-                    content: content.clone(),
-                    state: output.state,
-                    success: false,
-                    error: Some(tool_core::ToolError { kind: stop, message: content }),
-                }
-            }
-            Err(_) => {
-                handle.abort();
-                ToolOutput::error(
-                    stop,
-                    format!(
-                        "{what} and did not stop within {} ms; it produced no result.",
-                        grace.as_millis()
-                    ),
-                )
-            }
+            },
+        };
+        if output.error.as_ref().is_some_and(|e| e.kind == stop) {
+            return output;
+        }
+        let content = if output.content.is_empty() {
+            format!("{what}.")
+        } else {
+            format!("{what}. Output so far:\n{}", output.content)
+        };
+        ToolOutput {
+            content: content.clone(),
+            state: output.state,
+            success: false,
+            error: Some(tool_core::ToolError { kind: stop, message: content }),
         }
     }
 

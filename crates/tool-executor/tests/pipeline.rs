@@ -541,3 +541,33 @@ async fn without_a_journal_the_pipeline_still_answers() {
         [AttemptStatus::Executed, AttemptStatus::Failed]
     );
 }
+
+#[tokio::test]
+async fn start_registers_and_abandons_rows_of_dead_instances() {
+    let f = fixture().await;
+    let orphan = journal::NewAttempt {
+        tenant: "tenant-a".into(),
+        call_id: "lost".into(),
+        message_id: Some("m".into()),
+        session_id: "old".into(),
+        parent_call_id: None,
+        user_id: None,
+        agent_id: None,
+        tool: "test".into(),
+        api: "noop".into(),
+        function_name: "noop".into(),
+        arguments: json!({}),
+        tier: None,
+        instance_id: "a-process-that-died".into(),
+    };
+    assert!(f.journal.propose(&orphan).await.unwrap().created);
+    let report = f.executor.start(Duration::from_secs(60)).await.unwrap().unwrap();
+    assert_eq!(report.abandoned, vec![("tenant-a".to_owned(), "m:lost".to_owned())]);
+    assert_eq!(f.journal.get("tenant-a", "m:lost").await.unwrap().unwrap().status, AttemptStatus::Abandoned);
+    // Calls of this (registered, live) instance are never abandoned by a later reconcile.
+    let s = session(&f, "live", ApprovalMode::Manual);
+    let r = f.executor.execute(&s, Some("m2".into()), call("c", "noop", "{}")).await;
+    assert_eq!(r.status, AttemptStatus::Executed);
+    let again = f.executor.start(Duration::from_secs(60)).await.unwrap().unwrap();
+    assert!(again.abandoned.is_empty());
+}
