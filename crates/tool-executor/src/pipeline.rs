@@ -1,9 +1,11 @@
 //! The executor: every call from every front end passes through here.
 
+use std::panic::AssertUnwindSafe;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use futures::FutureExt;
 use journal::{
     AttemptStatus, Journal, NewAttempt, PendingApproval, RememberedDecision, Settlement, strip_controls,
 };
@@ -345,6 +347,22 @@ impl Executor {
                 .await
             };
             prepared.push(slot);
+        }
+
+        // A batch of one runs in this task: no spawn, no thread hop.
+        if prepared.len() == 1 {
+            match prepared.pop() {
+                Some(Ok(call)) => {
+                    let _guard = if call.sequential || session.config.sequential {
+                        Err(session.batch_lock.clone().write_owned().await)
+                    } else {
+                        Ok(session.batch_lock.clone().read_owned().await)
+                    };
+                    return vec![self.run_prepared(session, call).await];
+                }
+                Some(Err(result)) => return vec![result],
+                None => {}
+            }
         }
 
         let mut slots = Vec::with_capacity(prepared.len());
@@ -888,12 +906,13 @@ impl Executor {
     ) -> ToolOutput {
         let token = context.cancel.clone();
         let deadline = context.deadline.unwrap_or_else(|| Instant::now() + timeout);
-        let api = api.to_owned();
-        let mut handle = tokio::spawn(async move { runtime.execute(&api, arguments, &context).await });
-        let joined = |result: Result<ToolOutput, tokio::task::JoinError>| match result {
+        // The runtime runs inside this task (no spawn, no thread hop): a panic is caught at the
+        // future's boundary, and an abort is dropping the future.
+        let mut handle =
+            std::pin::pin!(AssertUnwindSafe(runtime.execute(api, arguments, &context)).catch_unwind());
+        let joined = |result: std::thread::Result<ToolOutput>| match result {
             Ok(output) => output,
-            Err(error) if error.is_panic() => {
-                let panic = error.into_panic();
+            Err(panic) => {
                 let message = panic
                     .downcast_ref::<&str>()
                     .map(|s| (*s).to_owned())
@@ -904,7 +923,6 @@ impl Executor {
                     format!("the tool crashed ({message}); this is a bug in the tool, not in your call"),
                 )
             }
-            Err(_) => ToolOutput::error(ErrorKind::Cancelled, "the call was cancelled"),
         };
         let (stop, early) = tokio::select! {
             result = &mut handle => {
@@ -933,7 +951,6 @@ impl Executor {
             None => match tokio::time::timeout(grace, &mut handle).await {
                 Ok(result) => joined(result),
                 Err(_) => {
-                    handle.abort();
                     return ToolOutput::error(
                         stop,
                         format!(
