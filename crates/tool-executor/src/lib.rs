@@ -8,7 +8,7 @@
 //!   → approval: tier × policy (global audits, dynamic audits, rules) × session mode
 //!       → run | ask a person | block ("Blocked by security/privacy.")
 //!   → before hooks (block or rewrite) → one timeout referee
-//!   → run the runtime in its own task with a cancellation token and progress events
+//!   → run the runtime (panics caught) with a cancellation token and progress events
 //!   → after hooks → status from in-band errors → content cut to a budget
 //!   → journal: executed | failed | blocked | denied → events
 //! ```

@@ -892,9 +892,9 @@ impl Executor {
         Some(timeout)
     }
 
-    /// Runs the runtime in its own task (a panic becomes an error result) under the deadline and
-    /// the session's cancellation; on expiry the runtime's token fires and it has a grace period
-    /// to return what it has.
+    /// Runs the runtime future in this task, panics caught at its boundary (an error result),
+    /// under the deadline and the session's cancellation; on expiry the runtime's token fires and
+    /// it has a grace period to return what it has.
     async fn dispatch(
         &self,
         session: &Session,
