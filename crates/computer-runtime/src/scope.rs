@@ -1,9 +1,9 @@
 //! Where a path really points, and whether that is inside the session's sandbox.
 //!
 //! The path-scope audit must not be fooled by `..` or by a symlink inside the working directory
-//! that points elsewhere, so a path is judged by what it resolves to: the longest existing prefix
-//! is canonicalised (resolving every symlink and `..` in it) and the components that do not exist
-//! yet are appended lexically.
+//! that points elsewhere, so a path is judged by what it resolves to: it is walked one component at
+//! a time as the kernel would, every symlink met (even a dangling one, even after a folder that
+//! does not exist yet) replaced by its target, and `..` applied to what has been resolved so far.
 
 use std::path::{Component, Path, PathBuf};
 
@@ -34,38 +34,38 @@ fn expand_home(path: &str) -> PathBuf {
 }
 
 fn resolve_absolute(path: &Path) -> PathBuf {
-    // Walk up until a prefix exists; canonicalise it; re-append the missing tail lexically.
-    let mut existing = path.to_path_buf();
-    let mut missing: Vec<std::ffi::OsString> = Vec::new();
-    loop {
-        if let Ok(canonical) = existing.canonicalize() {
-            let mut out = canonical;
-            for part in missing.iter().rev() {
-                push_lexical(&mut out, Path::new(part));
-            }
-            return out;
-        }
-        match (existing.file_name().map(ToOwned::to_owned), existing.parent()) {
-            (Some(name), Some(parent)) => {
-                missing.push(name);
-                existing = parent.to_path_buf();
-            }
-            // `..` at the end, or the root itself failed: fall back to lexical normalisation.
-            _ => return lexical(path),
-        }
-    }
+    resolve_components(path, 0)
 }
 
-fn push_lexical(out: &mut PathBuf, part: &Path) {
-    for component in part.components() {
+/// Walks the path one component at a time, as the kernel does: `..` pops what has been resolved so
+/// far, and every symlink met (dangling ones included) is replaced by its target before going on.
+/// Components that do not exist are kept as written. Links nested deeper than 40 are left as they
+/// are rather than followed forever.
+fn resolve_components(path: &Path, depth: usize) -> PathBuf {
+    let mut out = PathBuf::from("/");
+    for component in path.components() {
         match component {
+            Component::RootDir | Component::Prefix(_) => out = PathBuf::from("/"),
+            Component::CurDir => {}
             Component::ParentDir => {
                 out.pop();
             }
-            Component::CurDir => {}
-            other => out.push(other.as_os_str()),
+            Component::Normal(name) => {
+                out.push(name);
+                let is_link = std::fs::symlink_metadata(&out).is_ok_and(|m| m.file_type().is_symlink());
+                if is_link && depth < 40 {
+                    out = match std::fs::read_link(&out) {
+                        Ok(target) => {
+                            let base = out.parent().map_or_else(|| PathBuf::from("/"), Path::to_path_buf);
+                            resolve_components(&base.join(target), depth + 1)
+                        }
+                        Err(_) => out,
+                    };
+                }
+            }
         }
     }
+    out
 }
 
 /// Normalises `.` and `..` without touching the filesystem.
@@ -147,6 +147,8 @@ mod tests {
             ("new/dir/../file", root.join("new/file")),
             ("link/lib", PathBuf::from("/usr/lib")),
             ("link/../etc", PathBuf::from("/etc")),
+            ("link/missing/../x", PathBuf::from("/usr/x")),
+            ("new/../link/missing/../../etc", PathBuf::from("/etc")),
             ("../../../../../../../../etc/passwd", PathBuf::from("/etc/passwd")),
             ("/etc/./hosts", PathBuf::from("/etc/hosts")),
         ];
