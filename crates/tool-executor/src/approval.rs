@@ -119,9 +119,8 @@ pub fn decide(toolbox: &Toolbox, input: &DecisionInput<'_>) -> Verdict {
     let label = format!("{tool}/{}", spec.name);
 
     if input.policy.mode == ApprovalMode::ReadOnly && input.tier > Tier::Read {
-        return Verdict::Block(
-            format!("this session is read-only and {label} is a {:?} call", input.tier).to_lowercase(),
-        );
+        let tier = format!("{:?}", input.tier).to_lowercase();
+        return Verdict::Block(format!("this session is read-only and {label} is a {tier} call"));
     }
 
     // 1 and 3: the global shell audit, for APIs that declare a command parameter.
@@ -348,13 +347,19 @@ impl ApprovalBroker for LocalBroker {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .insert(request.id.clone(), (request.clone(), sender));
-        let outcome = tokio::select! {
+        // Removes the question however the wait ends, a dropped future included.
+        struct Forget<'a>(&'a LocalBroker, &'a str);
+        impl Drop for Forget<'_> {
+            fn drop(&mut self) {
+                self.0.waiting.lock().unwrap_or_else(|p| p.into_inner()).remove(self.1);
+            }
+        }
+        let _forget = Forget(self, &request.id);
+        tokio::select! {
             decided = receiver => decided.ok(),
             () = cancel.cancelled() => None,
             () = tokio::time::sleep(timeout) => None,
-        };
-        self.waiting.lock().unwrap_or_else(|p| p.into_inner()).remove(&request.id);
-        outcome
+        }
     }
 }
 

@@ -492,9 +492,17 @@ impl Executor {
         let toolbox = &self.inner.toolbox;
 
         // Resolve: the session's names, then `tool/api` (nested calls may use it).
+        let active = |tool: &str| {
+            session.config.active_tools.as_ref().is_none_or(|tools| tools.iter().any(|t| t == tool))
+        };
         let resolved =
             session.names.resolve(&call.name).map(|(t, a)| (t.to_owned(), a.to_owned())).or_else(|| {
+                // `tool/api` is for tools calling tools, and only among the session's active tools.
+                parent?;
                 let (tool, api) = call.name.split_once('/')?;
+                if !active(tool) {
+                    return None;
+                }
                 toolbox.tool(tool)?.api(api)?;
                 Some((tool.to_owned(), api.to_owned()))
             });
@@ -687,13 +695,57 @@ impl Executor {
             duration_ms: started.elapsed().as_millis() as u64,
         };
         session.emit(Event::Failed { call_id: call.id.clone(), output: result.output.clone() });
-        self.record(session, &attempt.key(), &attempt, false, &result, None, None).await;
+        // Propose, then settle: a key that already has a row belongs to another call (a duplicate
+        // id, a replay in flight) and is never touched from here.
+        if let Some(journal) = &self.inner.journal {
+            match journal.propose(&attempt).await {
+                Ok(proposed) if proposed.created => {
+                    self.record(session, &proposed.key, &attempt, true, &result, None, None).await;
+                }
+                Ok(_) => {}
+                Err(error) => tracing::warn!(%error, "journal propose failed for a call that failed early"),
+            }
+        }
         result
     }
 
-    /// Approve → before hooks → timeout → run → after hooks → record.
+    /// [`Self::run_steps`] with a panic anywhere in the pipeline's own steps (hooks, audits,
+    /// tier functions) turned into one failed result and a settled row.
     async fn run_prepared(&self, session: &Arc<Session>, call: Prepared) -> CallResult {
+        let backup = (call.call_id.clone(), call.name.clone(), call.tool.clone(), call.api.clone());
+        let (key, attempt, proposed) = (call.key.clone(), call.attempt.clone(), call.proposed);
+        match AssertUnwindSafe(self.run_steps(session, call)).catch_unwind().await {
+            Ok(result) => result,
+            Err(_) => {
+                let (call_id, name, tool, api) = backup;
+                let output = ToolOutput::error(
+                    ErrorKind::Internal,
+                    "the pipeline failed on this call (a hook, audit or tier function panicked); it may not have run",
+                );
+                session.emit(Event::Failed { call_id: call_id.clone(), output: output.clone() });
+                let result = CallResult {
+                    call_id,
+                    name,
+                    tool: Some(tool),
+                    api: Some(api),
+                    status: AttemptStatus::Failed,
+                    output,
+                    duration_ms: 0,
+                };
+                self.record(session, &key, &attempt, proposed, &result, None, None).await;
+                result
+            }
+        }
+    }
+
+    /// Approve → before hooks → timeout → run → after hooks → record.
+    async fn run_steps(&self, session: &Arc<Session>, call: Prepared) -> CallResult {
         let started = Instant::now();
+        if session.is_cancelled() {
+            let output =
+                ToolOutput::error(ErrorKind::Cancelled, "The session was cancelled before this call ran.");
+            return self.finish(session, &call, AttemptStatus::Failed, output, started, None, None).await;
+        }
         let (decision, decided_by) = match self.approve(session, &call).await {
             Ok(granted) => granted,
             Err((status, output, decision)) => {
@@ -733,6 +785,37 @@ impl Executor {
                             )
                             .await;
                     }
+                    // Approval was decided on the old arguments: the new ones must pass on their own.
+                    let input = DecisionInput {
+                        entry,
+                        api: compiled,
+                        arguments: &new,
+                        tier: toolbox.tier_of(&compiled.spec, &new),
+                        policy: &session.config.policy,
+                        working_directory: session.config.working_directory.as_deref(),
+                    };
+                    if !matches!(decide(toolbox, &input), Verdict::Run(_)) {
+                        let reason =
+                            "a hook rewrote the arguments into a call that would need approval".to_owned();
+                        session
+                            .emit(Event::Blocked { call_id: call.call_id.clone(), reason: reason.clone() });
+                        let output = ToolOutput::error(
+                            ErrorKind::Blocked,
+                            format!("Blocked before running: {reason}."),
+                        )
+                        .with_state(json!({"type": "blocked", "reason": reason}));
+                        return self
+                            .finish(
+                                session,
+                                &call,
+                                AttemptStatus::Blocked,
+                                output,
+                                started,
+                                Some(decision),
+                                decided_by,
+                            )
+                            .await;
+                    }
                     arguments = new;
                 }
                 crate::session::BeforeOutcome::Block(reason) => {
@@ -760,10 +843,12 @@ impl Executor {
             match self.referee(&arguments, &compiled.spec, session.remaining(), call.parent_deadline) {
                 Some(timeout) => timeout,
                 None => {
-                    let output = ToolOutput::error(
-                        ErrorKind::Timeout,
-                        "the session's time budget is used up; this call was not run",
-                    );
+                    let why = if session.remaining().is_some_and(|r| r.is_zero()) {
+                        "the session's time budget is used up; this call was not run"
+                    } else {
+                        "the calling tool's time is up; this nested call was not run"
+                    };
+                    let output = ToolOutput::error(ErrorKind::Timeout, why);
                     return self
                         .finish(
                             session,
@@ -925,14 +1010,16 @@ impl Executor {
             }
         };
         let (stop, early) = tokio::select! {
+            biased;
             result = &mut handle => {
                 // The runtime may notice the cancellation before this select does and return
                 // normally: it still stopped because of the cancel or the deadline.
                 let output = joined(result);
+                // A runtime that returns after the session's cancel reached its token stopped
+                // because of it; one that merely finished at the deadline, unsignalled, did its
+                // work and keeps its result (calling it failed would make the model repeat it).
                 if session.cancel.is_cancelled() {
                     (ErrorKind::Cancelled, Some(output))
-                } else if Instant::now() >= deadline {
-                    (ErrorKind::Timeout, Some(output))
                 } else {
                     return output;
                 }
@@ -1067,8 +1154,19 @@ impl Executor {
             approval_id: request.id.clone(),
             reason,
         });
-        let decided =
-            self.inner.broker.wait(&request, &session.cancel, self.inner.config.approval_timeout).await;
+        // Nobody is asked for longer than the call could still run: the session's budget and a
+        // parent's deadline bound the wait too.
+        let mut wait = self.inner.config.approval_timeout;
+        for limit in
+            [session.remaining(), call.parent_deadline.map(|d| d.saturating_duration_since(Instant::now()))]
+                .into_iter()
+                .flatten()
+        {
+            wait = wait.min(limit);
+        }
+        let decided = tokio::time::timeout(wait, self.inner.broker.wait(&request, &session.cancel, wait))
+            .await
+            .unwrap_or_default();
         let status_text = match &decided {
             Some(d) => d.decision.name(),
             None if session.is_cancelled() => "cancelled",
@@ -1090,6 +1188,10 @@ impl Executor {
                 let by = by.unwrap_or_else(|| "a person".into());
                 match &decision {
                     Decision::AllowSession => session.grant(&call.tool, &call.api),
+                    // Without a project there is nothing to remember it for: it holds for the session.
+                    Decision::AllowAlways { .. } if session.project().is_empty() => {
+                        session.grant(&call.tool, &call.api);
+                    }
                     Decision::AllowAlways { argument_prefix } => {
                         self.remember(
                             session,
