@@ -795,44 +795,16 @@ impl Executor {
                         working_directory: session.config.working_directory.as_deref(),
                     };
                     if !matches!(decide(toolbox, &input), Verdict::Run(_)) {
-                        let reason =
-                            "a hook rewrote the arguments into a call that would need approval".to_owned();
-                        session
-                            .emit(Event::Blocked { call_id: call.call_id.clone(), reason: reason.clone() });
-                        let output = ToolOutput::error(
-                            ErrorKind::Blocked,
-                            format!("Blocked before running: {reason}."),
-                        )
-                        .with_state(json!({"type": "blocked", "reason": reason}));
+                        let reason = "a hook rewrote the arguments into a call that would need approval";
                         return self
-                            .finish(
-                                session,
-                                &call,
-                                AttemptStatus::Blocked,
-                                output,
-                                started,
-                                Some(decision),
-                                decided_by,
-                            )
+                            .blocked_by_hook(session, &call, reason, started, decision, decided_by)
                             .await;
                     }
                     arguments = new;
                 }
                 crate::session::BeforeOutcome::Block(reason) => {
-                    session.emit(Event::Blocked { call_id: call.call_id.clone(), reason: reason.clone() });
-                    let output =
-                        ToolOutput::error(ErrorKind::Blocked, format!("Blocked before running: {reason}"))
-                            .with_state(json!({"type": "blocked", "reason": reason}));
                     return self
-                        .finish(
-                            session,
-                            &call,
-                            AttemptStatus::Blocked,
-                            output,
-                            started,
-                            Some(decision),
-                            decided_by,
-                        )
+                        .blocked_by_hook(session, &call, &reason, started, decision, decided_by)
                         .await;
                 }
             }
@@ -893,6 +865,22 @@ impl Executor {
         }
         let status = if output.success { AttemptStatus::Executed } else { AttemptStatus::Failed };
         self.finish(session, &call, status, output, started, Some(decision), decided_by).await
+    }
+
+    /// A call a before hook stopped (or rewrote into something that would need approval).
+    async fn blocked_by_hook(
+        &self,
+        session: &Session,
+        call: &Prepared,
+        reason: &str,
+        started: Instant,
+        decision: String,
+        decided_by: Option<String>,
+    ) -> CallResult {
+        session.emit(Event::Blocked { call_id: call.call_id.clone(), reason: reason.to_owned() });
+        let output = ToolOutput::error(ErrorKind::Blocked, format!("Blocked before running: {reason}."))
+            .with_state(json!({"type": "blocked", "reason": reason}));
+        self.finish(session, call, AttemptStatus::Blocked, output, started, Some(decision), decided_by).await
     }
 
     fn context(
