@@ -120,11 +120,21 @@ pub struct Entry {
 #[derive(Debug)]
 pub struct Registry {
     entries: Vec<Entry>,
+    names: ToolNames,
 }
 
-static BUILTIN: LazyLock<Registry> = LazyLock::new(|| Registry {
-    entries: builtin_tools().iter().map(|tool| Entry { tool, manifest: (tool.manifest)() }).collect(),
+static BUILTIN: LazyLock<Registry> = LazyLock::new(|| {
+    let entries: Vec<Entry> =
+        builtin_tools().iter().map(|tool| Entry { tool, manifest: (tool.manifest)() }).collect();
+    let names = ToolNames::build(entries.iter().filter(|e| catalogued(e)).flat_map(|e| {
+        e.manifest.apis.iter().map(move |api| (e.manifest.identifier.as_str(), api.name.as_str()))
+    }));
+    Registry { entries, names }
 });
+
+fn catalogued(entry: &Entry) -> bool {
+    !entry.tool.flags.hidden && entry.tool.flags.default_enabled
+}
 
 impl Registry {
     /// The builtin registry.
@@ -144,20 +154,17 @@ impl Registry {
 
     /// The catalogue's tools: visible and on by default.
     pub fn catalogued(&self) -> impl Iterator<Item = &Entry> {
-        self.entries.iter().filter(|e| !e.tool.flags.hidden && e.tool.flags.default_enabled)
+        self.entries.iter().filter(|e| catalogued(e))
     }
 
-    /// The function names of the catalogue's APIs.
-    pub fn names(&self) -> ToolNames {
-        ToolNames::build(self.catalogued().flat_map(|e| {
-            e.manifest.apis.iter().map(move |api| (e.manifest.identifier.as_str(), api.name.as_str()))
-        }))
+    /// The function names of the catalogue's APIs (built once with the registry).
+    pub fn names(&self) -> &ToolNames {
+        &self.names
     }
 
     /// The manifest and API spec behind a function name (or a legacy alias).
     pub fn resolve_function(&self, name: &str) -> Option<(&Entry, &ApiSpec)> {
-        let names = self.names();
-        let (tool, api) = names.resolve(name)?;
+        let (tool, api) = self.names.resolve(name)?;
         let entry = self.get(tool)?;
         entry.manifest.find_api(api).map(|spec| (entry, spec))
     }
@@ -201,7 +208,7 @@ impl Registry {
 
     /// The visible, on-by-default tools' APIs in one provider's form, as a JSON array.
     pub fn catalogue(&self, provider: Provider) -> Value {
-        let names = self.names();
+        let names = &self.names;
         let declarations = self
             .catalogued()
             .flat_map(|e| {

@@ -598,7 +598,7 @@ pub fn strip_controls(text: &str) -> String {
 }
 
 /// Whether [`strip_controls`] would change `text`.
-pub(crate) fn has_controls(text: &str) -> bool {
+pub fn has_controls(text: &str) -> bool {
     text.chars().any(|c| c.is_control() && !matches!(c, '\n' | '\t' | '\r'))
 }
 

@@ -130,7 +130,6 @@ pub fn decide(toolbox: &Toolbox, input: &DecisionInput<'_>) -> Verdict {
             let context = ShellContext { working_directory: input.working_directory, home: home.as_deref() };
             shell_audit::audit_command(command, &context)
         }
-        None if spec.command_param.is_some() => Vec::new(),
         None => Vec::new(),
     };
     if let Some(hard) = findings.iter().find(|f| f.severity == Severity::Always) {

@@ -7,7 +7,8 @@ use std::time::{Duration, Instant};
 
 use futures::FutureExt;
 use journal::{
-    AttemptStatus, Journal, NewAttempt, PendingApproval, RememberedDecision, Settlement, strip_controls,
+    AttemptStatus, Journal, NewAttempt, PendingApproval, RememberedDecision, Settlement, has_controls,
+    strip_controls,
 };
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
@@ -124,6 +125,31 @@ struct Prepared {
     attempt: NewAttempt,
     parent_deadline: Option<Instant>,
     sequential: bool,
+}
+
+/// What is needed to settle a prepared call whose own steps died.
+struct Backup {
+    call_id: String,
+    name: String,
+    tool: String,
+    api: String,
+    key: String,
+    attempt: NewAttempt,
+    proposed: bool,
+}
+
+impl Backup {
+    fn of(call: &Prepared) -> Self {
+        Self {
+            call_id: call.call_id.clone(),
+            name: call.name.clone(),
+            tool: call.tool.clone(),
+            api: call.api.clone(),
+            key: call.key.clone(),
+            attempt: call.attempt.clone(),
+            proposed: call.proposed,
+        }
+    }
 }
 
 struct Inner {
@@ -302,17 +328,7 @@ impl Executor {
         #[allow(clippy::large_enum_variant)] // a short-lived list, one per call of a batch
         enum Slot {
             Done(CallResult),
-            Running(tokio::task::JoinHandle<CallResult>, Box<Prepared2>),
-        }
-        // What is needed to settle a call whose task died (a bug in the pipeline itself).
-        struct Prepared2 {
-            call_id: String,
-            name: String,
-            tool: String,
-            api: String,
-            key: String,
-            attempt: NewAttempt,
-            proposed: bool,
+            Running(tokio::task::JoinHandle<CallResult>, Box<Backup>),
         }
 
         let mut seen = std::collections::HashSet::new();
@@ -372,15 +388,7 @@ impl Executor {
                 Ok(call) => {
                     let lock = session.batch_lock.clone();
                     let exclusive = call.sequential || session.config.sequential;
-                    let backup = Box::new(Prepared2 {
-                        call_id: call.call_id.clone(),
-                        name: call.name.clone(),
-                        tool: call.tool.clone(),
-                        api: call.api.clone(),
-                        key: call.key.clone(),
-                        attempt: call.attempt.clone(),
-                        proposed: call.proposed,
-                    });
+                    let backup = Box::new(Backup::of(&call));
                     let executor = self.clone();
                     let session = session.clone();
                     let handle = if exclusive {
@@ -410,30 +418,8 @@ impl Executor {
                 Slot::Running(handle, backup) => match handle.await {
                     Ok(result) => results.push(result),
                     Err(error) => {
-                        let output = ToolOutput::error(
-                            ErrorKind::Internal,
-                            format!("the pipeline failed on this call: {error}"),
-                        );
-                        let result = CallResult {
-                            call_id: backup.call_id,
-                            name: backup.name,
-                            tool: Some(backup.tool),
-                            api: Some(backup.api),
-                            status: AttemptStatus::Failed,
-                            output,
-                            duration_ms: 0,
-                        };
-                        self.record(
-                            session,
-                            &backup.key,
-                            &backup.attempt,
-                            backup.proposed,
-                            &result,
-                            None,
-                            None,
-                        )
-                        .await;
-                        results.push(result);
+                        let message = format!("the pipeline failed on this call: {error}");
+                        results.push(self.fail_backup(session, *backup, message).await);
                     }
                 },
             }
@@ -712,30 +698,31 @@ impl Executor {
     /// [`Self::run_steps`] with a panic anywhere in the pipeline's own steps (hooks, audits,
     /// tier functions) turned into one failed result and a settled row.
     async fn run_prepared(&self, session: &Arc<Session>, call: Prepared) -> CallResult {
-        let backup = (call.call_id.clone(), call.name.clone(), call.tool.clone(), call.api.clone());
-        let (key, attempt, proposed) = (call.key.clone(), call.attempt.clone(), call.proposed);
+        let backup = Backup::of(&call);
         match AssertUnwindSafe(self.run_steps(session, call)).catch_unwind().await {
             Ok(result) => result,
             Err(_) => {
-                let (call_id, name, tool, api) = backup;
-                let output = ToolOutput::error(
-                    ErrorKind::Internal,
-                    "the pipeline failed on this call (a hook, audit or tier function panicked); it may not have run",
-                );
-                session.emit(Event::Failed { call_id: call_id.clone(), output: output.clone() });
-                let result = CallResult {
-                    call_id,
-                    name,
-                    tool: Some(tool),
-                    api: Some(api),
-                    status: AttemptStatus::Failed,
-                    output,
-                    duration_ms: 0,
-                };
-                self.record(session, &key, &attempt, proposed, &result, None, None).await;
-                result
+                let message = "the pipeline failed on this call (a hook, audit or tier function panicked); it may not have run";
+                self.fail_backup(session, backup, message.to_owned()).await
             }
         }
+    }
+
+    /// The one failed result (and settled row) of a call whose own steps died.
+    async fn fail_backup(&self, session: &Session, backup: Backup, message: String) -> CallResult {
+        let output = ToolOutput::error(ErrorKind::Internal, message);
+        session.emit(Event::Failed { call_id: backup.call_id.clone(), output: output.clone() });
+        let result = CallResult {
+            call_id: backup.call_id,
+            name: backup.name,
+            tool: Some(backup.tool),
+            api: Some(backup.api),
+            status: AttemptStatus::Failed,
+            output,
+            duration_ms: 0,
+        };
+        self.record(session, &backup.key, &backup.attempt, backup.proposed, &result, None, None).await;
+        result
     }
 
     /// Approve → before hooks → timeout → run → after hooks → record.
@@ -840,7 +827,7 @@ impl Executor {
 
         let nested_count = Arc::new(AtomicU32::new(0));
         let nested_log: Arc<Mutex<Vec<Value>>> = Arc::new(Mutex::new(Vec::new()));
-        let context = self.context(session, &call, &arguments, deadline, nested_count, nested_log.clone());
+        let context = self.context(session, &call, deadline, nested_count, nested_log.clone());
         let mut output = self
             .dispatch(session, entry.runtime.clone(), &call.api, arguments.clone(), context, timeout)
             .await;
@@ -887,7 +874,6 @@ impl Executor {
         &self,
         session: &Arc<Session>,
         call: &Prepared,
-        _arguments: &Value,
         deadline: Instant,
         nested_count: Arc<AtomicU32>,
         nested_log: Arc<Mutex<Vec<Value>>>,
@@ -1301,7 +1287,9 @@ impl Executor {
         decision: Option<String>,
         decided_by: Option<String>,
     ) -> CallResult {
-        output.content = strip_controls(&output.content);
+        if has_controls(&output.content) {
+            output.content = strip_controls(&output.content);
+        }
         let budget = self.inner.config.content_budget;
         let total = output.content.chars().count();
         if total > budget {
