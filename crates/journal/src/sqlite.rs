@@ -522,74 +522,54 @@ async fn run_merged(
     rows.iter().map(|row| Ok((row.try_get::<String, _>(0)?, row.try_get::<String, _>(1)?))).collect()
 }
 
+type SqliteQuery<'q> = sqlx::query::Query<'q, Sqlite, sqlx::sqlite::SqliteArguments>;
+
+/// Binds a proposed call's columns, in the order PROPOSE and UPSERT_SETTLED list them.
+fn bind_attempt<'q>(query: SqliteQuery<'q>, v: &AttemptValues) -> SqliteQuery<'q> {
+    query
+        .bind(Arc::clone(&v.tenant))
+        .bind(Arc::clone(&v.key))
+        .bind(Arc::clone(&v.call_id))
+        .bind(v.message_id.clone())
+        .bind(Arc::clone(&v.session_id))
+        .bind(v.parent_call_id.clone())
+        .bind(v.user_id.clone())
+        .bind(v.agent_id.clone())
+        .bind(Arc::clone(&v.tool))
+        .bind(Arc::clone(&v.api))
+        .bind(Arc::clone(&v.function_name))
+        .bind(Arc::clone(&v.arguments))
+        .bind(v.tier.clone())
+        .bind(Arc::clone(&v.instance_id))
+}
+
+/// Binds a settlement's columns, in the order SETTLE and UPSERT_SETTLED list them.
+fn bind_settlement<'q>(query: SqliteQuery<'q>, s: &SettlementValues) -> SqliteQuery<'q> {
+    query
+        .bind(s.status)
+        .bind(s.result.clone())
+        .bind(s.error_kind.clone())
+        .bind(s.error.clone())
+        .bind(s.decision.clone())
+        .bind(s.decided_by.clone())
+        .bind(s.duration_ms)
+        .bind(s.exit_status)
+        .bind(s.now)
+}
+
 /// Runs one operation as its own statement(s).
 async fn run_one(conn: &mut SqliteConnection, op: &Op) -> Result<Outcome, sqlx::Error> {
     let moved = |done: sqlx::sqlite::SqliteQueryResult| Outcome::Moved(done.rows_affected() == 1);
     Ok(match op {
-        Op::Propose(v) => moved(
-            sqlx::query(PROPOSE)
-                .bind(Arc::clone(&v.tenant))
-                .bind(Arc::clone(&v.key))
-                .bind(Arc::clone(&v.call_id))
-                .bind(v.message_id.clone())
-                .bind(Arc::clone(&v.session_id))
-                .bind(v.parent_call_id.clone())
-                .bind(v.user_id.clone())
-                .bind(v.agent_id.clone())
-                .bind(Arc::clone(&v.tool))
-                .bind(Arc::clone(&v.api))
-                .bind(Arc::clone(&v.function_name))
-                .bind(Arc::clone(&v.arguments))
-                .bind(v.tier.clone())
-                .bind(Arc::clone(&v.instance_id))
-                .bind(v.now)
-                .execute(&mut *conn)
-                .await?,
-        ),
+        Op::Propose(v) => moved(bind_attempt(sqlx::query(PROPOSE), v).bind(v.now).execute(&mut *conn).await?),
         Op::Settle { tenant, key, settlement: s } => moved(
-            sqlx::query(SETTLE)
-                .bind(Arc::clone(tenant))
-                .bind(Arc::clone(key))
-                .bind(s.status)
-                .bind(s.result.clone())
-                .bind(s.error_kind.clone())
-                .bind(s.error.clone())
-                .bind(s.decision.clone())
-                .bind(s.decided_by.clone())
-                .bind(s.duration_ms)
-                .bind(s.exit_status)
-                .bind(s.now)
+            bind_settlement(sqlx::query(SETTLE).bind(Arc::clone(tenant)).bind(Arc::clone(key)), s)
                 .execute(&mut *conn)
                 .await?,
         ),
-        Op::UpsertSettled(v, s) => moved(
-            sqlx::query(UPSERT_SETTLED)
-                .bind(Arc::clone(&v.tenant))
-                .bind(Arc::clone(&v.key))
-                .bind(Arc::clone(&v.call_id))
-                .bind(v.message_id.clone())
-                .bind(Arc::clone(&v.session_id))
-                .bind(v.parent_call_id.clone())
-                .bind(v.user_id.clone())
-                .bind(v.agent_id.clone())
-                .bind(Arc::clone(&v.tool))
-                .bind(Arc::clone(&v.api))
-                .bind(Arc::clone(&v.function_name))
-                .bind(Arc::clone(&v.arguments))
-                .bind(v.tier.clone())
-                .bind(Arc::clone(&v.instance_id))
-                .bind(s.status)
-                .bind(s.result.clone())
-                .bind(s.error_kind.clone())
-                .bind(s.error.clone())
-                .bind(s.decision.clone())
-                .bind(s.decided_by.clone())
-                .bind(s.duration_ms)
-                .bind(s.exit_status)
-                .bind(s.now)
-                .execute(&mut *conn)
-                .await?,
-        ),
+        Op::UpsertSettled(v, s) => {
+            moved(bind_settlement(bind_attempt(sqlx::query(UPSERT_SETTLED), v), s).execute(&mut *conn).await?)
+        }
         Op::Confirm { tenant, key, now } => moved(
             sqlx::query(CONFIRM)
                 .bind(tenant.as_str())
