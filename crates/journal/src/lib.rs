@@ -120,7 +120,7 @@ pub use sqlite::SqliteJournal;
 
 /// Opens the journal a URL names and runs its migrations.
 ///
-/// * `sqlite://PATH` or `sqlite:PATH` (add `?mode=rwc` to create the file) → [`SqliteJournal`];
+/// * `sqlite://PATH` or `sqlite:PATH` (the file is created if missing) → [`SqliteJournal`];
 /// * `sqlite::memory:` → a private in-memory [`SqliteJournal`] (gone when it is dropped);
 /// * `postgres://…` or `postgresql://…` → [`PostgresJournal`].
 ///
@@ -174,6 +174,7 @@ pub fn attempt_key(message_id: Option<&str>, call_id: &str) -> String {
 /// Where a call stands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub enum AttemptStatus {
     /// Recorded, not yet settled.
     Proposed,
@@ -308,6 +309,7 @@ pub struct Settlement {
 
 /// One journalled call.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Attempt {
     /// The tenant.
     pub tenant: String,
@@ -412,6 +414,7 @@ pub struct ReconcilePolicy {
 
 /// A question to a person.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct PendingApproval {
     /// The approval's id.
     pub id: String,
@@ -445,6 +448,7 @@ pub struct PendingApproval {
 
 /// An "always allow" kept per tenant and project.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct RememberedDecision {
     /// The decision's id.
     pub id: String,

@@ -163,7 +163,7 @@ impl SqliteJournal {
     /// [`JournalError::Database`] for a URL SQLite cannot parse or a file it cannot open,
     /// [`JournalError::Migrate`] when the migrations fail.
     pub async fn open(url: &str) -> Result<Self, JournalError> {
-        let options = SqliteConnectOptions::from_str(url)?.busy_timeout(BUSY_TIMEOUT);
+        let options = SqliteConnectOptions::from_str(url)?.busy_timeout(BUSY_TIMEOUT).create_if_missing(true);
         let in_memory = url.contains(":memory:") || url.contains("mode=memory");
         let (connection, reads) = if in_memory {
             // One connection for everything: an in-memory database lives in its connection.

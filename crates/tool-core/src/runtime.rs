@@ -31,6 +31,7 @@ pub trait ToolRuntime: Send + Sync {
 
 /// What a call produced: `content` for the model, `state` for people, both from one call.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct ToolOutput {
     /// Text the model reads back.
     pub content: String,
@@ -78,6 +79,7 @@ impl ToolOutput {
 
 /// A typed error of a call.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct ToolError {
     /// The class of failure.
     pub kind: ErrorKind,
@@ -96,6 +98,7 @@ impl std::error::Error for ToolError {}
 /// Classes of call failure, stable strings in the journal and over the wire.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub enum ErrorKind {
     /// The model named a tool or API that does not exist.
     UnknownTool,
@@ -217,6 +220,7 @@ impl CallContext {
 
 /// A streaming update from a running call.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Progress {
     /// A short status line.
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -37,6 +37,7 @@ use crate::toolbox::{CompiledApi, ToolEntry, Toolbox};
 /// How a session treats calls that would ask.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub enum ApprovalMode {
     /// Ask whenever policy says so.
     #[default]
@@ -53,6 +54,7 @@ pub enum ApprovalMode {
 
 /// A session's approval settings.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct SessionPolicy {
     /// The mode.
     #[serde(default)]
@@ -201,6 +203,7 @@ pub fn decide(toolbox: &Toolbox, input: &DecisionInput<'_>) -> Verdict {
 /// A person's answer.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub enum Decision {
     /// Run this call.
     AllowOnce,
@@ -241,6 +244,7 @@ impl Decision {
 
 /// A question to a person, as a broker sees it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct ApprovalRequest {
     /// The approval's id.
     pub id: String,
@@ -317,6 +321,11 @@ impl LocalBroker {
         }
         let (_, sender) = waiting.remove(id).ok_or_else(|| DecideError::NotFound(id.to_owned()))?;
         sender.send(decided).map_err(|_| DecideError::NotFound(id.to_owned()))
+    }
+
+    /// How many questions wait for an answer, over every tenant.
+    pub fn pending_count(&self) -> usize {
+        self.waiting.lock().unwrap_or_else(|p| p.into_inner()).len()
     }
 
     /// Questions waiting for an answer, of one tenant (and one session, when given).

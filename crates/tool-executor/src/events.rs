@@ -7,6 +7,7 @@ use tool_core::{Progress, ToolOutput};
 /// One thing that happened to a call.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "type")]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub enum Event {
     /// The call was resolved, parsed and journalled.
     #[serde(rename = "call.proposed")]

@@ -72,6 +72,7 @@ fn now_ms() -> i64 {
 
 /// A call exactly as the model produced it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct RawCall {
     /// The model's call id.
     pub id: String,
@@ -83,6 +84,7 @@ pub struct RawCall {
 
 /// The calls of one model message.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Batch {
     /// The message that carried them.
     #[serde(default)]
@@ -96,6 +98,7 @@ pub struct Batch {
 
 /// The one result of a call.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct CallResult {
     /// The call id.
     pub call_id: String,

@@ -1,0 +1,801 @@
+//! The HTTP API under `/v1`, with its OpenAPI description generated from these handlers.
+
+use std::collections::BTreeMap;
+use std::convert::Infallible;
+use std::sync::Arc;
+use std::time::Instant;
+
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
+use axum::response::{IntoResponse, Response};
+use futures::Stream;
+use journal::{Attempt, AttemptFilter, AttemptStatus, PendingApproval, RememberedDecision};
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+use tool_core::provider::Provider;
+use tool_executor::{ApprovalMode, Batch, CallResult, Decided, Decision, Event, RawCall};
+use utoipa::{IntoParams, ToSchema};
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
+
+use crate::auth::Tenant;
+use crate::cluster::ClusterMessage;
+use crate::devices::DeviceInfo;
+use crate::error::{ApiError, ErrorBody, Json, Query};
+use crate::state::{AppState, RunsOn, SessionView};
+
+type AppRouter = OpenApiRouter<Arc<AppState>>;
+
+/// The routes that the OpenAPI document describes.
+pub fn routes() -> AppRouter {
+    OpenApiRouter::new()
+        .routes(routes!(catalogue))
+        .routes(routes!(create_session))
+        .routes(routes!(get_session, end_session))
+        .routes(routes!(session_catalogue))
+        .routes(routes!(submit_calls))
+        .routes(routes!(session_events))
+        .routes(routes!(list_approvals))
+        .routes(routes!(decide_approval))
+        .routes(routes!(list_remembered))
+        .routes(routes!(revoke_remembered))
+        .routes(routes!(list_journal))
+        .routes(routes!(get_attempt))
+        .routes(routes!(confirm_attempt))
+        .routes(routes!(list_devices))
+        .routes(routes!(health))
+        .routes(routes!(ready))
+        .routes(routes!(metrics))
+}
+
+// ---------------------------------------------------------------- catalogue
+
+/// Which provider's function schemas to return.
+#[derive(Debug, Deserialize, IntoParams)]
+pub struct ProviderQuery {
+    /// `openai` (default), `anthropic`, `gemini` or `mcp`.
+    #[serde(default)]
+    pub provider: Option<String>,
+}
+
+/// A tool as the model is told about it.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct CatalogueTool {
+    /// The tool's identifier.
+    pub identifier: String,
+    /// Its manifest (pure data).
+    #[schema(value_type = Object)]
+    pub manifest: Value,
+    /// Its system-role prompt, rendered for the session.
+    pub system_role: String,
+}
+
+/// Function schemas, manifests and system roles.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct Catalogue {
+    /// The provider the `functions` are shaped for.
+    pub provider: String,
+    /// The declarations to pass to the model, in that provider's form.
+    #[schema(value_type = Vec<Object>)]
+    pub functions: Vec<Value>,
+    /// The tools, with manifests and system roles.
+    pub tools: Vec<CatalogueTool>,
+}
+
+fn provider(query: &ProviderQuery) -> Result<Provider, ApiError> {
+    match query.provider.as_deref() {
+        None => Ok(Provider::Openai),
+        Some(name) => Provider::parse(name).ok_or_else(|| {
+            ApiError::bad_request(format!("unknown provider `{name}`; use openai, anthropic, gemini or mcp"))
+        }),
+    }
+}
+
+fn build_catalogue(
+    state: &AppState,
+    provider: Provider,
+    tools: &[String],
+    names: &tool_core::ToolNames,
+    values: &BTreeMap<&str, String>,
+) -> Catalogue {
+    let mut functions = Vec::new();
+    let mut listed = Vec::new();
+    for entry in state.executor.toolbox().tools() {
+        let manifest = &entry.manifest;
+        if !tools.contains(&manifest.identifier) {
+            continue;
+        }
+        for api in &manifest.apis {
+            let name = names.name_of(&manifest.identifier, &api.name).unwrap_or(&api.name);
+            functions.push(provider.declare(name, api));
+        }
+        listed.push(CatalogueTool {
+            identifier: manifest.identifier.clone(),
+            manifest: serde_json::to_value(manifest).unwrap_or(Value::Null),
+            system_role: manifest.render_system_role(values),
+        });
+    }
+    Catalogue { provider: provider.as_str().to_owned(), functions, tools: listed }
+}
+
+fn today() -> String {
+    let days = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs() / 86_400);
+    // Civil date from days since 1970-01-01 (Howard Hinnant's algorithm).
+    let z = days as i64 + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!("{year:04}-{month:02}-{day:02}")
+}
+
+/// Every enabled tool, for a model that has no session yet.
+#[utoipa::path(get, path = "/v1/catalogue", tag = "catalogue", params(ProviderQuery),
+    responses((status = 200, body = Catalogue), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody)))]
+async fn catalogue(
+    State(state): State<Arc<AppState>>,
+    _tenant: Tenant,
+    Query(query): Query<ProviderQuery>,
+) -> Result<Json<Catalogue>, ApiError> {
+    let provider = provider(&query)?;
+    let names = tool_core::ToolNames::build(state.executor.toolbox().tools().iter().flat_map(|t| {
+        t.manifest.apis.iter().map(move |api| (t.manifest.identifier.as_str(), api.name.as_str()))
+    }));
+    let values = BTreeMap::from([("date", today())]);
+    Ok(Json(build_catalogue(&state, provider, &state.tools, &names, &values)))
+}
+
+/// The session's active tools, named as its model must call them.
+#[utoipa::path(get, path = "/v1/sessions/{id}/catalogue", tag = "catalogue", params(("id" = String, Path), ProviderQuery),
+    responses((status = 200, body = Catalogue), (status = 404, body = ErrorBody)))]
+async fn session_catalogue(
+    State(state): State<Arc<AppState>>,
+    Tenant(tenant): Tenant,
+    Path(id): Path<String>,
+    Query(query): Query<ProviderQuery>,
+) -> Result<Json<Catalogue>, ApiError> {
+    let provider = provider(&query)?;
+    let entry = state.session(&tenant, &id).await?;
+    let mut values = BTreeMap::from([("date", today())]);
+    if let Some(dir) = &entry.view.working_directory {
+        values.insert("working_directory", dir.clone());
+    }
+    Ok(Json(build_catalogue(&state, provider, &entry.view.tools, &entry.session.names, &values)))
+}
+
+// ---------------------------------------------------------------- sessions
+
+/// A session to open.
+#[derive(Debug, Default, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CreateSession {
+    /// The folder tools work in (absolute). Paths outside it ask for approval.
+    #[serde(default)]
+    pub working_directory: Option<String>,
+    /// `manual` (default), `allow_list`, `auto_run`, `headless` or `read_only`.
+    #[serde(default)]
+    pub approval_mode: ApprovalMode,
+    /// Pre-authorised calls: `tool/api`, `tool/*` or `tool`.
+    #[serde(default)]
+    pub allow_list: Vec<String>,
+    /// The most time all calls of the session may take, in milliseconds.
+    #[serde(default)]
+    pub time_budget_ms: Option<u64>,
+    /// The user on whose behalf calls run.
+    #[serde(default)]
+    pub user_id: Option<String>,
+    /// The agent.
+    #[serde(default)]
+    pub agent_id: Option<String>,
+    /// The tools offered (default: every enabled tool).
+    #[serde(default)]
+    pub tools: Option<Vec<String>>,
+    /// Run every call alone, in the model's order.
+    #[serde(default)]
+    pub sequential: bool,
+    /// Where "always allow" decisions are kept (default: the working directory).
+    #[serde(default)]
+    pub project: Option<String>,
+    /// `server` (default) or `device`.
+    #[serde(default)]
+    pub runs_on: RunsOn,
+    /// With `runs_on: device`: the device (default: any of the tenant's devices that runs the tool).
+    #[serde(default)]
+    pub device_id: Option<String>,
+}
+
+fn session_id() -> String {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos());
+    format!("ses_{:x}{:04x}", nanos, NEXT.fetch_add(1, Ordering::Relaxed) & 0xffff)
+}
+
+fn check_text(field: &str, value: &str, max: usize) -> Result<(), ApiError> {
+    if value.is_empty() || value.len() > max || value.chars().any(char::is_control) {
+        return Err(ApiError::bad_request(format!(
+            "`{field}` must be 1 to {max} bytes without control characters"
+        )));
+    }
+    Ok(())
+}
+
+/// Opens a session.
+#[utoipa::path(post, path = "/v1/sessions", tag = "sessions", request_body = CreateSession,
+    responses((status = 201, body = SessionView), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody),
+        (status = 413, body = ErrorBody)))]
+async fn create_session(
+    State(state): State<Arc<AppState>>,
+    Tenant(tenant): Tenant,
+    Json(request): Json<CreateSession>,
+) -> Result<(StatusCode, Json<SessionView>), ApiError> {
+    let mut view = state.new_view(session_id());
+    if let Some(dir) = &request.working_directory {
+        view.working_directory = Some(state.check_working_directory(dir, request.runs_on)?);
+    } else if request.runs_on == RunsOn::Server && !state.keys.is_open() && !state.args.workspace_roots.is_empty() {
+        return Err(ApiError::bad_request("working_directory is required on a server with workspace roots"));
+    }
+    if let Some(tools) = request.tools {
+        if let Some(unknown) = tools.iter().find(|t| !state.tools.contains(t)) {
+            return Err(ApiError::bad_request(format!(
+                "unknown or disabled tool `{unknown}`; enabled: {}",
+                state.tools.join(", ")
+            )));
+        }
+        view.tools = tools;
+    }
+    for entry in &request.allow_list {
+        check_text("allow_list", entry, 200)?;
+    }
+    for (field, value) in [
+        ("user_id", &request.user_id),
+        ("agent_id", &request.agent_id),
+        ("project", &request.project),
+        ("device_id", &request.device_id),
+    ] {
+        if let Some(value) = value {
+            check_text(field, value, 200)?;
+        }
+    }
+    if request.device_id.is_some() && request.runs_on != RunsOn::Device {
+        return Err(ApiError::bad_request("device_id needs runs_on: device"));
+    }
+    view.approval_mode = request.approval_mode;
+    view.allow_list = request.allow_list;
+    view.time_budget_ms = request.time_budget_ms;
+    view.user_id = request.user_id;
+    view.agent_id = request.agent_id;
+    view.sequential = request.sequential;
+    view.project = request.project;
+    view.runs_on = request.runs_on;
+    view.device_id = request.device_id;
+    let entry = state.create_session(&tenant, view).await?;
+    Ok((StatusCode::CREATED, Json(entry.view.clone())))
+}
+
+/// Reads a session.
+#[utoipa::path(get, path = "/v1/sessions/{id}", tag = "sessions", params(("id" = String, Path)),
+    responses((status = 200, body = SessionView), (status = 404, body = ErrorBody)))]
+async fn get_session(
+    State(state): State<Arc<AppState>>,
+    Tenant(tenant): Tenant,
+    Path(id): Path<String>,
+) -> Result<Json<SessionView>, ApiError> {
+    Ok(Json(state.session(&tenant, &id).await?.view.clone()))
+}
+
+/// Ends a session; its calls in flight are cancelled and settle as cancelled.
+#[utoipa::path(delete, path = "/v1/sessions/{id}", tag = "sessions", params(("id" = String, Path)),
+    responses((status = 200, body = SessionView), (status = 404, body = ErrorBody), (status = 409, body = ErrorBody)))]
+async fn end_session(
+    State(state): State<Arc<AppState>>,
+    Tenant(tenant): Tenant,
+    Path(id): Path<String>,
+) -> Result<Json<SessionView>, ApiError> {
+    Ok(Json(state.end_session(&tenant, &id).await?))
+}
+
+// ---------------------------------------------------------------- calls
+
+/// One call as a model produced it, in any of three shapes.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(untagged)]
+#[allow(dead_code)] // the documented shapes; requests are read by `read_call` for precise errors
+pub enum ModelCall {
+    /// `{id, name, arguments}` with `arguments` the raw string (or an object).
+    Plain {
+        /// The call id.
+        id: String,
+        /// The function name.
+        name: String,
+        /// The raw argument string.
+        arguments: String,
+    },
+    /// OpenAI: `{id, type: "function", function: {name, arguments}}`.
+    OpenAi {
+        /// The call id.
+        id: String,
+        /// The function.
+        #[schema(value_type = Object)]
+        function: Value,
+    },
+    /// Anthropic: `{type: "tool_use", id, name, input}`.
+    Anthropic {
+        /// The call id.
+        id: String,
+        /// The tool name.
+        name: String,
+        /// The input object.
+        #[schema(value_type = Object)]
+        input: Value,
+    },
+}
+
+/// The calls of one model message.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SubmitCalls {
+    /// The model message that carried them (replays of a message id are not run twice).
+    #[serde(default)]
+    pub message_id: Option<String>,
+    /// The message stopped on the output length limit, so its arguments may be cut.
+    #[serde(default)]
+    pub stopped_on_length: bool,
+    /// The calls, in the model's order (1 to 128).
+    #[schema(value_type = Vec<ModelCall>)]
+    pub calls: Vec<Value>,
+    /// Answer as a server-sent event stream of the pipeline's events, ending with `results`.
+    #[serde(default)]
+    pub stream: bool,
+}
+
+/// The results of a batch, in the model's order.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct CallsResponse {
+    /// The message id the batch ran under (given, or made up); journal keys are
+    /// `message_id:call_id`.
+    pub message_id: Option<String>,
+    /// One result per call, in the model's order.
+    pub results: Vec<CallResult>,
+}
+
+const MAX_CALLS: usize = 128;
+
+fn argument_text(value: Option<&Value>) -> String {
+    match value {
+        None | Some(Value::Null) => String::new(),
+        Some(Value::String(text)) => text.clone(),
+        Some(other) => other.to_string(),
+    }
+}
+
+fn read_call(index: usize, value: &Value) -> Result<RawCall, ApiError> {
+    let shape = || {
+        ApiError::bad_request(format!(
+            "calls[{index}]: expected {{id, name, arguments}}, OpenAI {{id, function: {{name, arguments}}}} or \
+             Anthropic {{id, name, input}}"
+        ))
+    };
+    let object = value.as_object().ok_or_else(shape)?;
+    let id = object.get("id").and_then(Value::as_str).ok_or_else(shape)?;
+    let (name, arguments) = if let Some(function) = object.get("function") {
+        let name = function.get("name").and_then(Value::as_str).ok_or_else(shape)?;
+        (name, argument_text(function.get("arguments")))
+    } else {
+        let name = object.get("name").and_then(Value::as_str).ok_or_else(shape)?;
+        (name, argument_text(object.get("arguments").or_else(|| object.get("input"))))
+    };
+    if id.is_empty() || id.len() > 256 {
+        return Err(ApiError::bad_request(format!("calls[{index}]: id must be 1 to 256 bytes")));
+    }
+    Ok(RawCall { id: id.to_owned(), name: name.to_owned(), arguments })
+}
+
+/// Runs the calls of one model message through the pipeline: answers with every result in the
+/// model's order, or (`stream: true`) as server-sent events — each pipeline event as it happens
+/// (`call.proposed`, `permission.requested`, `call.progress`, `call.finished`…), then `results`.
+///
+/// The batch runs to the end even if the client goes away; the journal keeps its outcome.
+#[utoipa::path(post, path = "/v1/sessions/{id}/calls", tag = "calls", params(("id" = String, Path)),
+    request_body = SubmitCalls,
+    responses((status = 200, description = "the results, or with `stream: true` an event stream ending with `results`",
+            content((CallsResponse = "application/json"), (String = "text/event-stream"))),
+        (status = 400, body = ErrorBody), (status = 404, body = ErrorBody), (status = 409, body = ErrorBody),
+        (status = 413, body = ErrorBody), (status = 503, body = ErrorBody)))]
+async fn submit_calls(
+    State(state): State<Arc<AppState>>,
+    Tenant(tenant): Tenant,
+    Path(id): Path<String>,
+    Json(request): Json<SubmitCalls>,
+) -> Result<Response, ApiError> {
+    if state.shutdown.is_cancelled() {
+        return Err(ApiError::unavailable("the server is shutting down"));
+    }
+    let entry = state.session(&tenant, &id).await?;
+    if entry.view.status != "active" {
+        return Err(ApiError::conflict(format!("session `{id}` has ended")));
+    }
+    if request.calls.is_empty() || request.calls.len() > MAX_CALLS {
+        return Err(ApiError::bad_request(format!("calls must hold 1 to {MAX_CALLS} calls")));
+    }
+    if let Some(message_id) = &request.message_id {
+        check_text("message_id", message_id, 256)?;
+    }
+    let calls =
+        request.calls.iter().enumerate().map(|(i, v)| read_call(i, v)).collect::<Result<Vec<_>, _>>()?;
+    let call_ids: Vec<String> = calls.iter().map(|c| c.id.clone()).collect();
+    // A message id of our own when the caller gives none, so the answer names the journal keys
+    // (`message_id:call_id`) of its calls.
+    let message_id = request.message_id.clone().unwrap_or_else(|| format!("msg_{}", &session_id()[4..]));
+    let batch =
+        Batch { message_id: Some(message_id.clone()), calls, stopped_on_length: request.stopped_on_length };
+    // Subscribe before the batch starts, so no event is missed.
+    let events = request.stream.then(|| entry.session.subscribe());
+    let run_state = state.clone();
+    let session = entry.session.clone();
+    let handle = state.tasks.spawn(async move {
+        let started = Instant::now();
+        let results = run_state.executor.execute_batch(&session, batch).await;
+        let seconds = started.elapsed().as_secs_f64();
+        for result in &results {
+            run_state.metrics.call(result.tool.as_deref().unwrap_or("unknown"), result.status.as_str(), seconds);
+        }
+        CallsResponse { message_id: Some(message_id), results }
+    });
+    match events {
+        None => {
+            let response = handle.await.map_err(ApiError::internal)?;
+            Ok(Json(response).into_response())
+        }
+        Some(events) => Ok(stream_batch(state.clone(), events, call_ids, handle).into_response()),
+    }
+}
+
+fn sse_json(kind: &str, value: &impl Serialize) -> SseEvent {
+    SseEvent::default().event(kind).data(serde_json::to_string(value).unwrap_or_else(|_| "{}".into()))
+}
+
+fn belongs(call_id: &str, ids: &[String]) -> bool {
+    ids.iter().any(|id| call_id == id || call_id.strip_prefix(id.as_str()).is_some_and(|rest| rest.starts_with('/')))
+}
+
+fn stream_batch(
+    state: Arc<AppState>,
+    mut events: tokio::sync::broadcast::Receiver<Event>,
+    call_ids: Vec<String>,
+    handle: tokio::task::JoinHandle<CallsResponse>,
+) -> Sse<impl Stream<Item = Result<SseEvent, Infallible>>> {
+    let stream = async_stream(move |tx| async move {
+        tokio::pin!(handle);
+        loop {
+            tokio::select! {
+                biased;
+                event = events.recv() => match event {
+                    Ok(event) if belongs(event.call_id(), &call_ids) => {
+                        if tx.send(sse_json(event.kind(), &event)).await.is_err() { return; }
+                    }
+                    Ok(_) => {}
+                    Err(tokio::sync::broadcast::error::RecvError::Lagged(n)) => {
+                        let _ = tx.send(sse_json("lagged", &json!({"missed": n}))).await;
+                    }
+                    Err(_) => {}
+                },
+                done = &mut handle => {
+                    // Events already sent before the results: drain what is queued.
+                    while let Ok(event) = events.try_recv() {
+                        if belongs(event.call_id(), &call_ids) {
+                            let _ = tx.send(sse_json(event.kind(), &event)).await;
+                        }
+                    }
+                    match done {
+                        Ok(response) => { let _ = tx.send(sse_json("results", &response)).await; }
+                        Err(error) => {
+                            let _ = tx.send(sse_json("error", &json!({"message": error.to_string()}))).await;
+                        }
+                    }
+                    return;
+                }
+                () = state.shutdown.cancelled() => {
+                    // The batch still settles (cancelled at the end of the grace); the stream closes.
+                    let _ = tx.send(sse_json("shutdown", &json!({}))).await;
+                    return;
+                }
+            }
+        }
+    });
+    Sse::new(stream).keep_alive(KeepAlive::default())
+}
+
+/// A stream fed by a task through a small channel (no extra crate for `async-stream`).
+fn async_stream<F, Fut>(body: F) -> impl Stream<Item = Result<SseEvent, Infallible>>
+where
+    F: FnOnce(tokio::sync::mpsc::Sender<SseEvent>) -> Fut,
+    Fut: std::future::Future<Output = ()> + Send + 'static,
+{
+    let (tx, rx) = tokio::sync::mpsc::channel(64);
+    tokio::spawn(body(tx));
+    futures::stream::unfold(rx, |mut rx| async move { rx.recv().await.map(|event| (Ok(event), rx)) })
+}
+
+/// Every event of a session as it happens (for a person's console: approvals, progress).
+#[utoipa::path(get, path = "/v1/sessions/{id}/events", tag = "calls", params(("id" = String, Path)),
+    responses((status = 200, description = "server-sent events", content_type = "text/event-stream"),
+        (status = 404, body = ErrorBody)))]
+async fn session_events(
+    State(state): State<Arc<AppState>>,
+    Tenant(tenant): Tenant,
+    Path(id): Path<String>,
+) -> Result<Response, ApiError> {
+    let entry = state.session(&tenant, &id).await?;
+    let mut events = entry.session.subscribe();
+    let shutdown = state.shutdown.clone();
+    let stream = async_stream(move |tx| async move {
+        loop {
+            tokio::select! {
+                event = events.recv() => match event {
+                    Ok(event) => if tx.send(sse_json(event.kind(), &event)).await.is_err() { return },
+                    Err(tokio::sync::broadcast::error::RecvError::Lagged(n)) => {
+                        let _ = tx.send(sse_json("lagged", &json!({"missed": n}))).await;
+                    }
+                    Err(_) => return,
+                },
+                () = shutdown.cancelled() => return,
+            }
+        }
+    });
+    Ok(Sse::new(stream).keep_alive(KeepAlive::default()).into_response())
+}
+
+// ---------------------------------------------------------------- approvals
+
+/// Which approvals to list.
+#[derive(Debug, Deserialize, IntoParams)]
+pub struct ApprovalQuery {
+    /// Only this session's.
+    #[serde(default)]
+    pub session_id: Option<String>,
+}
+
+/// Questions waiting for a person, oldest first.
+#[utoipa::path(get, path = "/v1/approvals", tag = "approvals", params(ApprovalQuery),
+    responses((status = 200, body = Vec<PendingApproval>), (status = 401, body = ErrorBody)))]
+async fn list_approvals(
+    State(state): State<Arc<AppState>>,
+    Tenant(tenant): Tenant,
+    Query(query): Query<ApprovalQuery>,
+) -> Result<Json<Vec<PendingApproval>>, ApiError> {
+    let mut rows = state.journal.list_pending_approvals(&tenant, query.session_id.as_deref()).await?;
+    if state.cluster.is_none() {
+        // One instance: what waits in its broker is the truth (rows of a previous run that died
+        // with questions open are not waiting for anyone).
+        let live: Vec<String> =
+            state.broker.pending(&tenant, query.session_id.as_deref()).into_iter().map(|r| r.id).collect();
+        rows.retain(|row| live.contains(&row.id));
+    }
+    rows.sort_by_key(|row| row.created_at);
+    Ok(Json(rows))
+}
+
+/// A person's decision.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct DecideApproval {
+    /// `{"kind": "allow_once" | "allow_session" | "deny"}`, `{"kind": "allow_always",
+    /// "argument_prefix": "cargo test"}` or `{"kind": "deny_with_message", "message": "…"}`.
+    pub decision: Decision,
+    /// Who decided (shown in the journal).
+    #[serde(default)]
+    pub by: Option<String>,
+}
+
+/// What happened to a decision.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct DecisionOutcome {
+    /// The approval.
+    pub approval_id: String,
+    /// The decision's name.
+    pub decision: String,
+    /// `delivered` (the waiting call has it) or `forwarded` (sent to the instance that waits).
+    pub outcome: String,
+}
+
+/// Decides a pending approval: the waiting call runs or is denied at once.
+#[utoipa::path(post, path = "/v1/approvals/{id}", tag = "approvals", params(("id" = String, Path)),
+    request_body = DecideApproval,
+    responses((status = 200, body = DecisionOutcome), (status = 400, body = ErrorBody), (status = 404, body = ErrorBody)))]
+async fn decide_approval(
+    State(state): State<Arc<AppState>>,
+    Tenant(tenant): Tenant,
+    Path(id): Path<String>,
+    Json(request): Json<DecideApproval>,
+) -> Result<Json<DecisionOutcome>, ApiError> {
+    if let Some(by) = &request.by {
+        check_text("by", by, 200)?;
+    }
+    let name = request.decision.name().to_owned();
+    let by = request.by.clone().or_else(|| Some(format!("api:{tenant}")));
+    let decided = Decided { decision: request.decision.clone(), by: by.clone() };
+    if state.broker.decide(&tenant, &id, decided).is_ok() {
+        return Ok(Json(DecisionOutcome { approval_id: id, decision: name, outcome: "delivered".into() }));
+    }
+    // Not waiting here: with a cluster, the instance that proposed the call may hold it.
+    if let Some(cluster) = &state.cluster
+        && let Some(row) = state.journal.get_approval(&tenant, &id).await?
+        && row.status == "pending"
+        && let Some(attempt) = state.journal.get(&tenant, &row.attempt_key).await?
+        && attempt.instance_id != state.instance_id
+    {
+        cluster
+            .send(
+                &attempt.instance_id,
+                &ClusterMessage::Decision { tenant, approval_id: id.clone(), decision: request.decision, by },
+            )
+            .await;
+        return Ok(Json(DecisionOutcome { approval_id: id, decision: name, outcome: "forwarded".into() }));
+    }
+    Err(ApiError::not_found("pending approval", &id))
+}
+
+/// Which remembered decisions to list.
+#[derive(Debug, Deserialize, IntoParams)]
+pub struct RememberedQuery {
+    /// Only this project's.
+    #[serde(default)]
+    pub project: Option<String>,
+}
+
+/// "Always allow" decisions of the tenant.
+#[utoipa::path(get, path = "/v1/remembered", tag = "approvals", params(RememberedQuery),
+    responses((status = 200, body = Vec<RememberedDecision>)))]
+async fn list_remembered(
+    State(state): State<Arc<AppState>>,
+    Tenant(tenant): Tenant,
+    Query(query): Query<RememberedQuery>,
+) -> Result<Json<Vec<RememberedDecision>>, ApiError> {
+    Ok(Json(state.journal.remembered(&tenant, query.project.as_deref()).await?))
+}
+
+/// Revokes an "always allow" decision.
+#[utoipa::path(delete, path = "/v1/remembered/{id}", tag = "approvals", params(("id" = String, Path)),
+    responses((status = 204), (status = 404, body = ErrorBody)))]
+async fn revoke_remembered(
+    State(state): State<Arc<AppState>>,
+    Tenant(tenant): Tenant,
+    Path(id): Path<String>,
+) -> Result<StatusCode, ApiError> {
+    if state.journal.revoke(&tenant, &id).await? {
+        Ok(StatusCode::NO_CONTENT)
+    } else {
+        Err(ApiError::not_found("remembered decision", &id))
+    }
+}
+
+// ---------------------------------------------------------------- journal
+
+/// Which calls to list (newest first).
+#[derive(Debug, Deserialize, IntoParams)]
+pub struct JournalQuery {
+    /// Only this session.
+    #[serde(default)]
+    pub session_id: Option<String>,
+    /// Only this status: proposed, executed, confirmed, compensated, failed, blocked, denied, abandoned.
+    #[serde(default)]
+    pub status: Option<String>,
+    /// Only this tool.
+    #[serde(default)]
+    pub tool: Option<String>,
+    /// Proposed at or after (Unix milliseconds).
+    #[serde(default)]
+    pub since: Option<i64>,
+    /// Proposed before (Unix milliseconds).
+    #[serde(default)]
+    pub until: Option<i64>,
+    /// At most this many (default 100, at most 1000).
+    #[serde(default)]
+    pub limit: Option<u32>,
+}
+
+/// Journalled calls of the tenant.
+#[utoipa::path(get, path = "/v1/journal", tag = "journal", params(JournalQuery),
+    responses((status = 200, body = Vec<Attempt>), (status = 400, body = ErrorBody)))]
+async fn list_journal(
+    State(state): State<Arc<AppState>>,
+    Tenant(tenant): Tenant,
+    Query(query): Query<JournalQuery>,
+) -> Result<Json<Vec<Attempt>>, ApiError> {
+    let status = match query.status.as_deref() {
+        None => None,
+        Some(text) => Some(AttemptStatus::parse(text).ok_or_else(|| {
+            ApiError::bad_request(format!(
+                "unknown status `{text}`; use proposed, executed, confirmed, compensated, failed, blocked, denied \
+                 or abandoned"
+            ))
+        })?),
+    };
+    let filter = AttemptFilter {
+        session_id: query.session_id,
+        status,
+        tool: query.tool,
+        since: query.since,
+        until: query.until,
+        limit: Some(query.limit.unwrap_or(100).min(1000)),
+    };
+    Ok(Json(state.journal.query(&tenant, &filter).await?))
+}
+
+/// One call's whole record, by its key (`message_id:call_id`, or the call id alone).
+#[utoipa::path(get, path = "/v1/journal/{key}", tag = "journal", params(("key" = String, Path)),
+    responses((status = 200, body = Attempt), (status = 404, body = ErrorBody)))]
+async fn get_attempt(
+    State(state): State<Arc<AppState>>,
+    Tenant(tenant): Tenant,
+    Path(key): Path<String>,
+) -> Result<Json<Attempt>, ApiError> {
+    state.journal.get(&tenant, &key).await?.map(Json).ok_or_else(|| ApiError::not_found("journalled call", &key))
+}
+
+/// Marks an executed call confirmed: the model has seen its result.
+#[utoipa::path(post, path = "/v1/journal/{key}/confirm", tag = "journal", params(("key" = String, Path)),
+    responses((status = 200, body = Attempt), (status = 404, body = ErrorBody), (status = 409, body = ErrorBody)))]
+async fn confirm_attempt(
+    State(state): State<Arc<AppState>>,
+    Tenant(tenant): Tenant,
+    Path(key): Path<String>,
+) -> Result<Json<Attempt>, ApiError> {
+    let attempt =
+        state.journal.get(&tenant, &key).await?.ok_or_else(|| ApiError::not_found("journalled call", &key))?;
+    if attempt.status != AttemptStatus::Executed && attempt.status != AttemptStatus::Confirmed {
+        return Err(ApiError::conflict(format!(
+            "call `{key}` is {}; only executed calls can be confirmed",
+            attempt.status.as_str()
+        )));
+    }
+    state.journal.confirm(&tenant, &key).await?;
+    state.journal.get(&tenant, &key).await?.map(Json).ok_or_else(|| ApiError::not_found("journalled call", &key))
+}
+
+// ---------------------------------------------------------------- devices, health, metrics
+
+/// The tenant's client executors connected to this instance.
+#[utoipa::path(get, path = "/v1/devices", tag = "devices",
+    responses((status = 200, body = Vec<DeviceInfo>)))]
+async fn list_devices(State(state): State<Arc<AppState>>, Tenant(tenant): Tenant) -> Json<Vec<DeviceInfo>> {
+    Json(state.devices.list(&tenant))
+}
+
+/// Liveness.
+#[utoipa::path(get, path = "/healthz", tag = "health", responses((status = 200, description = "alive")))]
+async fn health() -> Json<Value> {
+    Json(json!({"status": "ok"}))
+}
+
+/// Readiness: the journal (and Redis, when configured) answer and the server is not shutting down.
+#[utoipa::path(get, path = "/readyz", tag = "health",
+    responses((status = 200, description = "ready"), (status = 503, body = ErrorBody)))]
+async fn ready(State(state): State<Arc<AppState>>) -> Result<Json<Value>, ApiError> {
+    if state.shutdown.is_cancelled() {
+        return Err(ApiError::unavailable("shutting down"));
+    }
+    let probe = AttemptFilter { limit: Some(1), ..AttemptFilter::default() };
+    state.journal.query("", &probe).await.map_err(|e| ApiError::unavailable(format!("journal: {e}")))?;
+    if let Some(cluster) = &state.cluster {
+        cluster.ping().await.map_err(|e| ApiError::unavailable(format!("redis: {e}")))?;
+    }
+    Ok(Json(json!({"status": "ready", "instance_id": state.instance_id})))
+}
+
+/// Prometheus metrics.
+#[utoipa::path(get, path = "/metrics", tag = "health",
+    responses((status = 200, description = "Prometheus text format", content_type = "text/plain")))]
+async fn metrics(State(state): State<Arc<AppState>>) -> impl IntoResponse {
+    let pending = state.broker.pending_count();
+    (
+        [(axum::http::header::CONTENT_TYPE, "text/plain; version=0.0.4")],
+        state.metrics.render(pending, state.session_count()),
+    )
+}

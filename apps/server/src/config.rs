@@ -1,0 +1,178 @@
+//! Command line and environment: every flag has a `TOOLHOST_*` variable.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::{Context as _, bail};
+use clap::{Args, Parser, Subcommand};
+
+use crate::auth::Keys;
+
+/// toolhost-server: tool schemas, guarded execution, approvals and a journal for AI agents.
+#[derive(Debug, Parser)]
+#[command(name = "toolhost-server", version, about)]
+pub struct Cli {
+    /// What to do (default: serve).
+    #[command(subcommand)]
+    pub command: Option<Command>,
+    /// Server settings.
+    #[command(flatten)]
+    pub serve: ServeArgs,
+}
+
+/// Subcommands besides serving.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Prints the stored form (`TENANT:SHA256HEX`) of a key read from stdin, for `--api-key`.
+    HashKey {
+        /// The tenant the key belongs to.
+        #[arg(long)]
+        tenant: String,
+    },
+    /// Creates a random key: prints the key (give it to the client) and its stored form.
+    NewKey {
+        /// The tenant the key belongs to.
+        #[arg(long)]
+        tenant: String,
+    },
+}
+
+/// How the server runs.
+#[derive(Debug, Clone, Args)]
+pub struct ServeArgs {
+    /// Address to listen on. Without API keys only a loopback address is accepted.
+    #[arg(long, env = "TOOLHOST_LISTEN", default_value = "127.0.0.1:8080")]
+    pub listen: SocketAddr,
+    /// Journal database: `sqlite://PATH` or `postgres://…` (default: SQLite in the data directory).
+    #[arg(long, env = "TOOLHOST_DATABASE_URL", hide_env_values = true)]
+    pub database_url: Option<String>,
+    /// Redis URL; set it when several instances share work (devices, approvals).
+    #[arg(long, env = "TOOLHOST_REDIS_URL", hide_env_values = true)]
+    pub redis_url: Option<String>,
+    /// Key prefix in Redis.
+    #[arg(long, env = "TOOLHOST_REDIS_PREFIX", default_value = "toolhost")]
+    pub redis_prefix: String,
+    /// Enable a tool that is off by default (repeatable, or comma-separated).
+    #[arg(long = "enable-tool", env = "TOOLHOST_ENABLE_TOOLS", value_delimiter = ',')]
+    pub enable_tools: Vec<String>,
+    /// Disable a tool (repeatable, or comma-separated).
+    #[arg(long = "disable-tool", env = "TOOLHOST_DISABLE_TOOLS", value_delimiter = ',')]
+    pub disable_tools: Vec<String>,
+    /// A folder sessions may work in (repeatable). With API keys and no roots, sessions that run
+    /// tools on the server are refused; without keys any folder is allowed.
+    #[arg(long = "workspace-root", env = "TOOLHOST_WORKSPACE_ROOTS", value_delimiter = ',')]
+    pub workspace_roots: Vec<PathBuf>,
+    /// Largest request body, in bytes.
+    #[arg(long, env = "TOOLHOST_MAX_BODY_BYTES", default_value_t = 2 * 1024 * 1024)]
+    pub max_body_bytes: usize,
+    /// An accepted API key as `TENANT:SHA256HEX` (see `hash-key`; repeatable, or comma-separated).
+    #[arg(long = "api-key", env = "TOOLHOST_API_KEYS", value_delimiter = ',', hide_env_values = true)]
+    pub api_keys: Vec<String>,
+    /// A file of `TENANT:SHA256HEX` lines (`#` starts a comment).
+    #[arg(long, env = "TOOLHOST_API_KEYS_FILE")]
+    pub api_keys_file: Option<PathBuf>,
+    /// Seconds calls in flight may take to finish at shutdown before they are cancelled.
+    #[arg(long, env = "TOOLHOST_SHUTDOWN_GRACE_SECS", default_value_t = 30)]
+    pub shutdown_grace_secs: u64,
+    /// Milliseconds a disconnected device has to reconnect before its open calls fail.
+    #[arg(long, env = "TOOLHOST_DEVICE_RECONNECT_GRACE_MS", default_value_t = 3000)]
+    pub device_reconnect_grace_ms: u64,
+    /// Seconds an approval waits for a person.
+    #[arg(long, env = "TOOLHOST_APPROVAL_TIMEOUT_SECS", default_value_t = 600)]
+    pub approval_timeout_secs: u64,
+}
+
+impl Default for ServeArgs {
+    fn default() -> Self {
+        Self::parse_from_args(["toolhost-server"])
+    }
+}
+
+impl ServeArgs {
+    fn parse_from_args(args: impl IntoIterator<Item = &'static str>) -> Self {
+        #[derive(Parser)]
+        struct Only {
+            #[command(flatten)]
+            serve: ServeArgs,
+        }
+        Only::parse_from(args).serve
+    }
+
+    /// The keys from `--api-key` and `--api-keys-file`.
+    ///
+    /// # Errors
+    ///
+    /// An unreadable file or a malformed entry.
+    pub fn keys(&self) -> anyhow::Result<Keys> {
+        let mut entries = self.api_keys.clone();
+        if let Some(path) = &self.api_keys_file {
+            let text =
+                std::fs::read_to_string(path).with_context(|| format!("reading API keys from {}", path.display()))?;
+            entries.extend(text.lines().map(str::to_owned));
+        }
+        Keys::parse(entries.iter().map(String::as_str)).map_err(anyhow::Error::msg)
+    }
+
+    /// Checks what can be checked before anything starts.
+    ///
+    /// # Errors
+    ///
+    /// No keys on a non-loopback address; a workspace root that is not a folder.
+    pub fn validate(&self, keys: &Keys) -> anyhow::Result<()> {
+        if keys.is_open() && !self.listen.ip().is_loopback() {
+            bail!(
+                "refusing to listen on {} without API keys: give --api-key TENANT:SHA256HEX (see \
+                 `toolhost-server new-key`), or listen on a loopback address",
+                self.listen
+            );
+        }
+        for root in &self.workspace_roots {
+            if !root.is_dir() {
+                bail!("workspace root {} is not a folder", root.display());
+            }
+        }
+        if self.max_body_bytes < 1024 {
+            bail!("--max-body-bytes must be at least 1024");
+        }
+        Ok(())
+    }
+
+    /// The journal URL: the flag, or SQLite in the user's data directory.
+    ///
+    /// # Errors
+    ///
+    /// No home directory to put the database in.
+    pub fn database_url(&self) -> anyhow::Result<String> {
+        if let Some(url) = &self.database_url {
+            return Ok(url.clone());
+        }
+        use etcetera::BaseStrategy as _;
+        let strategy = etcetera::choose_base_strategy().context("finding the data directory")?;
+        let dir = strategy.data_dir().join("toolhost");
+        std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+        Ok(format!("sqlite://{}", dir.join("journal.db").display()))
+    }
+
+    /// The shutdown grace.
+    pub fn shutdown_grace(&self) -> Duration {
+        Duration::from_secs(self.shutdown_grace_secs)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn open_servers_only_listen_on_loopback() {
+        let mut args = ServeArgs::default();
+        assert_eq!(args.listen.to_string(), "127.0.0.1:8080");
+        args.validate(&Keys::default()).unwrap();
+        args.listen = "0.0.0.0:8080".parse().unwrap();
+        let error = args.validate(&Keys::default()).unwrap_err().to_string();
+        assert!(error.contains("without API keys"), "{error}");
+        let keys = Keys::parse([crate::auth::stored_form("acme", "k").as_str()]).unwrap();
+        args.validate(&keys).unwrap();
+    }
+}

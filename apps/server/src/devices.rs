@@ -1,0 +1,505 @@
+//! Client executors: devices connected over WebSocket, and the runtime that sends a session's
+//! calls to them.
+//!
+//! Every dispatched call has exactly one result. The runtime future waits on a one-shot channel
+//! that only the first of these can fill: the device's `tool_result` (from whichever connection
+//! of that device is current — a request still open when a device reconnects is sent again to
+//! the new connection, and the device answers repeats from what it kept), the deadline, the
+//! session's cancellation, or the device staying away longer than the reconnect grace. Later
+//! answers find no open request and are dropped.
+//!
+//! With a cluster (Redis), a call taken by this instance for a device connected to another one is
+//! forwarded to that instance's inbox; the result comes back through this instance's inbox. The
+//! waits of a batch's calls are independent futures, so a batch shares one deadline instead of
+//! waiting in turn.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::{Duration, Instant};
+
+use client_executor::{ExecuteRequest, ServerMessage};
+use futures::future::BoxFuture;
+use serde_json::{Value, json};
+use tokio::sync::{mpsc, oneshot};
+use tool_core::{CallContext, ErrorKind, Progress, ProgressSink, ToolOutput, ToolRuntime};
+
+use crate::cluster::{Cluster, ClusterMessage};
+use crate::metrics::Metrics;
+
+/// Where a session's calls run.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Route {
+    /// The session's tenant (devices of other tenants are never used).
+    pub tenant: String,
+    /// `None`: in the server's process. `Some(None)`: any device of the tenant that runs the tool.
+    /// `Some(Some(id))`: that device.
+    pub device: Option<Option<String>>,
+}
+
+type DeviceKey = (String, String);
+
+struct Connection {
+    generation: u64,
+    tools: Vec<String>,
+    sender: mpsc::UnboundedSender<ServerMessage>,
+    connected_at: Instant,
+}
+
+enum Reply {
+    /// A runtime future of this instance waits.
+    Local { sender: oneshot::Sender<ToolOutput>, progress: ProgressSink },
+    /// An instance of the cluster waits.
+    Remote { origin: String },
+}
+
+struct Inflight {
+    device: DeviceKey,
+    request: ExecuteRequest,
+    reply: Reply,
+}
+
+struct RemoteWait {
+    sender: oneshot::Sender<ToolOutput>,
+    progress: ProgressSink,
+}
+
+/// The devices connected to this instance and the calls open on them.
+pub struct Devices {
+    instance_id: String,
+    metrics: Arc<Metrics>,
+    cluster: Option<Arc<Cluster>>,
+    reconnect_grace: Duration,
+    default_timeout: Duration,
+    connections: Mutex<HashMap<DeviceKey, Connection>>,
+    inflight: Mutex<HashMap<String, Inflight>>,
+    remote_waits: Mutex<HashMap<String, RemoteWait>>,
+    routes: RwLock<HashMap<String, Route>>,
+    next: AtomicU64,
+}
+
+impl std::fmt::Debug for Devices {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Devices").field("instance_id", &self.instance_id).finish_non_exhaustive()
+    }
+}
+
+/// A device as listed by the API.
+#[derive(Debug, Clone, serde::Serialize, utoipa::ToSchema)]
+pub struct DeviceInfo {
+    /// The device's id.
+    pub device_id: String,
+    /// The tools it runs.
+    pub tools: Vec<String>,
+    /// Seconds since it connected.
+    pub connected_for_s: u64,
+    /// The instance holding its connection.
+    pub instance_id: String,
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+fn failure(kind: ErrorKind, code: &str, message: String) -> ToolOutput {
+    ToolOutput::error(kind, message).with_state(json!({"type": code}))
+}
+
+impl Devices {
+    /// No devices yet.
+    pub fn new(
+        instance_id: String,
+        metrics: Arc<Metrics>,
+        cluster: Option<Arc<Cluster>>,
+        reconnect_grace: Duration,
+        default_timeout: Duration,
+    ) -> Self {
+        Self {
+            instance_id,
+            metrics,
+            cluster,
+            reconnect_grace,
+            default_timeout,
+            connections: Mutex::default(),
+            inflight: Mutex::default(),
+            remote_waits: Mutex::default(),
+            routes: RwLock::default(),
+            next: AtomicU64::new(1),
+        }
+    }
+
+    /// Sets where a session's calls run.
+    pub fn set_route(&self, session_id: &str, route: Route) {
+        self.routes.write().unwrap_or_else(|p| p.into_inner()).insert(session_id.to_owned(), route);
+    }
+
+    /// Forgets a session's route.
+    pub fn forget_route(&self, session_id: &str) {
+        self.routes.write().unwrap_or_else(|p| p.into_inner()).remove(session_id);
+    }
+
+    fn route(&self, session_id: &str) -> Option<Route> {
+        self.routes.read().unwrap_or_else(|p| p.into_inner()).get(session_id).cloned()
+    }
+
+    /// The devices of a tenant connected to this instance.
+    pub fn list(&self, tenant: &str) -> Vec<DeviceInfo> {
+        let mut list: Vec<DeviceInfo> = lock(&self.connections)
+            .iter()
+            .filter(|((t, _), _)| t == tenant)
+            .map(|((_, id), c)| DeviceInfo {
+                device_id: id.clone(),
+                tools: c.tools.clone(),
+                connected_for_s: c.connected_at.elapsed().as_secs(),
+                instance_id: self.instance_id.clone(),
+            })
+            .collect();
+        list.sort_by(|a, b| a.device_id.cmp(&b.device_id));
+        list
+    }
+
+    /// Registers a connection; a previous connection of the same device is replaced (its sender
+    /// dropped, so its socket closes) and requests still open on the device are sent again.
+    /// Returns the connection's generation.
+    pub fn register(
+        &self,
+        tenant: &str,
+        device_id: &str,
+        tools: Vec<String>,
+        sender: mpsc::UnboundedSender<ServerMessage>,
+    ) -> u64 {
+        let generation = self.next.fetch_add(1, Ordering::Relaxed);
+        let key = (tenant.to_owned(), device_id.to_owned());
+        {
+            // Both locks in the order inflight → connections (as everywhere), so no request
+            // registered in between is missed.
+            let inflight = lock(&self.inflight);
+            let mut connections = lock(&self.connections);
+            for open in inflight.values().filter(|i| i.device == key) {
+                let _ = sender.send(ServerMessage::ToolExecute(open.request.clone()));
+            }
+            let connection = Connection { generation, tools: tools.clone(), sender, connected_at: Instant::now() };
+            if connections.insert(key.clone(), connection).is_none() {
+                self.metrics.devices.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+        if let Some(cluster) = &self.cluster {
+            let cluster = cluster.clone();
+            let (tenant, device_id) = key;
+            tokio::spawn(async move { cluster.publish_device(&tenant, &device_id, &tools).await });
+        }
+        generation
+    }
+
+    /// A connection ended. If it was still the device's current one, the device has the reconnect
+    /// grace to come back; after that its open requests fail.
+    pub fn disconnected(self: &Arc<Self>, tenant: &str, device_id: &str, generation: u64) {
+        let key = (tenant.to_owned(), device_id.to_owned());
+        {
+            let mut connections = lock(&self.connections);
+            match connections.get(&key) {
+                Some(c) if c.generation == generation => {
+                    connections.remove(&key);
+                    self.metrics.devices.fetch_sub(1, Ordering::Relaxed);
+                }
+                _ => return,
+            }
+        }
+        let devices = self.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep(devices.reconnect_grace).await;
+            if lock(&devices.connections).contains_key(&key) {
+                return;
+            }
+            if let Some(cluster) = &devices.cluster {
+                cluster.unpublish_device(&key.0, &key.1).await;
+            }
+            let failed: Vec<Inflight> = {
+                let mut inflight = lock(&devices.inflight);
+                let ids: Vec<String> =
+                    inflight.iter().filter(|(_, i)| i.device == key).map(|(id, _)| id.clone()).collect();
+                ids.iter().filter_map(|id| inflight.remove(id)).collect()
+            };
+            for open in failed {
+                let output = failure(
+                    ErrorKind::Execution,
+                    "client_executor_disconnected",
+                    format!(
+                        "The client executor `{}` disconnected while running this call and did not come back \
+                         within {} s; the call may or may not have run on the device.",
+                        key.1,
+                        devices.reconnect_grace.as_secs_f32()
+                    ),
+                );
+                devices.deliver(open.reply, &open.request.request_id, output).await;
+            }
+        });
+    }
+
+    async fn deliver(&self, reply: Reply, request_id: &str, output: ToolOutput) {
+        match reply {
+            Reply::Local { sender, .. } => {
+                let _ = sender.send(output);
+            }
+            Reply::Remote { origin } => {
+                if let Some(cluster) = &self.cluster {
+                    cluster.send(&origin, &ClusterMessage::Result { request_id: request_id.to_owned(), output }).await;
+                }
+            }
+        }
+    }
+
+    /// A device's `tool_result`: the first answer for an open request of this device wins.
+    pub async fn on_result(&self, tenant: &str, device_id: &str, request_id: &str, output: ToolOutput) {
+        let open = {
+            let mut inflight = lock(&self.inflight);
+            match inflight.get(request_id) {
+                Some(open) if open.device.0 == tenant && open.device.1 == device_id => inflight.remove(request_id),
+                _ => None,
+            }
+        };
+        match open {
+            Some(open) => self.deliver(open.reply, request_id, output).await,
+            None => tracing::debug!(request_id, "ignoring a result for no open request (duplicate or late)"),
+        }
+    }
+
+    /// A device's progress update.
+    pub async fn on_progress(&self, tenant: &str, device_id: &str, request_id: &str, progress: Progress) {
+        let target = {
+            let inflight = lock(&self.inflight);
+            match inflight.get(request_id) {
+                Some(open) if open.device.0 == tenant && open.device.1 == device_id => match &open.reply {
+                    Reply::Local { progress: sink, .. } => {
+                        sink.send(progress);
+                        return;
+                    }
+                    Reply::Remote { origin } => origin.clone(),
+                },
+                _ => return,
+            }
+        };
+        if let Some(cluster) = &self.cluster {
+            cluster.send(&target, &ClusterMessage::Progress { request_id: request_id.to_owned(), progress }).await;
+        }
+    }
+
+    /// A message from another instance.
+    pub async fn on_cluster_message(&self, message: ClusterMessage) {
+        match message {
+            ClusterMessage::Execute { origin, tenant, device_id, request } => {
+                let key = (tenant, device_id);
+                let request_id = request.request_id.clone();
+                let sent = {
+                    let mut inflight = lock(&self.inflight);
+                    let connections = lock(&self.connections);
+                    match connections.get(&key) {
+                        Some(connection) => {
+                            let _ = connection.sender.send(ServerMessage::ToolExecute(request.clone()));
+                            inflight.insert(
+                                request_id.clone(),
+                                Inflight { device: key.clone(), request, reply: Reply::Remote { origin: origin.clone() } },
+                            );
+                            true
+                        }
+                        None => false,
+                    }
+                };
+                if !sent {
+                    let output = unavailable(&key.1);
+                    self.deliver(Reply::Remote { origin }, &request_id, output).await;
+                }
+            }
+            ClusterMessage::Result { request_id, output } => {
+                if let Some(wait) = lock(&self.remote_waits).remove(&request_id) {
+                    let _ = wait.sender.send(output);
+                }
+            }
+            ClusterMessage::Progress { request_id, progress } => {
+                if let Some(wait) = lock(&self.remote_waits).get(&request_id) {
+                    wait.progress.send(progress);
+                }
+            }
+            ClusterMessage::Cancel { request_id } => self.cancel_here(&request_id),
+            ClusterMessage::Decision { .. } => {}
+        }
+    }
+
+    fn cancel_here(&self, request_id: &str) {
+        let inflight = lock(&self.inflight);
+        if let Some(open) = inflight.get(request_id)
+            && let Some(connection) = lock(&self.connections).get(&open.device)
+        {
+            let _ = connection.sender.send(ServerMessage::ToolCancel { request_id: request_id.to_owned() });
+        }
+    }
+
+    fn pick_local(&self, tenant: &str, device: Option<&str>, tool: &str) -> Option<String> {
+        lock(&self.connections)
+            .iter()
+            .filter(|((t, id), c)| {
+                t == tenant && device.is_none_or(|d| d == id) && c.tools.iter().any(|x| x == tool)
+            })
+            .max_by_key(|(_, c)| c.generation)
+            .map(|((_, id), _)| id.clone())
+    }
+
+    /// Runs a call on a device of the route's tenant; always one result.
+    pub async fn dispatch(
+        &self,
+        tenant: &str,
+        device: Option<&str>,
+        tool: &str,
+        api: &str,
+        arguments: Value,
+        context: &CallContext,
+    ) -> ToolOutput {
+        let timeout = context.remaining().unwrap_or(self.default_timeout);
+        let request = ExecuteRequest {
+            request_id: format!("dev-{}-{:x}", self.instance_id, self.next.fetch_add(1, Ordering::Relaxed)),
+            call_id: context.call_id.clone(),
+            session_id: context.session_id.clone(),
+            tool: tool.to_owned(),
+            api: api.to_owned(),
+            arguments,
+            timeout_ms: timeout.as_millis() as u64,
+            working_directory: context.working_directory.as_ref().map(|p| p.display().to_string()),
+        };
+        let request_id = request.request_id.clone();
+        let (sender, receiver) = oneshot::channel();
+        self.metrics.device_waits.fetch_add(1, Ordering::Relaxed);
+        let _waiting = Waiting(self, request_id.clone());
+
+        let remote_instance = if let Some(device_id) = self.pick_local(tenant, device, tool) {
+            let key = (tenant.to_owned(), device_id);
+            let mut inflight = lock(&self.inflight);
+            if let Some(connection) = lock(&self.connections).get(&key) {
+                let _ = connection.sender.send(ServerMessage::ToolExecute(request.clone()));
+            }
+            inflight.insert(
+                request_id.clone(),
+                Inflight { device: key, request, reply: Reply::Local { sender, progress: context.progress.clone() } },
+            );
+            None
+        } else {
+            let found = match &self.cluster {
+                Some(cluster) => cluster.find_device(tenant, device, tool).await,
+                None => None,
+            };
+            let Some((instance, device_id)) = found else {
+                return unavailable_for(device, tool);
+            };
+            lock(&self.remote_waits)
+                .insert(request_id.clone(), RemoteWait { sender, progress: context.progress.clone() });
+            if let Some(cluster) = &self.cluster {
+                cluster
+                    .send(
+                        &instance,
+                        &ClusterMessage::Execute {
+                            origin: self.instance_id.clone(),
+                            tenant: tenant.to_owned(),
+                            device_id,
+                            request,
+                        },
+                    )
+                    .await;
+            }
+            Some(instance)
+        };
+
+        let deadline = tokio::time::Instant::now() + timeout;
+        tokio::pin!(receiver);
+        tokio::select! {
+            output = &mut receiver => return output.unwrap_or_else(|_| lost()),
+            () = tokio::time::sleep_until(deadline) => {}
+            () = context.cancel.cancelled() => {}
+        }
+        // Cancelled or out of time: tell the device, then give it a moment to answer with what it
+        // has (the pipeline's referee bounds this wait too).
+        match &remote_instance {
+            None => self.cancel_here(&request_id),
+            Some(instance) => {
+                if let Some(cluster) = &self.cluster {
+                    cluster.send(instance, &ClusterMessage::Cancel { request_id: request_id.clone() }).await;
+                }
+            }
+        }
+        match tokio::time::timeout(Duration::from_secs(1), &mut receiver).await {
+            Ok(Ok(output)) => output,
+            _ if context.cancel.is_cancelled() && tokio::time::Instant::now() < deadline => {
+                failure(ErrorKind::Cancelled, "cancelled", "The call was cancelled.".into())
+            }
+            _ => failure(
+                ErrorKind::Timeout,
+                "client_executor_timeout",
+                format!("The client executor did not answer within {} ms.", timeout.as_millis()),
+            ),
+        }
+    }
+}
+
+/// Removes a request's open entries however its wait ends (a dropped future included).
+struct Waiting<'a>(&'a Devices, String);
+
+impl Drop for Waiting<'_> {
+    fn drop(&mut self) {
+        lock(&self.0.inflight).remove(&self.1);
+        lock(&self.0.remote_waits).remove(&self.1);
+        self.0.metrics.device_waits.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+fn lost() -> ToolOutput {
+    failure(ErrorKind::Execution, "client_executor_lost", "The client executor's answer was lost.".into())
+}
+
+fn unavailable(device: &str) -> ToolOutput {
+    failure(
+        ErrorKind::Execution,
+        "client_executor_unavailable",
+        format!("The client executor `{device}` is not connected, so the call was not run."),
+    )
+}
+
+fn unavailable_for(device: Option<&str>, tool: &str) -> ToolOutput {
+    let who = device.map_or_else(|| "No client executor".to_owned(), |d| format!("The client executor `{d}`"));
+    failure(
+        ErrorKind::Execution,
+        "client_executor_unavailable",
+        format!(
+            "{who} that runs `{tool}` is connected for this session, so the call was not run. Ask the user to \
+             connect their device (toolhost-device)."
+        ),
+    )
+}
+
+/// A tool's runtime that runs in process or on a device, by the session's route.
+pub struct Routed {
+    tool: String,
+    local: Arc<dyn ToolRuntime>,
+    devices: Arc<Devices>,
+}
+
+impl std::fmt::Debug for Routed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Routed").field("tool", &self.tool).finish_non_exhaustive()
+    }
+}
+
+impl Routed {
+    /// Wraps a tool's in-process runtime.
+    pub fn new(tool: String, local: Arc<dyn ToolRuntime>, devices: Arc<Devices>) -> Self {
+        Self { tool, local, devices }
+    }
+}
+
+impl ToolRuntime for Routed {
+    fn execute<'a>(&'a self, api: &'a str, arguments: Value, context: &'a CallContext) -> BoxFuture<'a, ToolOutput> {
+        match self.devices.route(&context.session_id) {
+            Some(Route { tenant, device: Some(device) }) => Box::pin(async move {
+                self.devices.dispatch(&tenant, device.as_deref(), &self.tool, api, arguments, context).await
+            }),
+            _ => self.local.execute(api, arguments, context),
+        }
+    }
+}

@@ -1,0 +1,145 @@
+//! The one error body every endpoint answers with, and a JSON extractor whose rejections use it.
+
+use axum::extract::rejection::{JsonRejection, QueryRejection};
+use axum::extract::{FromRequest, FromRequestParts, Request};
+use axum::http::StatusCode;
+use axum::http::request::Parts;
+use axum::response::{IntoResponse, Response};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use utoipa::ToSchema;
+
+/// An error as every endpoint returns it: `{"error": {"code", "message"}}`.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct ErrorBody {
+    /// The error.
+    pub error: ErrorDetail,
+}
+
+/// What went wrong.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct ErrorDetail {
+    /// A stable code: `bad_request`, `invalid_json`, `payload_too_large`, `unsupported_media_type`,
+    /// `unauthorized`, `not_found`, `method_not_allowed`, `conflict`, `unavailable`, `internal`.
+    pub code: String,
+    /// A sentence for people.
+    pub message: String,
+}
+
+/// An error response.
+#[derive(Debug, Clone)]
+pub struct ApiError {
+    status: StatusCode,
+    code: &'static str,
+    message: String,
+}
+
+impl ApiError {
+    /// An error with this status and code.
+    pub fn new(status: StatusCode, code: &'static str, message: impl Into<String>) -> Self {
+        Self { status, code, message: message.into() }
+    }
+
+    /// 400 `bad_request`.
+    pub fn bad_request(message: impl Into<String>) -> Self {
+        Self::new(StatusCode::BAD_REQUEST, "bad_request", message)
+    }
+
+    /// 404 `not_found`: also what a caller gets for another tenant's resource.
+    pub fn not_found(what: &str, id: &str) -> Self {
+        Self::new(StatusCode::NOT_FOUND, "not_found", format!("no {what} `{id}`"))
+    }
+
+    /// 409 `conflict`.
+    pub fn conflict(message: impl Into<String>) -> Self {
+        Self::new(StatusCode::CONFLICT, "conflict", message)
+    }
+
+    /// 503 `unavailable`.
+    pub fn unavailable(message: impl Into<String>) -> Self {
+        Self::new(StatusCode::SERVICE_UNAVAILABLE, "unavailable", message)
+    }
+
+    /// 500 `internal`; the detail goes to the log, not to the caller.
+    pub fn internal(error: impl std::fmt::Display) -> Self {
+        tracing::error!(%error, "internal error");
+        Self::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", "internal error; see the server log")
+    }
+
+    /// The status.
+    pub fn status(&self) -> StatusCode {
+        self.status
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let body = ErrorBody { error: ErrorDetail { code: self.code.to_owned(), message: self.message } };
+        (self.status, axum::Json(body)).into_response()
+    }
+}
+
+impl From<journal::JournalError> for ApiError {
+    fn from(error: journal::JournalError) -> Self {
+        Self::internal(error)
+    }
+}
+
+impl From<JsonRejection> for ApiError {
+    fn from(rejection: JsonRejection) -> Self {
+        let status = rejection.status();
+        let code = match status {
+            StatusCode::PAYLOAD_TOO_LARGE => "payload_too_large",
+            StatusCode::UNSUPPORTED_MEDIA_TYPE => "unsupported_media_type",
+            StatusCode::UNPROCESSABLE_ENTITY => "invalid_body",
+            _ => "invalid_json",
+        };
+        // 422 (well-formed JSON of the wrong shape) is reported as 400 like the rest: the body is
+        // wrong either way, and the message says where.
+        let status = if status == StatusCode::UNPROCESSABLE_ENTITY { StatusCode::BAD_REQUEST } else { status };
+        Self::new(status, code, rejection.body_text())
+    }
+}
+
+impl From<QueryRejection> for ApiError {
+    fn from(rejection: QueryRejection) -> Self {
+        Self::new(StatusCode::BAD_REQUEST, "bad_request", rejection.body_text())
+    }
+}
+
+/// `axum::Json` whose rejections are [`ApiError`]s.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Json<T>(pub T);
+
+impl<T: DeserializeOwned, S: Send + Sync> FromRequest<S> for Json<T> {
+    type Rejection = ApiError;
+
+    async fn from_request(request: Request, state: &S) -> Result<Self, Self::Rejection> {
+        let axum::Json(value) = axum::Json::<T>::from_request(request, state).await?;
+        Ok(Self(value))
+    }
+}
+
+impl<T: Serialize> IntoResponse for Json<T> {
+    fn into_response(self) -> Response {
+        axum::Json(self.0).into_response()
+    }
+}
+
+/// `axum::extract::Query` whose rejections are [`ApiError`]s.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Query<T>(pub T);
+
+impl<T: DeserializeOwned, S: Send + Sync> FromRequestParts<S> for Query<T> {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
+        let axum::extract::Query(value) = axum::extract::Query::<T>::from_request_parts(parts, state).await?;
+        Ok(Self(value))
+    }
+}
+
+/// The answer to any path no route has.
+pub async fn fallback() -> ApiError {
+    ApiError::new(StatusCode::NOT_FOUND, "not_found", "no such endpoint; see /openapi.json")
+}

@@ -1,0 +1,142 @@
+//! `toolhost-server`: the deployable tool service.
+//!
+//! Agent builders put it beside their agent loop, in whatever language that loop is written: it
+//! serves tool schemas for any provider, runs the model's calls through the one pipeline
+//! (`tool-executor`) with approvals, keeps the journal in SQLite or Postgres, streams progress as
+//! server-sent events, and sends calls to client executors (a person's own machine) over a
+//! WebSocket — across instances through Redis.
+//!
+//! * [`config`]: flags and environment; [`state`]: what the handlers share, built from them;
+//! * [`api`]: the JSON API under `/v1` and its OpenAPI document; [`ws`]: the device socket;
+//! * [`auth`]: bearer keys bound to tenants; [`error`]: the one error body;
+//! * [`devices`]: client executors and the runtime that routes a session's calls to them;
+//! * [`cluster`]: several instances through Redis; [`metrics`]: Prometheus text.
+
+pub mod api;
+pub mod auth;
+pub mod cluster;
+pub mod config;
+pub mod devices;
+pub mod error;
+pub mod metrics;
+pub mod state;
+pub mod ws;
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::Router;
+use axum::extract::{DefaultBodyLimit, Request, State};
+use axum::middleware::Next;
+use axum::response::Response;
+use utoipa::OpenApi;
+use utoipa_scalar::{Scalar, Servable};
+
+pub use config::{Cli, Command, ServeArgs};
+pub use state::AppState;
+
+/// The OpenAPI document's frame; paths and schemas come from the handlers.
+#[derive(OpenApi)]
+#[openapi(
+    info(
+        title = "toolhost-server",
+        description = "Tool schemas, guarded execution, approvals and a journal for AI agents. Every /v1 \
+                       endpoint takes `Authorization: Bearer <key>` unless the server runs open on loopback. \
+                       Errors are `{\"error\": {\"code\", \"message\"}}`. Client executors connect to the \
+                       WebSocket /v1/devices/connect (protocol in the client-executor crate)."
+    ),
+    components(schemas(error::ErrorBody)),
+    modifiers(&BearerAuth)
+)]
+struct ApiDoc;
+
+struct BearerAuth;
+
+impl utoipa::Modify for BearerAuth {
+    fn modify(&self, openapi: &mut utoipa::openapi::OpenApi) {
+        use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
+        let components = openapi.components.get_or_insert_with(Default::default);
+        components.add_security_scheme(
+            "bearer",
+            SecurityScheme::Http(HttpBuilder::new().scheme(HttpAuthScheme::Bearer).build()),
+        );
+        openapi.security = Some(vec![utoipa::openapi::security::SecurityRequirement::new("bearer", Vec::<String>::new())]);
+    }
+}
+
+/// The OpenAPI 3.1 document.
+pub fn openapi() -> utoipa::openapi::OpenApi {
+    let (_, api) = api::routes().split_for_parts();
+    let mut doc = ApiDoc::openapi();
+    doc.merge(api);
+    doc
+}
+
+async fn count_requests(State(state): State<Arc<AppState>>, request: Request, next: Next) -> Response {
+    state.metrics.request();
+    next.run(request).await
+}
+
+/// The whole application.
+pub fn router(state: Arc<AppState>) -> Router {
+    let (routes, api) = api::routes().split_for_parts();
+    let mut doc = ApiDoc::openapi();
+    doc.merge(api);
+    let doc_json = Arc::new(doc.clone());
+    routes
+        .route(client_executor::protocol::DEVICE_PATH, axum::routing::get(ws::connect))
+        .route("/openapi.json", axum::routing::get(move || async move { axum::Json(doc_json.as_ref().clone()) }))
+        .merge(Scalar::with_url("/docs", doc))
+        .fallback(error::fallback)
+        .method_not_allowed_fallback(|| async {
+            error::ApiError::new(
+                axum::http::StatusCode::METHOD_NOT_ALLOWED,
+                "method_not_allowed",
+                "this endpoint does not take that method; see /openapi.json",
+            )
+        })
+        .layer(axum::middleware::from_fn_with_state(state.clone(), count_requests))
+        .layer(DefaultBodyLimit::max(state.args.max_body_bytes))
+        .with_state(state)
+}
+
+/// Serves until `signal` resolves, then shuts down gracefully: stops accepting, closes streams
+/// and device sockets, lets calls in flight finish within the grace period, cancels the rest (they
+/// settle as cancelled in the journal) and returns.
+///
+/// # Errors
+///
+/// The listener fails.
+pub async fn serve(
+    state: Arc<AppState>,
+    listener: tokio::net::TcpListener,
+    signal: impl Future<Output = ()> + Send + 'static,
+) -> anyhow::Result<()> {
+    let app = router(state.clone());
+    let shutdown = state.shutdown.clone();
+    let server = axum::serve(listener, app).with_graceful_shutdown(async move {
+        signal.await;
+        shutdown.cancel();
+    });
+    let server = tokio::spawn(async move { server.await });
+    state.shutdown.cancelled().await;
+    tracing::info!("shutting down: finishing calls in flight");
+    state.tasks.close();
+    let grace = state.args.shutdown_grace();
+    if tokio::time::timeout(grace, state.tasks.wait()).await.is_err() {
+        let sessions: Vec<_> = state.sessions.read().unwrap_or_else(|p| p.into_inner()).values().cloned().collect();
+        tracing::warn!(grace_s = grace.as_secs(), "calls still running after the grace period; cancelling them");
+        for entry in sessions {
+            entry.session.cancel();
+        }
+        // Cancelled calls settle within the pipeline's stop grace.
+        let _ = tokio::time::timeout(Duration::from_secs(10), state.tasks.wait()).await;
+    }
+    match tokio::time::timeout(Duration::from_secs(5), server).await {
+        Ok(Ok(result)) => result?,
+        Ok(Err(error)) => return Err(error.into()),
+        Err(_) => tracing::warn!("connections still open after shutdown; closing them"),
+    }
+    Ok(())
+}

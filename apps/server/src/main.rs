@@ -1,0 +1,59 @@
+//! `toolhost-server`: see the library's documentation and `--help`.
+
+use std::io::Read as _;
+
+use anyhow::Context as _;
+use clap::Parser;
+use toolhost_server::{AppState, Cli, Command, auth};
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    let cli = Cli::parse();
+    match cli.command {
+        Some(Command::HashKey { tenant }) => {
+            let mut key = String::new();
+            std::io::stdin().read_to_string(&mut key).context("reading the key from stdin")?;
+            let key = key.trim();
+            anyhow::ensure!(!key.is_empty(), "no key on stdin");
+            println!("{}", auth::stored_form(&tenant, key));
+            return Ok(());
+        }
+        Some(Command::NewKey { tenant }) => {
+            let key = auth::generate_key().context("reading the OS random source")?;
+            println!("key:    {key}");
+            println!("stored: {}", auth::stored_form(&tenant, &key));
+            return Ok(());
+        }
+        None => {}
+    }
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    let args = cli.serve;
+    let listen = args.listen;
+    let state = AppState::build(args).await?;
+    let listener =
+        tokio::net::TcpListener::bind(listen).await.with_context(|| format!("listening on {listen}"))?;
+    tracing::info!(address = %listener.local_addr()?, open = state.keys.is_open(), "toolhost-server listening");
+    toolhost_server::serve(state, listener, shutdown_signal()).await
+}
+
+async fn shutdown_signal() {
+    let interrupt = tokio::signal::ctrl_c();
+    #[cfg(unix)]
+    {
+        let mut terminate = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(signal) => signal,
+            Err(_) => return interrupt.await.unwrap_or(()),
+        };
+        tokio::select! {
+            _ = interrupt => {}
+            _ = terminate.recv() => {}
+        }
+    }
+    #[cfg(not(unix))]
+    let _ = interrupt.await;
+}

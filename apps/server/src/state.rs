@@ -1,0 +1,397 @@
+//! The server's shared state and how it is built from the settings.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, RwLock};
+use std::time::Duration;
+
+use anyhow::{Context as _, bail};
+use builtin_tools::Registry;
+use journal::Journal;
+use serde::{Deserialize, Serialize};
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+use tool_executor::{ApprovalMode, Executor, ExecutorConfig, LocalBroker, Session, SessionConfig, SessionPolicy, Toolbox};
+use utoipa::ToSchema;
+
+use crate::auth::Keys;
+use crate::cluster::{Cluster, ClusterMessage};
+use crate::config::ServeArgs;
+use crate::devices::{Devices, Route, Routed};
+use crate::error::ApiError;
+use crate::metrics::Metrics;
+
+/// Where a session's tools run.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum RunsOn {
+    /// In the server's process, on the server's files.
+    #[default]
+    Server,
+    /// On a client executor (a device) of the session's tenant.
+    Device,
+}
+
+/// A session as the API shows it (and as it is stored in the journal).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct SessionView {
+    /// The session's id.
+    pub id: String,
+    /// `active` or `ended`.
+    pub status: String,
+    /// The folder tools work in.
+    pub working_directory: Option<String>,
+    /// The approval mode.
+    pub approval_mode: ApprovalMode,
+    /// Pre-authorised calls: `tool/api`, `tool/*` or `tool`.
+    pub allow_list: Vec<String>,
+    /// The most time all calls of the session may take.
+    pub time_budget_ms: Option<u64>,
+    /// The user.
+    pub user_id: Option<String>,
+    /// The agent.
+    pub agent_id: Option<String>,
+    /// The tools the model is offered.
+    pub tools: Vec<String>,
+    /// Run every call alone, in the model's order.
+    pub sequential: bool,
+    /// Where "always allow" decisions are kept (default: the working directory).
+    pub project: Option<String>,
+    /// Where tools run.
+    pub runs_on: RunsOn,
+    /// The device, when `runs_on` is `device` and one was named.
+    pub device_id: Option<String>,
+    /// When it was created (Unix milliseconds).
+    pub created_at: i64,
+}
+
+/// A session held in memory.
+pub struct SessionEntry {
+    /// The tenant.
+    pub tenant: String,
+    /// The pipeline's session.
+    pub session: Arc<Session>,
+    /// What the API shows.
+    pub view: SessionView,
+}
+
+impl std::fmt::Debug for SessionEntry {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SessionEntry").field("id", &self.view.id).finish_non_exhaustive()
+    }
+}
+
+/// Everything the handlers share.
+pub struct AppState {
+    /// The settings it was built from.
+    pub args: ServeArgs,
+    /// This instance's id.
+    pub instance_id: String,
+    /// The pipeline.
+    pub executor: Executor,
+    /// The journal.
+    pub journal: Arc<dyn Journal>,
+    /// Questions waiting at this instance.
+    pub broker: Arc<LocalBroker>,
+    /// Accepted keys.
+    pub keys: Keys,
+    /// Client executors.
+    pub devices: Arc<Devices>,
+    /// The cluster, when Redis is configured.
+    pub cluster: Option<Arc<Cluster>>,
+    /// Metrics.
+    pub metrics: Arc<Metrics>,
+    /// Enabled tools, in registry order.
+    pub tools: Vec<String>,
+    /// Sessions held here.
+    pub sessions: RwLock<HashMap<String, Arc<SessionEntry>>>,
+    /// Batches in flight (spawned, so a client that goes away cannot drop a call half-way).
+    pub tasks: TaskTracker,
+    /// Fires when shutdown starts: streams and device sockets close, readiness fails.
+    pub shutdown: CancellationToken,
+}
+
+impl std::fmt::Debug for AppState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AppState").field("instance_id", &self.instance_id).finish_non_exhaustive()
+    }
+}
+
+fn now_ms() -> i64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis() as i64)
+}
+
+/// The enabled tools: on-by-default visible tools, plus `--enable-tool`, minus `--disable-tool`.
+///
+/// # Errors
+///
+/// A flag naming a tool the registry does not have.
+pub fn enabled_tools(args: &ServeArgs) -> anyhow::Result<Vec<String>> {
+    let registry = Registry::builtin();
+    for name in args.enable_tools.iter().chain(&args.disable_tools) {
+        if registry.get(name).is_none() {
+            let known: Vec<&str> = registry.entries().iter().map(|e| e.tool.identifier).collect();
+            bail!("unknown tool `{name}`; the builtin tools are: {}", known.join(", "));
+        }
+    }
+    Ok(registry
+        .entries()
+        .iter()
+        .filter(|e| {
+            let id = e.tool.identifier;
+            let on = (e.tool.flags.default_enabled && !e.tool.flags.hidden)
+                || args.enable_tools.iter().any(|t| t == id);
+            on && !args.disable_tools.iter().any(|t| t == id)
+        })
+        .map(|e| e.tool.identifier.to_owned())
+        .collect())
+}
+
+impl AppState {
+    /// Opens the journal (and Redis), builds the toolbox and starts the housekeeping.
+    ///
+    /// # Errors
+    ///
+    /// Bad settings, a journal or Redis that cannot be reached.
+    pub async fn build(args: ServeArgs) -> anyhow::Result<Arc<Self>> {
+        let keys = args.keys()?;
+        args.validate(&keys)?;
+        let tools = enabled_tools(&args)?;
+        let database_url = args.database_url()?;
+        let journal = journal::open(&database_url)
+            .await
+            .with_context(|| format!("opening the journal ({})", database_url.split('@').next_back().unwrap_or("")))?;
+        let instance_id = journal::new_instance_id();
+        let metrics = Arc::new(Metrics::default());
+        let cluster = match &args.redis_url {
+            Some(url) => Some(Arc::new(Cluster::connect(url, &args.redis_prefix, &instance_id).await?)),
+            None => None,
+        };
+        let config = ExecutorConfig {
+            approval_timeout: Duration::from_secs(args.approval_timeout_secs),
+            instance_id: instance_id.clone(),
+            ..ExecutorConfig::default()
+        };
+        let devices = Arc::new(Devices::new(
+            instance_id.clone(),
+            metrics.clone(),
+            cluster.clone(),
+            Duration::from_millis(args.device_reconnect_grace_ms),
+            config.default_timeout,
+        ));
+
+        let computer: Arc<dyn computer_runtime::ComputerRuntime> =
+            Arc::new(computer_runtime::LocalComputer::default());
+        let services = tool_core::Services::new().with(computer);
+        let mut toolbox = Toolbox::new();
+        for (manifest, runtime) in Registry::builtin().runtimes(&services)? {
+            if !tools.contains(&manifest.identifier) {
+                continue;
+            }
+            let routed = Arc::new(Routed::new(manifest.identifier.clone(), runtime, devices.clone()));
+            toolbox.add_tool(manifest, routed)?;
+        }
+        for (name, audit) in builtin_tools::audits() {
+            toolbox.add_audit(*name, *audit);
+        }
+        let broker = Arc::new(LocalBroker::new());
+        let executor = Executor::builder(Arc::new(toolbox))
+            .journal(journal.clone())
+            .broker(broker.clone())
+            .config(config)
+            .build();
+        executor.start(Duration::from_secs(60)).await.context("starting the journal's housekeeping")?;
+
+        let state = Arc::new(Self {
+            args,
+            instance_id,
+            executor,
+            journal,
+            broker,
+            keys,
+            devices,
+            cluster,
+            metrics,
+            tools,
+            sessions: RwLock::default(),
+            tasks: TaskTracker::new(),
+            shutdown: CancellationToken::new(),
+        });
+        if let Some(cluster) = &state.cluster {
+            let weak = Arc::downgrade(&state);
+            cluster.spawn(state.shutdown.clone(), move |message| {
+                let weak = weak.clone();
+                async move {
+                    if let Some(state) = weak.upgrade() {
+                        state.on_cluster_message(message).await;
+                    }
+                }
+            });
+        }
+        Ok(state)
+    }
+
+    async fn on_cluster_message(&self, message: ClusterMessage) {
+        match message {
+            ClusterMessage::Decision { tenant, approval_id, decision, by } => {
+                let decided = tool_executor::Decided { decision, by };
+                if let Err(error) = self.broker.decide(&tenant, &approval_id, decided) {
+                    tracing::debug!(%error, "a forwarded decision found nothing waiting");
+                }
+            }
+            other => self.devices.on_cluster_message(other).await,
+        }
+    }
+
+    /// Creates a session from a validated view.
+    ///
+    /// # Errors
+    ///
+    /// The journal's error.
+    pub async fn create_session(&self, tenant: &str, view: SessionView) -> Result<Arc<SessionEntry>, ApiError> {
+        let record = journal::SessionRecord {
+            id: view.id.clone(),
+            tenant: tenant.to_owned(),
+            user_id: view.user_id.clone(),
+            config: serde_json::to_value(&view).map_err(ApiError::internal)?,
+            status: "active".into(),
+            created_at: view.created_at,
+            ended_at: None,
+        };
+        self.journal.put_session(&record).await?;
+        Ok(self.hold(tenant, view))
+    }
+
+    fn hold(&self, tenant: &str, view: SessionView) -> Arc<SessionEntry> {
+        let config = SessionConfig {
+            id: view.id.clone(),
+            tenant: tenant.to_owned(),
+            user_id: view.user_id.clone(),
+            agent_id: view.agent_id.clone(),
+            working_directory: view.working_directory.as_ref().map(PathBuf::from),
+            policy: SessionPolicy { mode: view.approval_mode, allow_list: view.allow_list.clone() },
+            sequential: view.sequential,
+            time_budget_ms: view.time_budget_ms,
+            active_tools: Some(view.tools.clone()),
+            project: view.project.clone(),
+        };
+        let session = self.executor.open_session(config);
+        let device = match view.runs_on {
+            RunsOn::Server => None,
+            RunsOn::Device => Some(view.device_id.clone()),
+        };
+        self.devices.set_route(&view.id, Route { tenant: tenant.to_owned(), device });
+        let entry = Arc::new(SessionEntry { tenant: tenant.to_owned(), session, view });
+        self.sessions.write().unwrap_or_else(|p| p.into_inner()).insert(entry.view.id.clone(), entry.clone());
+        entry
+    }
+
+    /// The tenant's session: held here, or loaded from the journal (created by another instance).
+    ///
+    /// # Errors
+    ///
+    /// 404 when the tenant has no such session; the journal's error.
+    pub async fn session(&self, tenant: &str, id: &str) -> Result<Arc<SessionEntry>, ApiError> {
+        let held = self.sessions.read().unwrap_or_else(|p| p.into_inner()).get(id).cloned();
+        if let Some(entry) = held {
+            // Another tenant's session does not exist for this caller.
+            return if entry.tenant == tenant { Ok(entry) } else { Err(ApiError::not_found("session", id)) };
+        }
+        let record = self.journal.get_session(tenant, id).await?.ok_or_else(|| ApiError::not_found("session", id))?;
+        let mut view: SessionView = serde_json::from_value(record.config)
+            .map_err(|e| ApiError::internal(format!("stored session {id} does not decode: {e}")))?;
+        view.status = record.status;
+        if view.status != "active" {
+            return Ok(Arc::new(SessionEntry {
+                tenant: tenant.to_owned(),
+                session: self.executor.open_session(SessionConfig {
+                    id: id.to_owned(),
+                    tenant: tenant.to_owned(),
+                    ..SessionConfig::default()
+                }),
+                view,
+            }));
+        }
+        Ok(self.hold(tenant, view))
+    }
+
+    /// Ends a session: its calls in flight are cancelled and settle as cancelled.
+    ///
+    /// # Errors
+    ///
+    /// 404 when the tenant has no such active session.
+    pub async fn end_session(&self, tenant: &str, id: &str) -> Result<SessionView, ApiError> {
+        let entry = self.session(tenant, id).await?;
+        if entry.view.status != "active" {
+            return Err(ApiError::conflict(format!("session `{id}` has already ended")));
+        }
+        entry.session.cancel();
+        self.journal.end_session(tenant, id).await?;
+        self.sessions.write().unwrap_or_else(|p| p.into_inner()).remove(id);
+        self.devices.forget_route(id);
+        let mut view = entry.view.clone();
+        view.status = "ended".into();
+        Ok(view)
+    }
+
+    /// Checks a requested working directory against the workspace roots.
+    ///
+    /// # Errors
+    ///
+    /// 400 with the reason.
+    pub fn check_working_directory(&self, dir: &str, runs_on: RunsOn) -> Result<String, ApiError> {
+        let path = Path::new(dir);
+        if !path.is_absolute() {
+            return Err(ApiError::bad_request(format!("working_directory `{dir}` must be an absolute path")));
+        }
+        if runs_on == RunsOn::Device {
+            // A folder on the device: the server cannot see it.
+            return Ok(dir.to_owned());
+        }
+        let canonical = path.canonicalize().map_err(|e| {
+            ApiError::bad_request(format!("working_directory `{dir}` cannot be used: {e}"))
+        })?;
+        if !canonical.is_dir() {
+            return Err(ApiError::bad_request(format!("working_directory `{dir}` is not a folder")));
+        }
+        let roots = &self.args.workspace_roots;
+        if roots.is_empty() {
+            if !self.keys.is_open() {
+                return Err(ApiError::bad_request(
+                    "this server has no workspace roots (--workspace-root), so sessions cannot run tools on it; \
+                     use runs_on: device",
+                ));
+            }
+        } else if !roots.iter().filter_map(|r| r.canonicalize().ok()).any(|root| canonical.starts_with(root)) {
+            return Err(ApiError::bad_request(format!(
+                "working_directory `{dir}` is outside this server's workspace roots"
+            )));
+        }
+        Ok(canonical.display().to_string())
+    }
+
+    /// Sessions held in memory here.
+    pub fn session_count(&self) -> usize {
+        self.sessions.read().unwrap_or_else(|p| p.into_inner()).len()
+    }
+
+    /// A new session's view with its defaults.
+    pub fn new_view(&self, id: String) -> SessionView {
+        SessionView {
+            id,
+            status: "active".into(),
+            working_directory: None,
+            approval_mode: ApprovalMode::Manual,
+            allow_list: Vec::new(),
+            time_budget_ms: None,
+            user_id: None,
+            agent_id: None,
+            tools: self.tools.clone(),
+            sequential: false,
+            project: None,
+            runs_on: RunsOn::Server,
+            device_id: None,
+            created_at: now_ms(),
+        }
+    }
+}

@@ -1,0 +1,58 @@
+//! `toolhost-device`: runs a server's calls on this machine (the reference client executor).
+//!
+//! ```text
+//! toolhost-device --server http://127.0.0.1:8080 --device-id laptop [--api-key KEY] [--read-only]
+//! ```
+
+use std::time::Duration;
+
+use anyhow::Context as _;
+use clap::Parser;
+use client_executor::device::{self, DeviceConfig};
+use tokio_util::sync::CancellationToken;
+
+/// Connects to a toolhost-server as this person's device and runs the calls it is sent.
+#[derive(Debug, Parser)]
+#[command(version, about)]
+struct Args {
+    /// The server's base URL (http://…) or device WebSocket URL (ws://…).
+    #[arg(long, env = "TOOLHOST_SERVER", default_value = "http://127.0.0.1:8080")]
+    server: String,
+    /// The tenant's API key, when the server requires one.
+    #[arg(long, env = "TOOLHOST_API_KEY", hide_env_values = true)]
+    api_key: Option<String>,
+    /// This device's id within the tenant.
+    #[arg(long, env = "TOOLHOST_DEVICE_ID", default_value = "device")]
+    device_id: String,
+    /// Offer only these tools (repeatable); every builtin tool by default.
+    #[arg(long = "tool")]
+    tools: Vec<String>,
+    /// Run only read-tier calls; block writes and commands.
+    #[arg(long)]
+    read_only: bool,
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    let args = Args::parse();
+    let executor = device::builtin_executor().map_err(anyhow::Error::msg).context("building the tools")?;
+    let mut config = DeviceConfig::new(args.server, args.device_id);
+    config.api_key = args.api_key;
+    config.tools = (!args.tools.is_empty()).then_some(args.tools);
+    config.read_only = args.read_only;
+    config.reconnect_delay = Duration::from_secs(1);
+    let shutdown = CancellationToken::new();
+    let stop = shutdown.clone();
+    tokio::spawn(async move {
+        let _ = tokio::signal::ctrl_c().await;
+        stop.cancel();
+    });
+    device::run(config, executor, shutdown).await.context("device stopped")?;
+    Ok(())
+}

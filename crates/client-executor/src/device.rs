@@ -1,0 +1,329 @@
+//! The device: connects to a server, registers, runs what it is sent through its own pipeline,
+//! answers each request exactly once, and reconnects when the connection drops.
+//!
+//! Results go to an outbox that outlives connections: a result finished while the device was
+//! disconnected is sent on the next connection, and a request the server sends again after a
+//! reconnect is answered from the results already kept (or not at all while it still runs), so a
+//! call never runs twice.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use async_trait::async_trait;
+use futures::{SinkExt, StreamExt};
+use tokio::sync::mpsc;
+use tokio_tungstenite::tungstenite::client::IntoClientRequest;
+use tokio_tungstenite::tungstenite::{self, Message};
+use tokio_util::sync::CancellationToken;
+use tool_core::{ErrorKind, ToolOutput};
+use tool_executor::{
+    ApprovalBroker, ApprovalMode, Batch, Decided, Decision, Event, Executor, RawCall, Session, SessionConfig,
+    SessionPolicy, Toolbox,
+};
+
+use crate::protocol::{DEVICE_ALARM_MARGIN, DeviceMessage, ExecuteRequest, ServerMessage};
+
+/// How long finished results are kept to answer a repeated request.
+const KEEP_RESULTS: Duration = Duration::from_secs(600);
+
+/// How a device connects.
+#[derive(Debug, Clone)]
+pub struct DeviceConfig {
+    /// The server's WebSocket URL (`ws://host:port/v1/devices/connect`); an `http(s)://` base URL
+    /// is turned into it.
+    pub url: String,
+    /// The bearer key of the tenant, when the server requires one.
+    pub api_key: Option<String>,
+    /// This device's id within its tenant.
+    pub device_id: String,
+    /// The tools it offers; `None` offers every tool of its toolbox.
+    pub tools: Option<Vec<String>>,
+    /// Only read-tier calls run here; write and exec calls are blocked on the device.
+    pub read_only: bool,
+    /// Wait between reconnection attempts.
+    pub reconnect_delay: Duration,
+}
+
+impl DeviceConfig {
+    /// A config for `url` with the defaults.
+    pub fn new(url: impl Into<String>, device_id: impl Into<String>) -> Self {
+        Self {
+            url: url.into(),
+            api_key: None,
+            device_id: device_id.into(),
+            tools: None,
+            read_only: false,
+            reconnect_delay: Duration::from_millis(500),
+        }
+    }
+
+    /// The WebSocket URL to dial.
+    pub fn websocket_url(&self) -> String {
+        let url = self.url.trim_end_matches('/');
+        let url = if let Some(rest) = url.strip_prefix("http://") {
+            format!("ws://{rest}")
+        } else if let Some(rest) = url.strip_prefix("https://") {
+            format!("wss://{rest}")
+        } else {
+            url.to_owned()
+        };
+        if url.ends_with(crate::protocol::DEVICE_PATH) { url } else { format!("{url}{}", crate::protocol::DEVICE_PATH) }
+    }
+}
+
+/// Why the device stopped.
+#[derive(Debug, thiserror::Error)]
+pub enum DeviceError {
+    /// The server refused the connection or the registration (a bad key, an unknown tool…).
+    #[error("the server refused this device: {0}")]
+    Refused(String),
+    /// The URL or a header could not be used.
+    #[error("cannot connect to {url}: {source}")]
+    Connect {
+        /// The URL.
+        url: String,
+        /// Why.
+        source: Box<tungstenite::Error>,
+    },
+}
+
+/// The device trusts the server's approval: the server's pipeline asked its people (or its policy)
+/// before it sent the call, so a question on the device is answered "allow once, by the server".
+/// Read-only devices still block write and exec calls before any question.
+#[derive(Debug, Default)]
+pub struct ServerApproved;
+
+#[async_trait]
+impl ApprovalBroker for ServerApproved {
+    async fn wait(
+        &self,
+        _request: &tool_executor::approval::ApprovalRequest,
+        _cancel: &CancellationToken,
+        _timeout: Duration,
+    ) -> Option<Decided> {
+        Some(Decided { decision: Decision::AllowOnce, by: Some("server".into()) })
+    }
+}
+
+/// A device executor over the builtin tools and this machine's files and processes.
+///
+/// # Errors
+///
+/// A builtin tool that needs a service the device does not provide.
+pub fn builtin_executor() -> Result<Executor, String> {
+    let computer: Arc<dyn computer_runtime::ComputerRuntime> =
+        Arc::new(computer_runtime::LocalComputer::default());
+    let services = tool_core::Services::new().with(computer);
+    let mut toolbox = Toolbox::new();
+    for (manifest, runtime) in builtin_tools::Registry::builtin().runtimes(&services).map_err(|e| e.to_string())? {
+        toolbox.add_tool(manifest, runtime).map_err(|e| e.to_string())?;
+    }
+    for (name, audit) in builtin_tools::audits() {
+        toolbox.add_audit(*name, *audit);
+    }
+    Ok(Executor::builder(Arc::new(toolbox)).broker(Arc::new(ServerApproved)).build())
+}
+
+enum Request {
+    Running(Arc<Session>),
+    Done(ToolOutput, Instant),
+}
+
+struct Shared {
+    executor: Executor,
+    read_only: bool,
+    requests: Mutex<HashMap<String, Request>>,
+    outbox: mpsc::UnboundedSender<DeviceMessage>,
+}
+
+/// Runs the device until `shutdown`, reconnecting after every lost connection.
+///
+/// # Errors
+///
+/// [`DeviceError::Refused`] when the server rejects the key or the registration (retrying would
+/// not help); [`DeviceError::Connect`] for a URL that cannot be dialled at all.
+pub async fn run(config: DeviceConfig, executor: Executor, shutdown: CancellationToken) -> Result<(), DeviceError> {
+    let (outbox, mut outgoing) = mpsc::unbounded_channel();
+    let shared = Arc::new(Shared { executor, read_only: config.read_only, requests: Mutex::default(), outbox });
+    let tools = config.tools.clone().unwrap_or_else(|| {
+        shared.executor.toolbox().tools().iter().map(|t| t.manifest.identifier.clone()).collect()
+    });
+    let url = config.websocket_url();
+    // A frame taken from the outbox but not sent (the connection broke) goes first next time.
+    let mut unsent: Option<DeviceMessage> = None;
+    loop {
+        if shutdown.is_cancelled() {
+            return Ok(());
+        }
+        let mut request = url
+            .as_str()
+            .into_client_request()
+            .map_err(|e| DeviceError::Connect { url: url.clone(), source: Box::new(e) })?;
+        if let Some(key) = &config.api_key {
+            let value = format!("Bearer {key}").parse().map_err(|_| {
+                DeviceError::Refused("the API key contains characters a header cannot carry".into())
+            })?;
+            request.headers_mut().insert("authorization", value);
+        }
+        let connected = tokio::select! {
+            connected = tokio_tungstenite::connect_async(request) => connected,
+            () = shutdown.cancelled() => return Ok(()),
+        };
+        let mut socket = match connected {
+            Ok((socket, _)) => socket,
+            Err(tungstenite::Error::Http(response))
+                if matches!(response.status().as_u16(), 401 | 403) =>
+            {
+                return Err(DeviceError::Refused(format!("HTTP {}", response.status())));
+            }
+            Err(error) => {
+                tracing::warn!(%error, "device cannot connect; retrying");
+                tokio::select! {
+                    () = tokio::time::sleep(config.reconnect_delay) => continue,
+                    () = shutdown.cancelled() => return Ok(()),
+                }
+            }
+        };
+        let register = DeviceMessage::Register { device_id: config.device_id.clone(), tools: tools.clone() };
+        if socket.send(Message::text(register.to_text())).await.is_err() {
+            continue;
+        }
+        tracing::info!(device = %config.device_id, %url, "device connected");
+        loop {
+            if let Some(message) = unsent.take() {
+                if socket.send(Message::text(message.to_text())).await.is_err() {
+                    unsent = Some(message);
+                    break;
+                }
+                continue;
+            }
+            tokio::select! {
+                frame = socket.next() => match frame {
+                    Some(Ok(Message::Text(text))) => match ServerMessage::parse(&text) {
+                        Ok(ServerMessage::ToolExecute(request)) => on_execute(&shared, request),
+                        Ok(ServerMessage::ToolCancel { request_id }) => on_cancel(&shared, &request_id),
+                        Ok(ServerMessage::Registered { instance_id, .. }) => {
+                            tracing::debug!(%instance_id, "device registered");
+                        }
+                        Ok(ServerMessage::Error { message }) => return Err(DeviceError::Refused(message)),
+                        Err(error) => tracing::warn!(%error, "ignoring a frame the device cannot read"),
+                    },
+                    Some(Ok(Message::Close(_)) | Err(_)) | None => break,
+                    Some(Ok(_)) => {}
+                },
+                message = outgoing.recv() => {
+                    // The sender lives in `shared`, so the outbox never closes while we run.
+                    unsent = message;
+                }
+                () = shutdown.cancelled() => {
+                    let _ = socket.close(None).await;
+                    return Ok(());
+                }
+            }
+        }
+        tracing::warn!(device = %config.device_id, "device connection lost; reconnecting");
+        tokio::select! {
+            () = tokio::time::sleep(config.reconnect_delay) => {}
+            () = shutdown.cancelled() => return Ok(()),
+        }
+    }
+}
+
+fn on_cancel(shared: &Shared, request_id: &str) {
+    if let Some(Request::Running(session)) = shared.requests.lock().unwrap_or_else(|p| p.into_inner()).get(request_id) {
+        session.cancel();
+    }
+}
+
+fn on_execute(shared: &Arc<Shared>, request: ExecuteRequest) {
+    let session = {
+        let mut requests = shared.requests.lock().unwrap_or_else(|p| p.into_inner());
+        requests.retain(|_, r| !matches!(r, Request::Done(_, at) if at.elapsed() > KEEP_RESULTS));
+        match requests.get(&request.request_id) {
+            // Sent again after a reconnect: answer from what we have, never run twice.
+            Some(Request::Done(output, _)) => {
+                let _ = shared.outbox.send(DeviceMessage::ToolResult {
+                    request_id: request.request_id.clone(),
+                    output: output.clone(),
+                });
+                return;
+            }
+            Some(Request::Running(_)) => return,
+            None => {}
+        }
+        let mode = if shared.read_only { ApprovalMode::ReadOnly } else { ApprovalMode::Manual };
+        let session = shared.executor.open_session(SessionConfig {
+            id: request.session_id.clone(),
+            tenant: "device".into(),
+            working_directory: request.working_directory.as_ref().map(PathBuf::from),
+            policy: SessionPolicy { mode, allow_list: Vec::new() },
+            active_tools: Some(vec![request.tool.clone()]),
+            ..SessionConfig::default()
+        });
+        requests.insert(request.request_id.clone(), Request::Running(session.clone()));
+        session
+    };
+    let shared = shared.clone();
+    tokio::spawn(async move {
+        let request_id = request.request_id.clone();
+        let output = run_request(&shared, &session, request).await;
+        shared
+            .requests
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(request_id.clone(), Request::Done(output.clone(), Instant::now()));
+        let _ = shared.outbox.send(DeviceMessage::ToolResult { request_id, output });
+    });
+}
+
+async fn run_request(shared: &Arc<Shared>, session: &Arc<Session>, request: ExecuteRequest) -> ToolOutput {
+    // Progress of this call goes to the server as it comes.
+    let mut events = session.subscribe();
+    let progress_outbox = shared.outbox.clone();
+    let progress_id = request.request_id.clone();
+    let forward = tokio::spawn(async move {
+        while let Ok(event) = events.recv().await {
+            if let Event::Progress { progress, .. } = event {
+                let _ = progress_outbox.send(DeviceMessage::Progress { request_id: progress_id.clone(), progress });
+            }
+        }
+    });
+    let alarm = Duration::from_millis(request.timeout_ms).saturating_sub(DEVICE_ALARM_MARGIN);
+    let batch = Batch {
+        message_id: Some(request.request_id.clone()),
+        calls: vec![RawCall {
+            id: request.call_id.clone(),
+            name: format!("{}__{}", request.tool, request.api),
+            arguments: request.arguments.to_string(),
+        }],
+        stopped_on_length: false,
+    };
+    let run = shared.executor.execute_batch(session, batch);
+    tokio::pin!(run);
+    let output = tokio::select! {
+        results = &mut run => results.into_iter().next().map(|r| r.output),
+        () = tokio::time::sleep(alarm) => {
+            // Our alarm rings before the server's: stop the call, keep what it produced, and say
+            // plainly that the device timed out.
+            session.cancel();
+            let partial = tokio::time::timeout(Duration::from_millis(300), &mut run)
+                .await
+                .ok()
+                .and_then(|results| results.into_iter().next())
+                .map(|r| r.output.content)
+                .filter(|c| !c.is_empty());
+            let mut message = format!(
+                "client_executor_timeout: the device stopped the call after {} ms",
+                alarm.as_millis()
+            );
+            if let Some(partial) = partial {
+                message = format!("{message}; output so far:\n{partial}");
+            }
+            Some(ToolOutput::error(ErrorKind::Timeout, message))
+        }
+    };
+    forward.abort();
+    output.unwrap_or_else(|| ToolOutput::error(ErrorKind::Internal, "the device's pipeline returned no result"))
+}
