@@ -4,6 +4,8 @@
 //! * `catalogue [--format openai|anthropic|gemini|mcp]`: print the registry's catalogue as JSON.
 //! * `test`: run the whole test suite (what CI runs).
 //! * `bench`: run the benchmarks whose numbers go in `docs/benchmarks.md`.
+//! * `load [-- OPTIONS]`: only the server's load benchmark (`apps/server/benches/load.rs`), with its
+//!   options (`--journal sqlite`, `--clients 1,16,64`, `--seconds 5`…).
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
@@ -18,7 +20,8 @@ commands:
   new-tool NAME                                  add crates/builtin-tool-NAME and register it
   catalogue [--format openai|anthropic|gemini|mcp]  print the builtin catalogue as JSON
   test                                           run the whole test suite
-  bench                                          run the benchmarks";
+  bench                                          run the benchmarks
+  load [-- --journal sqlite --clients 64 ...]    run the server load benchmark only";
 
 fn main() -> ExitCode {
     match run() {
@@ -50,14 +53,23 @@ fn run() -> Result<()> {
         ["test"] => test(&root),
         ["bench"] => {
             // Every benchmark whose numbers are in docs/benchmarks.md.
-            for (package, bench) in
-                [("computer-runtime", "files"), ("journal", "journal"), ("tool-executor", "pipeline")]
-            {
+            for (package, bench) in [
+                ("computer-runtime", "files"),
+                ("journal", "journal"),
+                ("tool-executor", "pipeline"),
+                ("toolhost-server", "load"),
+            ] {
                 let mut command = cargo(&root);
                 command.args(["bench", "-p", package, "--bench", bench]);
                 status(command)?;
             }
             Ok(())
+        }
+        ["load", rest @ ..] => {
+            let rest = rest.strip_prefix(&["--"]).unwrap_or(rest);
+            let mut command = cargo(&root);
+            command.args(["bench", "-p", "toolhost-server", "--bench", "load", "--"]).args(rest);
+            status(command)
         }
         ["help" | "--help" | "-h"] | [] => {
             println!("{USAGE}");

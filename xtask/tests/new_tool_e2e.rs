@@ -46,7 +46,7 @@ fn cargo(dir: &Path, target: &Path, args: &[&str]) -> String {
 fn new_tool_builds_tests_and_is_catalogued() {
     let root = workspace();
     let copy = tempfile::tempdir().unwrap();
-    for item in ["Cargo.toml", "Cargo.lock", ".cargo", "crates", "xtask"] {
+    for item in ["Cargo.toml", "Cargo.lock", ".cargo", "crates", "apps", "xtask"] {
         let source = root.join(item);
         if source.is_dir() {
             copy_tree(&source, &copy.path().join(item));

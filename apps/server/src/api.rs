@@ -120,7 +120,9 @@ fn build_catalogue(
 }
 
 fn today() -> String {
-    let days = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs() / 86_400);
+    let days = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs() / 86_400);
     // Civil date from days since 1970-01-01 (Howard Hinnant's algorithm).
     let z = days as i64 + 719_468;
     let era = z.div_euclid(146_097);
@@ -212,7 +214,8 @@ pub struct CreateSession {
 fn session_id() -> String {
     use std::sync::atomic::{AtomicU64, Ordering};
     static NEXT: AtomicU64 = AtomicU64::new(0);
-    let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos());
+    let nanos =
+        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos());
     format!("ses_{:x}{:04x}", nanos, NEXT.fetch_add(1, Ordering::Relaxed) & 0xffff)
 }
 
@@ -237,7 +240,10 @@ async fn create_session(
     let mut view = state.new_view(session_id());
     if let Some(dir) = &request.working_directory {
         view.working_directory = Some(state.check_working_directory(dir, request.runs_on)?);
-    } else if request.runs_on == RunsOn::Server && !state.keys.is_open() && !state.args.workspace_roots.is_empty() {
+    } else if request.runs_on == RunsOn::Server
+        && !state.keys.is_open()
+        && !state.args.workspace_roots.is_empty()
+    {
         return Err(ApiError::bad_request("working_directory is required on a server with workspace roots"));
     }
     if let Some(tools) = request.tools {
@@ -443,7 +449,11 @@ async fn submit_calls(
         let results = run_state.executor.execute_batch(&session, batch).await;
         let seconds = started.elapsed().as_secs_f64();
         for result in &results {
-            run_state.metrics.call(result.tool.as_deref().unwrap_or("unknown"), result.status.as_str(), seconds);
+            run_state.metrics.call(
+                result.tool.as_deref().unwrap_or("unknown"),
+                result.status.as_str(),
+                seconds,
+            );
         }
         CallsResponse { message_id: Some(message_id), results }
     });
@@ -461,7 +471,9 @@ fn sse_json(kind: &str, value: &impl Serialize) -> SseEvent {
 }
 
 fn belongs(call_id: &str, ids: &[String]) -> bool {
-    ids.iter().any(|id| call_id == id || call_id.strip_prefix(id.as_str()).is_some_and(|rest| rest.starts_with('/')))
+    ids.iter().any(|id| {
+        call_id == id || call_id.strip_prefix(id.as_str()).is_some_and(|rest| rest.starts_with('/'))
+    })
 }
 
 fn stream_batch(
@@ -736,7 +748,11 @@ async fn get_attempt(
     Tenant(tenant): Tenant,
     Path(key): Path<String>,
 ) -> Result<Json<Attempt>, ApiError> {
-    state.journal.get(&tenant, &key).await?.map(Json).ok_or_else(|| ApiError::not_found("journalled call", &key))
+    load_attempt(&state, &tenant, &key).await.map(Json)
+}
+
+async fn load_attempt(state: &AppState, tenant: &str, key: &str) -> Result<Attempt, ApiError> {
+    state.journal.get(tenant, key).await?.ok_or_else(|| ApiError::not_found("journalled call", key))
 }
 
 /// Marks an executed call confirmed: the model has seen its result.
@@ -747,8 +763,7 @@ async fn confirm_attempt(
     Tenant(tenant): Tenant,
     Path(key): Path<String>,
 ) -> Result<Json<Attempt>, ApiError> {
-    let attempt =
-        state.journal.get(&tenant, &key).await?.ok_or_else(|| ApiError::not_found("journalled call", &key))?;
+    let attempt = load_attempt(&state, &tenant, &key).await?;
     if attempt.status != AttemptStatus::Executed && attempt.status != AttemptStatus::Confirmed {
         return Err(ApiError::conflict(format!(
             "call `{key}` is {}; only executed calls can be confirmed",
@@ -756,7 +771,7 @@ async fn confirm_attempt(
         )));
     }
     state.journal.confirm(&tenant, &key).await?;
-    state.journal.get(&tenant, &key).await?.map(Json).ok_or_else(|| ApiError::not_found("journalled call", &key))
+    load_attempt(&state, &tenant, &key).await.map(Json)
 }
 
 // ---------------------------------------------------------------- devices, health, metrics

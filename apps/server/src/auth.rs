@@ -64,7 +64,9 @@ impl Keys {
                 .ok_or_else(|| format!("API key entry `{}` is not TENANT:SHA256HEX", redact(entry)))?;
             let tenant = tenant.trim();
             if tenant.is_empty() || !tenant.chars().all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c)) {
-                return Err(format!("API key entry for tenant `{tenant}`: tenants are letters, digits, - _ ."));
+                return Err(format!(
+                    "API key entry for tenant `{tenant}`: tenants are letters, digits, - _ ."
+                ));
             }
             let digest = parse_hex(hex.trim()).ok_or_else(|| {
                 format!(
@@ -108,7 +110,9 @@ impl Keys {
             .strip_prefix("Bearer ")
             .or_else(|| header.strip_prefix("bearer "))
             .ok_or_else(|| unauthorized("the Authorization header must be `Bearer <key>`"))?;
-        self.tenant_of(key.trim()).map(|t| Tenant(t.to_owned())).ok_or_else(|| unauthorized("unknown API key"))
+        self.tenant_of(key.trim())
+            .map(|t| Tenant(t.to_owned()))
+            .ok_or_else(|| unauthorized("unknown API key"))
     }
 }
 

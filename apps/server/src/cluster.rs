@@ -154,7 +154,8 @@ impl Cluster {
         let presence = Presence { instance: self.instance_id.clone(), tools: tools.to_vec() };
         let Ok(text) = serde_json::to_string(&presence) else { return };
         let mut commands = self.commands.clone();
-        let result: redis::RedisResult<i64> = commands.hset(self.key(&["devices", tenant]), device_id, text).await;
+        let result: redis::RedisResult<i64> =
+            commands.hset(self.key(&["devices", tenant]), device_id, text).await;
         if let Err(error) = result {
             tracing::warn!(%error, "cluster publish_device failed");
         }
@@ -174,7 +175,12 @@ impl Cluster {
     }
 
     /// A live instance holding a device of `tenant` (the given one, or any) that runs `tool`.
-    pub async fn find_device(&self, tenant: &str, device: Option<&str>, tool: &str) -> Option<(String, String)> {
+    pub async fn find_device(
+        &self,
+        tenant: &str,
+        device: Option<&str>,
+        tool: &str,
+    ) -> Option<(String, String)> {
         let mut commands = self.commands.clone();
         let all: std::collections::HashMap<String, String> =
             commands.hgetall(self.key(&["devices", tenant])).await.ok()?;
@@ -186,7 +192,8 @@ impl Cluster {
             .collect();
         candidates.sort_by(|a, b| a.0.cmp(&b.0));
         for (id, presence) in candidates {
-            let alive: bool = commands.exists(self.key(&["instance", &presence.instance])).await.unwrap_or(false);
+            let alive: bool =
+                commands.exists(self.key(&["instance", &presence.instance])).await.unwrap_or(false);
             if alive {
                 return Some((presence.instance, id));
             }

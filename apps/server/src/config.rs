@@ -107,8 +107,8 @@ impl ServeArgs {
     pub fn keys(&self) -> anyhow::Result<Keys> {
         let mut entries = self.api_keys.clone();
         if let Some(path) = &self.api_keys_file {
-            let text =
-                std::fs::read_to_string(path).with_context(|| format!("reading API keys from {}", path.display()))?;
+            let text = std::fs::read_to_string(path)
+                .with_context(|| format!("reading API keys from {}", path.display()))?;
             entries.extend(text.lines().map(str::to_owned));
         }
         Keys::parse(entries.iter().map(String::as_str)).map_err(anyhow::Error::msg)

@@ -178,7 +178,8 @@ impl Devices {
             for open in inflight.values().filter(|i| i.device == key) {
                 let _ = sender.send(ServerMessage::ToolExecute(open.request.clone()));
             }
-            let connection = Connection { generation, tools: tools.clone(), sender, connected_at: Instant::now() };
+            let connection =
+                Connection { generation, tools: tools.clone(), sender, connected_at: Instant::now() };
             if connections.insert(key.clone(), connection).is_none() {
                 self.metrics.devices.fetch_add(1, Ordering::Relaxed);
             }
@@ -243,7 +244,9 @@ impl Devices {
             }
             Reply::Remote { origin } => {
                 if let Some(cluster) = &self.cluster {
-                    cluster.send(&origin, &ClusterMessage::Result { request_id: request_id.to_owned(), output }).await;
+                    cluster
+                        .send(&origin, &ClusterMessage::Result { request_id: request_id.to_owned(), output })
+                        .await;
                 }
             }
         }
@@ -254,7 +257,9 @@ impl Devices {
         let open = {
             let mut inflight = lock(&self.inflight);
             match inflight.get(request_id) {
-                Some(open) if open.device.0 == tenant && open.device.1 == device_id => inflight.remove(request_id),
+                Some(open) if open.device.0 == tenant && open.device.1 == device_id => {
+                    inflight.remove(request_id)
+                }
                 _ => None,
             }
         };
@@ -280,7 +285,9 @@ impl Devices {
             }
         };
         if let Some(cluster) = &self.cluster {
-            cluster.send(&target, &ClusterMessage::Progress { request_id: request_id.to_owned(), progress }).await;
+            cluster
+                .send(&target, &ClusterMessage::Progress { request_id: request_id.to_owned(), progress })
+                .await;
         }
     }
 
@@ -298,7 +305,11 @@ impl Devices {
                             let _ = connection.sender.send(ServerMessage::ToolExecute(request.clone()));
                             inflight.insert(
                                 request_id.clone(),
-                                Inflight { device: key.clone(), request, reply: Reply::Remote { origin: origin.clone() } },
+                                Inflight {
+                                    device: key.clone(),
+                                    request,
+                                    reply: Reply::Remote { origin: origin.clone() },
+                                },
                             );
                             true
                         }
@@ -378,7 +389,11 @@ impl Devices {
             }
             inflight.insert(
                 request_id.clone(),
-                Inflight { device: key, request, reply: Reply::Local { sender, progress: context.progress.clone() } },
+                Inflight {
+                    device: key,
+                    request,
+                    reply: Reply::Local { sender, progress: context.progress.clone() },
+                },
             );
             None
         } else {
@@ -462,7 +477,8 @@ fn unavailable(device: &str) -> ToolOutput {
 }
 
 fn unavailable_for(device: Option<&str>, tool: &str) -> ToolOutput {
-    let who = device.map_or_else(|| "No client executor".to_owned(), |d| format!("The client executor `{d}`"));
+    let who =
+        device.map_or_else(|| "No client executor".to_owned(), |d| format!("The client executor `{d}`"));
     failure(
         ErrorKind::Execution,
         "client_executor_unavailable",
@@ -494,7 +510,12 @@ impl Routed {
 }
 
 impl ToolRuntime for Routed {
-    fn execute<'a>(&'a self, api: &'a str, arguments: Value, context: &'a CallContext) -> BoxFuture<'a, ToolOutput> {
+    fn execute<'a>(
+        &'a self,
+        api: &'a str,
+        arguments: Value,
+        context: &'a CallContext,
+    ) -> BoxFuture<'a, ToolOutput> {
         match self.devices.route(&context.session_id) {
             Some(Route { tenant, device: Some(device) }) => Box::pin(async move {
                 self.devices.dispatch(&tenant, device.as_deref(), &self.tool, api, arguments, context).await

@@ -96,7 +96,8 @@ impl From<JsonRejection> for ApiError {
         };
         // 422 (well-formed JSON of the wrong shape) is reported as 400 like the rest: the body is
         // wrong either way, and the message says where.
-        let status = if status == StatusCode::UNPROCESSABLE_ENTITY { StatusCode::BAD_REQUEST } else { status };
+        let status =
+            if status == StatusCode::UNPROCESSABLE_ENTITY { StatusCode::BAD_REQUEST } else { status };
         Self::new(status, code, rejection.body_text())
     }
 }

@@ -61,7 +61,8 @@ impl utoipa::Modify for BearerAuth {
             "bearer",
             SecurityScheme::Http(HttpBuilder::new().scheme(HttpAuthScheme::Bearer).build()),
         );
-        openapi.security = Some(vec![utoipa::openapi::security::SecurityRequirement::new("bearer", Vec::<String>::new())]);
+        openapi.security =
+            Some(vec![utoipa::openapi::security::SecurityRequirement::new("bearer", Vec::<String>::new())]);
     }
 }
 
@@ -86,7 +87,10 @@ pub fn router(state: Arc<AppState>) -> Router {
     let doc_json = Arc::new(doc.clone());
     routes
         .route(client_executor::protocol::DEVICE_PATH, axum::routing::get(ws::connect))
-        .route("/openapi.json", axum::routing::get(move || async move { axum::Json(doc_json.as_ref().clone()) }))
+        .route(
+            "/openapi.json",
+            axum::routing::get(move || async move { axum::Json(doc_json.as_ref().clone()) }),
+        )
         .merge(Scalar::with_url("/docs", doc))
         .fallback(error::fallback)
         .method_not_allowed_fallback(|| async {
@@ -125,8 +129,12 @@ pub async fn serve(
     state.tasks.close();
     let grace = state.args.shutdown_grace();
     if tokio::time::timeout(grace, state.tasks.wait()).await.is_err() {
-        let sessions: Vec<_> = state.sessions.read().unwrap_or_else(|p| p.into_inner()).values().cloned().collect();
-        tracing::warn!(grace_s = grace.as_secs(), "calls still running after the grace period; cancelling them");
+        let sessions: Vec<_> =
+            state.sessions.read().unwrap_or_else(|p| p.into_inner()).values().cloned().collect();
+        tracing::warn!(
+            grace_s = grace.as_secs(),
+            "calls still running after the grace period; cancelling them"
+        );
         for entry in sessions {
             entry.session.cancel();
         }

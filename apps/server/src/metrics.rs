@@ -31,8 +31,12 @@ pub struct Metrics {
 impl Metrics {
     /// Counts a settled call and its duration.
     pub fn call(&self, tool: &str, status: &str, seconds: f64) {
-        *self.calls.lock().unwrap_or_else(|p| p.into_inner()).entry((tool.to_owned(), status.to_owned())).or_default() +=
-            1;
+        *self
+            .calls
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .entry((tool.to_owned(), status.to_owned()))
+            .or_default() += 1;
         let mut latency = self.latency.lock().unwrap_or_else(|p| p.into_inner());
         let histogram = latency.entry(tool.to_owned()).or_default();
         for (i, bound) in BUCKETS.iter().enumerate() {
@@ -55,7 +59,12 @@ impl Metrics {
         out.push_str("# HELP toolhost_calls_total Settled tool calls by tool and status.\n");
         out.push_str("# TYPE toolhost_calls_total counter\n");
         for ((tool, status), n) in self.calls.lock().unwrap_or_else(|p| p.into_inner()).iter() {
-            let _ = writeln!(out, "toolhost_calls_total{{tool=\"{}\",status=\"{}\"}} {n}", esc(tool), esc(status));
+            let _ = writeln!(
+                out,
+                "toolhost_calls_total{{tool=\"{}\",status=\"{}\"}} {n}",
+                esc(tool),
+                esc(status)
+            );
         }
         out.push_str("# HELP toolhost_call_duration_seconds Time from submission to result, by tool.\n");
         out.push_str("# TYPE toolhost_call_duration_seconds histogram\n");
@@ -68,12 +77,20 @@ impl Metrics {
                     h.counts[i]
                 );
             }
-            let _ = writeln!(out, "toolhost_call_duration_seconds_bucket{{tool=\"{tool}\",le=\"+Inf\"}} {}", h.count);
+            let _ = writeln!(
+                out,
+                "toolhost_call_duration_seconds_bucket{{tool=\"{tool}\",le=\"+Inf\"}} {}",
+                h.count
+            );
             let _ = writeln!(out, "toolhost_call_duration_seconds_sum{{tool=\"{tool}\"}} {}", h.sum);
             let _ = writeln!(out, "toolhost_call_duration_seconds_count{{tool=\"{tool}\"}} {}", h.count);
         }
         let gauges = [
-            ("toolhost_pending_approvals", "Approvals waiting for a person at this instance.", pending_approvals as i64),
+            (
+                "toolhost_pending_approvals",
+                "Approvals waiting for a person at this instance.",
+                pending_approvals as i64,
+            ),
             (
                 "toolhost_client_executors_connected",
                 "Client executors connected to this instance.",
@@ -115,7 +132,9 @@ mod tests {
         let text = metrics.render(3, 1);
         assert!(text.contains("toolhost_calls_total{tool=\"local-system\",status=\"executed\"} 2"), "{text}");
         assert!(text.contains("toolhost_calls_total{tool=\"local-system\",status=\"denied\"} 1"));
-        assert!(text.contains("toolhost_call_duration_seconds_bucket{tool=\"local-system\",le=\"0.0025\"} 2"));
+        assert!(
+            text.contains("toolhost_call_duration_seconds_bucket{tool=\"local-system\",le=\"0.0025\"} 2")
+        );
         assert!(text.contains("toolhost_call_duration_seconds_bucket{tool=\"local-system\",le=\"+Inf\"} 3"));
         assert!(text.contains("toolhost_pending_approvals 3"));
     }

@@ -11,7 +11,9 @@ use journal::Journal;
 use serde::{Deserialize, Serialize};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
-use tool_executor::{ApprovalMode, Executor, ExecutorConfig, LocalBroker, Session, SessionConfig, SessionPolicy, Toolbox};
+use tool_executor::{
+    ApprovalMode, Executor, ExecutorConfig, LocalBroker, Session, SessionConfig, SessionPolicy, Toolbox,
+};
 use utoipa::ToSchema;
 
 use crate::auth::Keys;
@@ -158,9 +160,9 @@ impl AppState {
         args.validate(&keys)?;
         let tools = enabled_tools(&args)?;
         let database_url = args.database_url()?;
-        let journal = journal::open(&database_url)
-            .await
-            .with_context(|| format!("opening the journal ({})", database_url.split('@').next_back().unwrap_or("")))?;
+        let journal = journal::open(&database_url).await.with_context(|| {
+            format!("opening the journal ({})", database_url.split('@').next_back().unwrap_or(""))
+        })?;
         let instance_id = journal::new_instance_id();
         let metrics = Arc::new(Metrics::default());
         let cluster = match &args.redis_url {
@@ -248,7 +250,11 @@ impl AppState {
     /// # Errors
     ///
     /// The journal's error.
-    pub async fn create_session(&self, tenant: &str, view: SessionView) -> Result<Arc<SessionEntry>, ApiError> {
+    pub async fn create_session(
+        &self,
+        tenant: &str,
+        view: SessionView,
+    ) -> Result<Arc<SessionEntry>, ApiError> {
         let record = journal::SessionRecord {
             id: view.id.clone(),
             tenant: tenant.to_owned(),
@@ -297,7 +303,8 @@ impl AppState {
             // Another tenant's session does not exist for this caller.
             return if entry.tenant == tenant { Ok(entry) } else { Err(ApiError::not_found("session", id)) };
         }
-        let record = self.journal.get_session(tenant, id).await?.ok_or_else(|| ApiError::not_found("session", id))?;
+        let record =
+            self.journal.get_session(tenant, id).await?.ok_or_else(|| ApiError::not_found("session", id))?;
         let mut view: SessionView = serde_json::from_value(record.config)
             .map_err(|e| ApiError::internal(format!("stored session {id} does not decode: {e}")))?;
         view.status = record.status;
@@ -348,9 +355,9 @@ impl AppState {
             // A folder on the device: the server cannot see it.
             return Ok(dir.to_owned());
         }
-        let canonical = path.canonicalize().map_err(|e| {
-            ApiError::bad_request(format!("working_directory `{dir}` cannot be used: {e}"))
-        })?;
+        let canonical = path
+            .canonicalize()
+            .map_err(|e| ApiError::bad_request(format!("working_directory `{dir}` cannot be used: {e}")))?;
         if !canonical.is_dir() {
             return Err(ApiError::bad_request(format!("working_directory `{dir}` is not a folder")));
         }
@@ -362,7 +369,8 @@ impl AppState {
                      use runs_on: device",
                 ));
             }
-        } else if !roots.iter().filter_map(|r| r.canonicalize().ok()).any(|root| canonical.starts_with(root)) {
+        } else if !roots.iter().filter_map(|r| r.canonicalize().ok()).any(|root| canonical.starts_with(root))
+        {
             return Err(ApiError::bad_request(format!(
                 "working_directory `{dir}` is outside this server's workspace roots"
             )));

@@ -3,8 +3,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use axum::extract::ws::{Message, WebSocket, WebSocketUpgrade};
 use axum::extract::State;
+use axum::extract::ws::{Message, WebSocket, WebSocketUpgrade};
 use axum::response::Response;
 use client_executor::{DeviceMessage, ServerMessage};
 use futures::{SinkExt, StreamExt};
@@ -20,7 +20,11 @@ const MAX_FRAME: usize = 16 * 1024 * 1024;
 
 /// Upgrades to the device protocol (see `client_executor::protocol`). The key's tenant is the
 /// device's tenant.
-pub async fn connect(State(state): State<Arc<AppState>>, Tenant(tenant): Tenant, ws: WebSocketUpgrade) -> Response {
+pub async fn connect(
+    State(state): State<Arc<AppState>>,
+    Tenant(tenant): Tenant,
+    ws: WebSocketUpgrade,
+) -> Response {
     ws.max_message_size(MAX_FRAME).on_upgrade(move |socket| serve_device(state, tenant, socket))
 }
 
@@ -47,7 +51,8 @@ async fn serve_device(state: Arc<AppState>, tenant: String, socket: WebSocket) {
     }
     let (sender, mut outgoing) = mpsc::unbounded_channel();
     let generation = state.devices.register(&tenant, &device_id, tools, sender);
-    let registered = ServerMessage::Registered { device_id: device_id.clone(), instance_id: state.instance_id.clone() };
+    let registered =
+        ServerMessage::Registered { device_id: device_id.clone(), instance_id: state.instance_id.clone() };
     if sink.send(text(&registered)).await.is_ok() {
         tracing::info!(%tenant, device = %device_id, "client executor connected");
         let mut ping = tokio::time::interval(Duration::from_secs(15));

@@ -69,7 +69,11 @@ impl DeviceConfig {
         } else {
             url.to_owned()
         };
-        if url.ends_with(crate::protocol::DEVICE_PATH) { url } else { format!("{url}{}", crate::protocol::DEVICE_PATH) }
+        if url.ends_with(crate::protocol::DEVICE_PATH) {
+            url
+        } else {
+            format!("{url}{}", crate::protocol::DEVICE_PATH)
+        }
     }
 }
 
@@ -117,7 +121,9 @@ pub fn builtin_executor() -> Result<Executor, String> {
         Arc::new(computer_runtime::LocalComputer::default());
     let services = tool_core::Services::new().with(computer);
     let mut toolbox = Toolbox::new();
-    for (manifest, runtime) in builtin_tools::Registry::builtin().runtimes(&services).map_err(|e| e.to_string())? {
+    for (manifest, runtime) in
+        builtin_tools::Registry::builtin().runtimes(&services).map_err(|e| e.to_string())?
+    {
         toolbox.add_tool(manifest, runtime).map_err(|e| e.to_string())?;
     }
     for (name, audit) in builtin_tools::audits() {
@@ -144,9 +150,14 @@ struct Shared {
 ///
 /// [`DeviceError::Refused`] when the server rejects the key or the registration (retrying would
 /// not help); [`DeviceError::Connect`] for a URL that cannot be dialled at all.
-pub async fn run(config: DeviceConfig, executor: Executor, shutdown: CancellationToken) -> Result<(), DeviceError> {
+pub async fn run(
+    config: DeviceConfig,
+    executor: Executor,
+    shutdown: CancellationToken,
+) -> Result<(), DeviceError> {
     let (outbox, mut outgoing) = mpsc::unbounded_channel();
-    let shared = Arc::new(Shared { executor, read_only: config.read_only, requests: Mutex::default(), outbox });
+    let shared =
+        Arc::new(Shared { executor, read_only: config.read_only, requests: Mutex::default(), outbox });
     let tools = config.tools.clone().unwrap_or_else(|| {
         shared.executor.toolbox().tools().iter().map(|t| t.manifest.identifier.clone()).collect()
     });
@@ -173,9 +184,7 @@ pub async fn run(config: DeviceConfig, executor: Executor, shutdown: Cancellatio
         };
         let mut socket = match connected {
             Ok((socket, _)) => socket,
-            Err(tungstenite::Error::Http(response))
-                if matches!(response.status().as_u16(), 401 | 403) =>
-            {
+            Err(tungstenite::Error::Http(response)) if matches!(response.status().as_u16(), 401 | 403) => {
                 return Err(DeviceError::Refused(format!("HTTP {}", response.status())));
             }
             Err(error) => {
@@ -232,7 +241,9 @@ pub async fn run(config: DeviceConfig, executor: Executor, shutdown: Cancellatio
 }
 
 fn on_cancel(shared: &Shared, request_id: &str) {
-    if let Some(Request::Running(session)) = shared.requests.lock().unwrap_or_else(|p| p.into_inner()).get(request_id) {
+    if let Some(Request::Running(session)) =
+        shared.requests.lock().unwrap_or_else(|p| p.into_inner()).get(request_id)
+    {
         session.cancel();
     }
 }
@@ -286,7 +297,8 @@ async fn run_request(shared: &Arc<Shared>, session: &Arc<Session>, request: Exec
     let forward = tokio::spawn(async move {
         while let Ok(event) = events.recv().await {
             if let Event::Progress { progress, .. } = event {
-                let _ = progress_outbox.send(DeviceMessage::Progress { request_id: progress_id.clone(), progress });
+                let _ = progress_outbox
+                    .send(DeviceMessage::Progress { request_id: progress_id.clone(), progress });
             }
         }
     });
@@ -325,5 +337,6 @@ async fn run_request(shared: &Arc<Shared>, session: &Arc<Session>, request: Exec
         }
     };
     forward.abort();
-    output.unwrap_or_else(|| ToolOutput::error(ErrorKind::Internal, "the device's pipeline returned no result"))
+    output
+        .unwrap_or_else(|| ToolOutput::error(ErrorKind::Internal, "the device's pipeline returned no result"))
 }

@@ -1,0 +1,493 @@
+//! The HTTP API: in process (`oneshot`) for the error contract, over a real socket for the flows.
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use axum::body::Body;
+use axum::http::{Request, StatusCode};
+use common::{OUTSIDE, TestServer, workspace};
+use http_body_util::BodyExt;
+use serde_json::{Value, json};
+use tower::ServiceExt;
+
+async fn oneshot(app: &axum::Router, request: Request<Body>) -> (StatusCode, Value) {
+    let response = app.clone().oneshot(request).await.unwrap();
+    let status = response.status();
+    let bytes = response.into_body().collect().await.unwrap().to_bytes();
+    (status, serde_json::from_slice(&bytes).unwrap_or(Value::Null))
+}
+
+fn post(path: &str, body: impl Into<Body>) -> Request<Body> {
+    Request::post(path).header("content-type", "application/json").body(body.into()).unwrap()
+}
+
+fn get(path: &str) -> Request<Body> {
+    Request::get(path).body(Body::empty()).unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_input_gets_a_documented_error_body_and_the_right_status() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut args = common::args(dir.path());
+    args.max_body_bytes = 4096;
+    let state = toolhost_server::AppState::build(args).await.unwrap();
+    let app = toolhost_server::router(state.clone());
+    let ws = workspace();
+    let (status, session) =
+        oneshot(&app, post("/v1/sessions", json!({"working_directory": ws.path()}).to_string())).await;
+    assert_eq!(status, StatusCode::CREATED, "{session}");
+    let sid = session["id"].as_str().unwrap();
+    let calls = format!("/v1/sessions/{sid}/calls");
+
+    let big =
+        json!({"calls": [{"id": "c1", "name": "readFile", "arguments": "x".repeat(10_000)}]}).to_string();
+    let cases: Vec<(Request<Body>, StatusCode, &str)> = vec![
+        (post("/v1/sessions", "{not json"), StatusCode::BAD_REQUEST, "invalid_json"),
+        (
+            Request::post("/v1/sessions").body(Body::from("{}")).unwrap(),
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            "unsupported_media_type",
+        ),
+        (post("/v1/sessions", r#"{"approval_mode": "yolo"}"#), StatusCode::BAD_REQUEST, "invalid_body"),
+        (post("/v1/sessions", r#"{"surprise": 1}"#), StatusCode::BAD_REQUEST, "invalid_body"),
+        (
+            post("/v1/sessions", r#"{"working_directory": "relative/dir"}"#),
+            StatusCode::BAD_REQUEST,
+            "bad_request",
+        ),
+        (
+            post("/v1/sessions", r#"{"working_directory": "/no/such/folder"}"#),
+            StatusCode::BAD_REQUEST,
+            "bad_request",
+        ),
+        (post("/v1/sessions", r#"{"tools": ["no-such-tool"]}"#), StatusCode::BAD_REQUEST, "bad_request"),
+        (post("/v1/sessions", r#"{"device_id": "laptop"}"#), StatusCode::BAD_REQUEST, "bad_request"),
+        (post(&calls, big), StatusCode::PAYLOAD_TOO_LARGE, "payload_too_large"),
+        (post(&calls, r#"{"calls": []}"#), StatusCode::BAD_REQUEST, "bad_request"),
+        (post(&calls, r#"{"calls": [{"id": "c1"}]}"#), StatusCode::BAD_REQUEST, "bad_request"),
+        (post(&calls, r#"{"calls": [42]}"#), StatusCode::BAD_REQUEST, "bad_request"),
+        (
+            post(
+                "/v1/sessions/ses_nope/calls",
+                r#"{"calls": [{"id":"c","name":"readFile","arguments":"{}"}]}"#,
+            ),
+            StatusCode::NOT_FOUND,
+            "not_found",
+        ),
+        (get("/v1/sessions/ses_nope"), StatusCode::NOT_FOUND, "not_found"),
+        (
+            post("/v1/approvals/appr-nope", r#"{"decision": {"kind": "allow_once"}}"#),
+            StatusCode::NOT_FOUND,
+            "not_found",
+        ),
+        (
+            post("/v1/approvals/appr-nope", r#"{"decision": {"kind": "maybe"}}"#),
+            StatusCode::BAD_REQUEST,
+            "invalid_body",
+        ),
+        (
+            Request::delete("/v1/remembered/rem-nope").body(Body::empty()).unwrap(),
+            StatusCode::NOT_FOUND,
+            "not_found",
+        ),
+        (get("/v1/journal?status=great"), StatusCode::BAD_REQUEST, "bad_request"),
+        (get("/v1/journal?limit=many"), StatusCode::BAD_REQUEST, "bad_request"),
+        (get("/v1/journal/nope:nothing"), StatusCode::NOT_FOUND, "not_found"),
+        (
+            get(&format!("/v1/sessions/{sid}/catalogue?provider=cobol")),
+            StatusCode::BAD_REQUEST,
+            "bad_request",
+        ),
+        (get("/v1/nothing-here"), StatusCode::NOT_FOUND, "not_found"),
+        (
+            Request::put("/v1/sessions").body(Body::empty()).unwrap(),
+            StatusCode::METHOD_NOT_ALLOWED,
+            "method_not_allowed",
+        ),
+    ];
+    for (request, status, code) in cases {
+        let label = format!("{} {}", request.method(), request.uri());
+        let (got, body) = oneshot(&app, request).await;
+        assert_eq!(got, status, "{label}: {body}");
+        assert_eq!(body["error"]["code"], code, "{label}: {body}");
+        assert!(body["error"]["message"].as_str().is_some_and(|m| !m.is_empty()), "{label}: {body}");
+    }
+
+    // Unknown tools and malformed arguments are not HTTP errors: they are results the model reads,
+    // and nothing is left unsettled in the journal.
+    let (status, body) = oneshot(
+        &app,
+        post(
+            &calls,
+            json!({"calls": [
+                {"id": "u1", "name": "readFiel", "arguments": "{}"},
+                {"id": "u2", "name": "readFile", "arguments": "{\"path\": \"notes"},
+                {"id": "u3", "name": "readFile", "arguments": "{\"path\": 5}"},
+            ]})
+            .to_string(),
+        ),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let results = body["results"].as_array().unwrap();
+    assert_eq!(results.len(), 3);
+    assert!(results[0]["output"]["content"].as_str().unwrap().contains("readFile"), "closest name: {body}");
+    assert_eq!(results[1]["output"]["error"]["kind"], "invalid_arguments");
+    assert_eq!(results[2]["output"]["error"]["kind"], "invalid_arguments");
+    assert!(results.iter().all(|r| r["output"]["success"] == false));
+    let (_, open) = oneshot(&app, get("/v1/journal?status=proposed")).await;
+    assert_eq!(open, json!([]), "no row left proposed");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_openapi_document_describes_every_route_and_the_viewer_is_served() {
+    let dir = tempfile::tempdir().unwrap();
+    let state = toolhost_server::AppState::build(common::args(dir.path())).await.unwrap();
+    let app = toolhost_server::router(state);
+    let (status, doc) = oneshot(&app, get("/openapi.json")).await;
+    assert_eq!(status, StatusCode::OK);
+    assert!(doc["openapi"].as_str().unwrap().starts_with("3.1"), "{}", doc["openapi"]);
+    let paths = doc["paths"].as_object().unwrap();
+    for path in [
+        "/v1/catalogue",
+        "/v1/sessions",
+        "/v1/sessions/{id}",
+        "/v1/sessions/{id}/catalogue",
+        "/v1/sessions/{id}/calls",
+        "/v1/sessions/{id}/events",
+        "/v1/approvals",
+        "/v1/approvals/{id}",
+        "/v1/remembered",
+        "/v1/remembered/{id}",
+        "/v1/journal",
+        "/v1/journal/{key}",
+        "/v1/journal/{key}/confirm",
+        "/v1/devices",
+        "/healthz",
+        "/readyz",
+        "/metrics",
+    ] {
+        assert!(paths.contains_key(path), "{path} missing from the document");
+    }
+    let schemas = doc["components"]["schemas"].as_object().unwrap();
+    for schema in
+        ["ErrorBody", "CreateSession", "SessionView", "SubmitCalls", "CallResult", "Attempt", "Decision"]
+    {
+        assert!(schemas.contains_key(schema), "{schema} missing");
+    }
+    let response = app.clone().oneshot(get("/docs")).await.unwrap();
+    assert_eq!(response.status(), StatusCode::OK);
+    let html = response.into_body().collect().await.unwrap().to_bytes();
+    assert!(String::from_utf8_lossy(&html).contains("openapi"), "the viewer page embeds the document");
+}
+
+/// The README's sequence: a read inside the folder runs, a read outside waits for approval, the
+/// approval lets it run, and the journal lists both.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn inside_runs_outside_waits_for_approval_and_the_journal_lists_both() {
+    let server = TestServer::start().await;
+    let ws = workspace();
+    let sid = server.session(json!({"working_directory": ws.path()})).await;
+
+    let (status, catalogue) = server.get(&format!("/v1/sessions/{sid}/catalogue?provider=openai")).await;
+    assert_eq!(status, 200);
+    let names: Vec<&str> = catalogue["functions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f["function"]["name"].as_str().unwrap())
+        .collect();
+    assert!(names.contains(&"readFile") && names.contains(&"runCommand"), "{names:?}");
+    assert!(catalogue["functions"][0]["function"]["strict"] == true);
+    let role = catalogue["tools"][0]["system_role"].as_str().unwrap();
+    assert!(role.contains(ws.path().to_str().unwrap()), "the system role names the working directory");
+
+    let inside = server.call(&sid, "in", "readFile", json!({"path": "notes.txt"})).await;
+    assert_eq!(inside["status"], "executed", "{inside}");
+    assert_eq!(inside["output"]["content"], "hello from inside");
+
+    let waiting = {
+        let client = server.client.clone();
+        let url = server.url(&format!("/v1/sessions/{sid}/calls"));
+        let body = json!({"message_id": "m-out", "calls": [{"id": "out", "name": "readFile",
+            "arguments": json!({"path": OUTSIDE, "limit": 1}).to_string()}]});
+        tokio::spawn(async move {
+            client.post(url).json(&body).send().await.unwrap().json::<Value>().await.unwrap()
+        })
+    };
+    let approval = server.wait_for_approval("out").await;
+    assert!(!waiting.is_finished(), "the outside read waits for a person");
+    let (_, listed) = server.get(&format!("/v1/approvals?session_id={sid}")).await;
+    assert!(listed[0]["reason"].as_str().unwrap().contains("outside the working directory"), "{listed}");
+
+    let (status, decided) = server
+        .post(
+            &format!("/v1/approvals/{approval}"),
+            json!({"decision": {"kind": "allow_once"}, "by": "alice"}),
+        )
+        .await;
+    assert_eq!(status, 200, "{decided}");
+    assert_eq!(decided["outcome"], "delivered");
+    let response = tokio::time::timeout(Duration::from_secs(10), waiting).await.unwrap().unwrap();
+    let outside = &response["results"][0];
+    assert_eq!(outside["status"], "executed", "{response}");
+    assert!(outside["output"]["content"].as_str().unwrap().starts_with("root:"), "{outside}");
+    let (status, again) =
+        server.post(&format!("/v1/approvals/{approval}"), json!({"decision": {"kind": "deny"}})).await;
+    assert_eq!(status, 404, "an approval is decided once: {again}");
+
+    let (_, journal) = server.get(&format!("/v1/journal?session_id={sid}")).await;
+    let rows = journal.as_array().unwrap();
+    assert_eq!(rows.len(), 2, "{journal}");
+    let out_row = rows.iter().find(|r| r["call_id"] == "out").unwrap();
+    assert_eq!(out_row["status"], "executed");
+    assert_eq!(out_row["decision"], "allow_once");
+    assert_eq!(out_row["decided_by"], "alice");
+    let (status, one) = server.get("/v1/journal/m-out:out").await;
+    assert_eq!(status, 200, "{one}");
+    assert_eq!(one["arguments"]["path"], OUTSIDE);
+    let (status, confirmed) = server.post("/v1/journal/m-out:out/confirm", json!({})).await;
+    assert_eq!((status, confirmed["status"].as_str()), (200, Some("confirmed")), "{confirmed}");
+
+    let (_, metrics) = {
+        let text = server.client.get(server.url("/metrics")).send().await.unwrap().text().await.unwrap();
+        (0, text)
+    };
+    assert!(
+        metrics.contains("toolhost_calls_total{tool=\"local-system\",status=\"executed\"} 2"),
+        "{metrics}"
+    );
+    assert!(metrics.contains("toolhost_pending_approvals 0"));
+    server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_streamed_batch_sends_events_as_they_happen_and_results_in_the_models_order() {
+    let server = TestServer::start().await;
+    let ws = workspace();
+    let sid = server.session(json!({"working_directory": ws.path(), "approval_mode": "auto_run"})).await;
+    let body = json!({"stream": true, "calls": [
+        // OpenAI and Anthropic shapes are taken as they come from the model.
+        {"id": "slow", "type": "function", "function": {"name": "runCommand",
+            "arguments": json!({"command": "sleep 0.3; echo slow"}).to_string()}},
+        {"type": "tool_use", "id": "fast", "name": "readFile", "input": {"path": "notes.txt"}},
+    ]});
+    let response = server
+        .client
+        .post(server.url(&format!("/v1/sessions/{sid}/calls")))
+        .json(&body)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200);
+    assert!(response.headers()["content-type"].to_str().unwrap().starts_with("text/event-stream"));
+    let text = tokio::time::timeout(Duration::from_secs(20), response.text()).await.unwrap().unwrap();
+    let events: Vec<(String, Value)> = text
+        .split("\n\n")
+        .filter_map(|block| {
+            let kind = block.lines().find_map(|l| l.strip_prefix("event: "))?;
+            let data = block.lines().find_map(|l| l.strip_prefix("data: "))?;
+            Some((kind.to_owned(), serde_json::from_str(data).unwrap()))
+        })
+        .collect();
+    let kinds: Vec<&str> = events.iter().map(|(k, _)| k.as_str()).collect();
+    let position = |kind: &str, call: &str| {
+        events
+            .iter()
+            .position(|(k, v)| k == kind && v["call_id"] == call)
+            .unwrap_or_else(|| panic!("{kind} {call}: {kinds:?}"))
+    };
+    assert!(position("call.proposed", "slow") < position("call.finished", "slow"));
+    assert!(position("call.started", "slow") < position("call.finished", "slow"));
+    assert!(
+        position("call.finished", "fast") < events.len() - 1,
+        "events come before the results: {kinds:?}"
+    );
+    let (last, results) = events.last().unwrap();
+    assert_eq!(last, "results", "{kinds:?}");
+    let ids: Vec<&str> =
+        results["results"].as_array().unwrap().iter().map(|r| r["call_id"].as_str().unwrap()).collect();
+    assert_eq!(ids, ["slow", "fast"], "results in the model's order");
+    assert!(results["results"][0]["output"]["content"].as_str().unwrap().contains("slow"));
+    server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn denials_headless_blocks_and_ending_a_session_all_settle_the_journal() {
+    let server = TestServer::start().await;
+    let ws = workspace();
+
+    // Deny with a message: the model reads it.
+    let sid = server.session(json!({"working_directory": ws.path()})).await;
+    let pending = {
+        let client = server.client.clone();
+        let url = server.url(&format!("/v1/sessions/{sid}/calls"));
+        let body = json!({"calls": [{"id": "d1", "name": "readFile", "arguments": json!({"path": OUTSIDE}).to_string()}]});
+        tokio::spawn(async move {
+            client.post(url).json(&body).send().await.unwrap().json::<Value>().await.unwrap()
+        })
+    };
+    let approval = server.wait_for_approval("d1").await;
+    let (status, _) = server
+        .post(
+            &format!("/v1/approvals/{approval}"),
+            json!({"decision": {"kind": "deny_with_message", "message": "not that file"}}),
+        )
+        .await;
+    assert_eq!(status, 200);
+    let denied = pending.await.unwrap();
+    assert_eq!(denied["results"][0]["status"], "denied");
+    assert!(denied["results"][0]["output"]["content"].as_str().unwrap().contains("not that file"));
+
+    // Headless: what would ask is blocked at once.
+    let headless = server.session(json!({"working_directory": ws.path(), "approval_mode": "headless"})).await;
+    let started = Instant::now();
+    let blocked = server.call(&headless, "h1", "readFile", json!({"path": OUTSIDE})).await;
+    assert_eq!(blocked["status"], "blocked");
+    assert_eq!(blocked["output"]["content"], "Blocked by security/privacy.");
+    assert!(started.elapsed() < Duration::from_secs(5));
+
+    // Ending a session cancels a call that waits for approval; the row settles.
+    let ending = server.session(json!({"working_directory": ws.path()})).await;
+    let waiting = {
+        let client = server.client.clone();
+        let url = server.url(&format!("/v1/sessions/{ending}/calls"));
+        let body = json!({"calls": [{"id": "e1", "name": "readFile", "arguments": json!({"path": OUTSIDE}).to_string()}]});
+        tokio::spawn(async move {
+            client.post(url).json(&body).send().await.unwrap().json::<Value>().await.unwrap()
+        })
+    };
+    server.wait_for_approval("e1").await;
+    let (status, ended) = server.delete(&format!("/v1/sessions/{ending}")).await;
+    assert_eq!((status, ended["status"].as_str()), (200, Some("ended")), "{ended}");
+    let cancelled = tokio::time::timeout(Duration::from_secs(10), waiting).await.unwrap().unwrap();
+    assert_eq!(cancelled["results"][0]["status"], "failed", "{cancelled}");
+    assert_eq!(cancelled["results"][0]["output"]["error"]["kind"], "cancelled");
+    let (status, _) = server
+        .post(
+            &format!("/v1/sessions/{ending}/calls"),
+            json!({"calls": [{"id": "late", "name": "readFile", "arguments": "{}"}]}),
+        )
+        .await;
+    assert_eq!(status, 409, "an ended session takes no calls");
+    let (_, proposed) = server.get("/v1/journal?status=proposed").await;
+    assert_eq!(proposed, json!([]));
+    let (_, pending) = server.get("/v1/approvals").await;
+    assert_eq!(pending, json!([]));
+    server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_key_sees_only_its_own_tenant() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut args = common::args(dir.path());
+    let ws = workspace();
+    args.api_keys = vec![
+        toolhost_server::auth::stored_form("acme", "key-acme"),
+        toolhost_server::auth::stored_form("globex", "key-globex"),
+    ];
+    args.workspace_roots = vec![ws.path().to_owned()];
+    let acme = TestServer::start_with(dir, args).await.with_key("key-acme");
+    let base = acme.base.clone();
+    let globex = TestServer {
+        base: base.clone(),
+        state: acme.state.clone(),
+        stop: None,
+        handle: tokio::spawn(async { Ok(()) }),
+        dir: tempfile::tempdir().unwrap(),
+        client: acme.client.clone(),
+        key: Some("key-globex".into()),
+    };
+
+    // No key, a wrong key: 401 with the error body.
+    let response = acme.client.get(format!("{base}/v1/journal")).send().await.unwrap();
+    assert_eq!(response.status(), 401);
+    assert_eq!(response.json::<Value>().await.unwrap()["error"]["code"], "unauthorized");
+    let response =
+        acme.client.get(format!("{base}/v1/journal")).bearer_auth("key-nobody").send().await.unwrap();
+    assert_eq!(response.status(), 401);
+    // Health stays open for probes.
+    assert_eq!(acme.client.get(format!("{base}/healthz")).send().await.unwrap().status(), 200);
+
+    // With keys, sessions must stay inside the workspace roots.
+    let (status, body) = acme.post("/v1/sessions", json!({"working_directory": "/"})).await;
+    assert_eq!(status, 400, "{body}");
+
+    let sid = acme.session(json!({"working_directory": ws.path()})).await;
+    acme.call(&sid, "a1", "readFile", json!({"path": "notes.txt"})).await;
+    let waiting = {
+        let client = acme.client.clone();
+        let url = acme.url(&format!("/v1/sessions/{sid}/calls"));
+        let body = json!({"calls": [{"id": "a2", "name": "readFile", "arguments": json!({"path": OUTSIDE}).to_string()}]});
+        tokio::spawn(async move {
+            client
+                .post(url)
+                .bearer_auth("key-acme")
+                .json(&body)
+                .send()
+                .await
+                .unwrap()
+                .json::<Value>()
+                .await
+                .unwrap()
+        })
+    };
+    let approval = acme.wait_for_approval("a2").await;
+
+    // Globex cannot see, call, decide or read any of it.
+    assert_eq!(globex.get(&format!("/v1/sessions/{sid}")).await.0, 404);
+    assert_eq!(globex.get(&format!("/v1/sessions/{sid}/catalogue")).await.0, 404);
+    let (status, _) = globex
+        .post(
+            &format!("/v1/sessions/{sid}/calls"),
+            json!({"calls": [{"id": "g", "name": "readFile", "arguments": "{}"}]}),
+        )
+        .await;
+    assert_eq!(status, 404);
+    assert_eq!(globex.get("/v1/approvals").await.1, json!([]));
+    let (status, _) =
+        globex.post(&format!("/v1/approvals/{approval}"), json!({"decision": {"kind": "allow_once"}})).await;
+    assert_eq!(status, 404);
+    assert_eq!(globex.get("/v1/journal").await.1, json!([]));
+    let (_, rows) = acme.get("/v1/journal").await;
+    let key = rows[0]["key"].as_str().unwrap().to_owned();
+    assert_eq!(globex.get(&format!("/v1/journal/{key}")).await.0, 404);
+    assert_eq!(globex.delete(&format!("/v1/sessions/{sid}")).await.0, 404);
+
+    // Acme's own decision goes through.
+    let (status, _) =
+        acme.post(&format!("/v1/approvals/{approval}"), json!({"decision": {"kind": "deny"}})).await;
+    assert_eq!(status, 200);
+    assert_eq!(waiting.await.unwrap()["results"][0]["status"], "denied");
+    drop(globex);
+    acme.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shutdown_lets_running_calls_finish_and_settles_the_rest() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut args = common::args(dir.path());
+    args.shutdown_grace_secs = 2;
+    let server = TestServer::start_with(dir, args).await;
+    let ws = workspace();
+    let sid = server.session(json!({"working_directory": ws.path(), "approval_mode": "auto_run"})).await;
+    let asking = server.session(json!({"working_directory": ws.path()})).await;
+    let submit = |session: String, id: &'static str, arguments: Value, name: &'static str| {
+        let client = server.client.clone();
+        let url = server.url(&format!("/v1/sessions/{session}/calls"));
+        let body = json!({"calls": [{"id": id, "name": name, "arguments": arguments.to_string()}]});
+        tokio::spawn(async move { client.post(url).json(&body).send().await.map(|r| r.status().as_u16()) })
+    };
+    let _short = submit(sid.clone(), "short", json!({"command": "sleep 0.5; echo done"}), "runCommand");
+    let _stuck = submit(asking.clone(), "stuck", json!({"path": OUTSIDE}), "readFile");
+    server.wait_for_approval("stuck").await;
+    let state = server.state.clone();
+    let started = Instant::now();
+    server.stop().await;
+    assert!(started.elapsed() < Duration::from_secs(15));
+    let rows = state.journal.query("local", &journal::AttemptFilter::default()).await.unwrap();
+    let status = |id: &str| rows.iter().find(|r| r.call_id == id).map(|r| r.status.as_str()).unwrap();
+    assert_eq!(status("short"), "executed", "a call in flight finishes within the grace");
+    assert_eq!(status("stuck"), "failed", "a call still waiting after the grace is cancelled and settled");
+}

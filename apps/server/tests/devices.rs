@@ -1,0 +1,229 @@
+//! Client executors on one instance: the reference device, and hand-driven devices for the
+//! failure cases. Every call gets exactly one result.
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use client_executor::DeviceMessage;
+use common::{
+    TestServer, next_execute, next_message, raw_device, send, spawn_device, submit, wait_for_device,
+    workspace,
+};
+use serde_json::json;
+use tool_core::ToolOutput;
+
+/// A batch of one read of `notes.txt`.
+fn read_notes(id: &str) -> serde_json::Value {
+    json!([{"id": id, "name": "readFile", "arguments": "{\"path\": \"notes.txt\"}"}])
+}
+
+/// A session whose calls run on any device of the tenant, without questions.
+async fn device_session(server: &TestServer, ws: &tempfile::TempDir) -> String {
+    server
+        .session(json!({"working_directory": ws.path(), "runs_on": "device", "approval_mode": "auto_run"}))
+        .await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_device_session_runs_its_calls_on_the_device() {
+    let server = TestServer::start().await;
+    let ws = workspace();
+    let (stop, device) = spawn_device(&server.base, None, "laptop");
+    wait_for_device(&server, "laptop").await;
+    let sid = server
+        .session(json!({"working_directory": ws.path(), "runs_on": "device", "device_id": "laptop", "approval_mode": "auto_run"}))
+        .await;
+    let read = server.call(&sid, "r1", "readFile", json!({"path": "notes.txt"})).await;
+    assert_eq!(read["status"], "executed", "{read}");
+    assert_eq!(read["output"]["content"], "hello from inside");
+    let run = server.call(&sid, "r2", "runCommand", json!({"command": "echo $((6 * 7))"})).await;
+    assert!(run["output"]["content"].as_str().unwrap().contains("42"), "{run}");
+    let failing = server.call(&sid, "r3", "readFile", json!({"path": "missing.txt"})).await;
+    assert_eq!(failing["status"], "failed", "a tool error on the device is an error result: {failing}");
+    let (_, rows) = server.get(&format!("/v1/journal?session_id={sid}")).await;
+    assert_eq!(rows.as_array().unwrap().len(), 3, "the server journals device calls: {rows}");
+    let (_, devices) = server.get("/v1/devices").await;
+    assert_eq!(devices[0]["tools"], json!(["local-system", "todo"]));
+    stop.cancel();
+    device.await.unwrap();
+    server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_a_device_the_call_fails_at_once() {
+    let server = TestServer::start().await;
+    let ws = workspace();
+    let sid = device_session(&server, &ws).await;
+    let started = Instant::now();
+    let result = server.call(&sid, "n1", "readFile", json!({"path": "notes.txt"})).await;
+    assert!(started.elapsed() < Duration::from_secs(3));
+    assert_eq!(result["status"], "failed");
+    assert_eq!(result["output"]["state"]["type"], "client_executor_unavailable", "{result}");
+    // A device of the tenant that does not run the tool does not count.
+    let _socket = raw_device(&server.base, None, "todo-only", &["todo"]).await;
+    let result = server.call(&sid, "n2", "readFile", json!({"path": "notes.txt"})).await;
+    assert_eq!(result["output"]["state"]["type"], "client_executor_unavailable", "{result}");
+    server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_silent_device_times_out_and_a_batch_shares_one_deadline() {
+    let server = TestServer::start().await;
+    let ws = workspace();
+    let mut socket = raw_device(&server.base, None, "silent", &["local-system"]).await;
+    let sid = server.session(json!({"working_directory": ws.path(), "runs_on": "device", "approval_mode": "auto_run", "time_budget_ms": 1500})).await;
+    let started = Instant::now();
+    let calls: Vec<_> = (0..3)
+        .map(|i| json!({"id": format!("t{i}"), "name": "readFile", "arguments": "{\"path\": \"notes.txt\"}"}))
+        .collect();
+    let batch = submit(&server, &sid, json!(calls));
+    for _ in 0..3 {
+        let request = next_execute(&mut socket).await;
+        assert!(
+            request.timeout_ms <= 1500,
+            "the device is told the referee's deadline: {}",
+            request.timeout_ms
+        );
+    }
+    let response = tokio::time::timeout(Duration::from_secs(10), batch).await.unwrap().unwrap();
+    let elapsed = started.elapsed();
+    let results = response["results"].as_array().unwrap();
+    assert_eq!(results.len(), 3);
+    for result in results {
+        assert_eq!(result["status"], "failed", "{result}");
+        assert_eq!(result["output"]["error"]["kind"], "timeout", "{result}");
+    }
+    // Each wait is the 1.5 s budget plus at most 1 s for the device to answer the cancel; in turn
+    // they would take three times that.
+    assert!(elapsed < Duration::from_secs(5), "three waits in parallel, not in turn: {elapsed:?}");
+    // The device is told to stop.
+    let mut cancels = 0;
+    while let Ok(Some(message)) =
+        tokio::time::timeout(Duration::from_millis(500), next_message(&mut socket)).await
+    {
+        if matches!(message, client_executor::ServerMessage::ToolCancel { .. }) {
+            cancels += 1;
+        }
+    }
+    assert_eq!(cancels, 3);
+    server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reconnecting_device_gets_its_open_request_again_and_only_the_first_answer_counts() {
+    let server = TestServer::start().await;
+    let ws = workspace();
+    let mut first = raw_device(&server.base, None, "flaky", &["local-system"]).await;
+    let sid = device_session(&server, &ws).await;
+    let pending = submit(&server, &sid, read_notes("f1"));
+    let request = next_execute(&mut first).await;
+    drop(first);
+    // Back within the grace, on a new connection: the same request comes again.
+    let mut second = raw_device(&server.base, None, "flaky", &["local-system"]).await;
+    let again = next_execute(&mut second).await;
+    assert_eq!(again.request_id, request.request_id);
+    // Another tenant's device, or a request id nobody sent, changes nothing.
+    send(
+        &mut second,
+        &DeviceMessage::ToolResult { request_id: "dev-unknown".into(), output: ToolOutput::ok("bogus") },
+    )
+    .await;
+    send(
+        &mut second,
+        &DeviceMessage::ToolResult { request_id: again.request_id.clone(), output: ToolOutput::ok("first") },
+    )
+    .await;
+    send(
+        &mut second,
+        &DeviceMessage::ToolResult { request_id: again.request_id.clone(), output: ToolOutput::ok("second") },
+    )
+    .await;
+    let response = tokio::time::timeout(Duration::from_secs(10), pending).await.unwrap().unwrap();
+    assert_eq!(response["results"][0]["output"]["content"], "first", "{response}");
+    assert_eq!(response["results"][0]["status"], "executed");
+    server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_device_that_disconnects_for_good_fails_its_calls_after_the_grace() {
+    let server = TestServer::start().await;
+    let ws = workspace();
+    let mut socket = raw_device(&server.base, None, "gone", &["local-system"]).await;
+    let sid = device_session(&server, &ws).await;
+    let pending = submit(&server, &sid, read_notes("g1"));
+    next_execute(&mut socket).await;
+    let dropped = Instant::now();
+    drop(socket);
+    let response = tokio::time::timeout(Duration::from_secs(10), pending).await.unwrap().unwrap();
+    assert!(dropped.elapsed() < Duration::from_secs(5), "the grace (1 s here) bounds the wait");
+    assert_eq!(
+        response["results"][0]["output"]["state"]["type"], "client_executor_disconnected",
+        "{response}"
+    );
+    assert_eq!(response["results"][0]["status"], "failed");
+    server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ending_a_session_stops_the_command_on_the_device() {
+    let server = TestServer::start().await;
+    let ws = workspace();
+    let (stop, device) = spawn_device(&server.base, None, "worker");
+    wait_for_device(&server, "worker").await;
+    let sid = device_session(&server, &ws).await;
+    let pending = submit(
+        &server,
+        &sid,
+        json!([{"id": "long", "name": "runCommand", "arguments": "{\"command\": \"sleep 30\"}"}]),
+    );
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let started = Instant::now();
+    assert_eq!(server.delete(&format!("/v1/sessions/{sid}")).await.0, 200);
+    let response = tokio::time::timeout(Duration::from_secs(15), pending).await.unwrap().unwrap();
+    assert!(started.elapsed() < Duration::from_secs(8), "{:?}", started.elapsed());
+    assert_eq!(response["results"][0]["status"], "failed", "{response}");
+    assert_eq!(response["results"][0]["output"]["error"]["kind"], "cancelled", "{response}");
+    stop.cancel();
+    device.await.unwrap();
+    server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn devices_need_a_key_of_their_tenant_and_a_proper_registration() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut args = common::args(dir.path());
+    args.api_keys = vec![toolhost_server::auth::stored_form("acme", "key-acme")];
+    let server = TestServer::start_with(dir, args).await.with_key("key-acme");
+    let url =
+        format!("{}{}", server.base.replace("http://", "ws://"), client_executor::protocol::DEVICE_PATH);
+    match tokio_tungstenite::connect_async(url.as_str()).await {
+        Err(tokio_tungstenite::tungstenite::Error::Http(response)) => assert_eq!(response.status(), 401),
+        other => panic!("connected without a key: {:?}", other.map(|_| ())),
+    }
+    // The reference device stops with a clear error on a bad key instead of retrying forever.
+    let mut config = client_executor::device::DeviceConfig::new(server.base.clone(), "d");
+    config.api_key = Some("wrong".into());
+    let executor = client_executor::device::builtin_executor().unwrap();
+    let error = client_executor::device::run(config, executor, Default::default()).await.unwrap_err();
+    assert!(error.to_string().contains("401"), "{error}");
+
+    // A registration naming a tool the server does not have is refused with an error frame.
+    use tokio_tungstenite::tungstenite::client::IntoClientRequest as _;
+    let mut request = url.as_str().into_client_request().unwrap();
+    request.headers_mut().insert("authorization", "Bearer key-acme".parse().unwrap());
+    let (mut socket, _) = tokio_tungstenite::connect_async(request).await.unwrap();
+    send(&mut socket, &DeviceMessage::Register { device_id: "d".into(), tools: vec!["no-such-tool".into()] })
+        .await;
+    match next_message(&mut socket).await {
+        Some(client_executor::ServerMessage::Error { message }) => {
+            assert!(message.contains("no-such-tool"), "{message}")
+        }
+        other => panic!("{other:?}"),
+    }
+    // A device registered under acme serves only acme.
+    let _socket = raw_device(&server.base, Some("key-acme"), "acme-laptop", &["local-system"]).await;
+    let (_, devices) = server.get("/v1/devices").await;
+    assert_eq!(devices[0]["device_id"], "acme-laptop");
+    server.stop().await;
+}
