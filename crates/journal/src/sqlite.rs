@@ -33,6 +33,8 @@ const MAX_BATCH: usize = 256;
 const READERS: u32 = 4;
 /// How long a statement waits for another process's lock.
 const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
+/// How often the checkpointer copies the write-ahead log into the database.
+const CHECKPOINT_EVERY: Duration = Duration::from_millis(200);
 
 const ATTEMPT_COLUMNS: &str = "tenant, key, call_id, message_id, session_id, parent_call_id, user_id, agent_id, \
      tool, api, function_name, arguments, tier, instance_id, status, result, error_kind, error, decision, decided_by, \
@@ -154,8 +156,8 @@ pub struct SqliteJournal {
 }
 
 impl SqliteJournal {
-    /// Opens (and migrates) the database a `sqlite:` URL names: `sqlite://PATH?mode=rwc` creates
-    /// the file when missing, `sqlite::memory:` is a private in-memory database. Spawns the writer
+    /// Opens (and migrates) the database a `sqlite:` URL names: `sqlite://PATH` (created when
+    /// missing), or `sqlite::memory:` for a private in-memory database. Spawns the writer
     /// task on the current Tokio runtime; it stops when the journal is dropped.
     ///
     /// # Errors
@@ -165,6 +167,7 @@ impl SqliteJournal {
     pub async fn open(url: &str) -> Result<Self, JournalError> {
         let options = SqliteConnectOptions::from_str(url)?.busy_timeout(BUSY_TIMEOUT).create_if_missing(true);
         let in_memory = url.contains(":memory:") || url.contains("mode=memory");
+        let mut checkpointer = None;
         let (connection, reads) = if in_memory {
             // One connection for everything: an in-memory database lives in its connection.
             let pool = one_connection(options).await?;
@@ -177,9 +180,13 @@ impl SqliteJournal {
                 .synchronous(SqliteSynchronous::Normal)
                 // Statement journals (multi-row statements keep one) in memory, not temp files.
                 .pragma("temp_store", "MEMORY")
+                // Checkpoints run on a connection of their own (below), so the writer's commits
+                // never wait for one (with its fsync) to finish.
+                .pragma("wal_autocheckpoint", "0")
                 .statement_cache_capacity(512);
             let mut connection = write_options.connect().await?;
             MIGRATOR.run(&mut connection).await?;
+            checkpointer = Some(options.clone().connect().await?);
             // Readers connect lazily, after the writer created the file and switched it to WAL.
             let reads = SqlitePoolOptions::new()
                 .max_connections(READERS)
@@ -188,6 +195,9 @@ impl SqliteJournal {
         };
         let (writer, queue) = mpsc::channel(4 * MAX_BATCH);
         tokio::spawn(write_loop(connection, queue));
+        if let Some(checkpointer) = checkpointer {
+            tokio::spawn(checkpoint_loop(checkpointer, writer.downgrade()));
+        }
         Ok(Self { writer, reads })
     }
 
@@ -284,6 +294,22 @@ impl std::fmt::Debug for Pending {
 }
 
 /// The writer task: takes what is queued, runs it in one transaction, answers after the commit.
+/// Copies committed pages from the write-ahead log into the database every [`CHECKPOINT_EVERY`],
+/// without blocking the writer or readers (`PASSIVE`), until the journal is dropped. A checkpoint
+/// that finds readers in the way does what it can and the next one goes on; a busy database is
+/// not an error here.
+async fn checkpoint_loop(mut connection: SqliteConnection, alive: mpsc::WeakSender<Pending>) {
+    let mut ticks = tokio::time::interval(CHECKPOINT_EVERY);
+    ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        ticks.tick().await;
+        if alive.strong_count() == 0 {
+            return;
+        }
+        let _ = sqlx::query("PRAGMA wal_checkpoint(PASSIVE)").execute(&mut connection).await;
+    }
+}
+
 async fn write_loop(mut connection: WriteConnection, mut queue: mpsc::Receiver<Pending>) {
     let mut batch = Vec::with_capacity(MAX_BATCH);
     while queue.recv_many(&mut batch, MAX_BATCH).await > 0 {
