@@ -160,7 +160,7 @@ impl Devices {
 
     /// Registers a connection; a previous connection of the same device is replaced (its sender
     /// dropped, so its socket closes) and requests still open on the device are sent again.
-    /// Returns the connection's generation.
+    /// Returns the connection's generation. The caller announces the device to the cluster.
     pub fn register(
         &self,
         tenant: &str,
@@ -183,11 +183,6 @@ impl Devices {
             if connections.insert(key.clone(), connection).is_none() {
                 self.metrics.devices.fetch_add(1, Ordering::Relaxed);
             }
-        }
-        if let Some(cluster) = &self.cluster {
-            let cluster = cluster.clone();
-            let (tenant, device_id) = key;
-            tokio::spawn(async move { cluster.publish_device(&tenant, &device_id, &tools).await });
         }
         generation
     }

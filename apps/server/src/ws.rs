@@ -50,7 +50,11 @@ async fn serve_device(state: Arc<AppState>, tenant: String, socket: WebSocket) {
         return refuse(&mut sink, &format!("this server has no enabled tool `{unknown}`")).await;
     }
     let (sender, mut outgoing) = mpsc::unbounded_channel();
-    let generation = state.devices.register(&tenant, &device_id, tools, sender);
+    let generation = state.devices.register(&tenant, &device_id, tools.clone(), sender);
+    // Announced before `registered` is sent: a registered device is reachable from every instance.
+    if let Some(cluster) = &state.cluster {
+        cluster.publish_device(&tenant, &device_id, &tools).await;
+    }
     let registered =
         ServerMessage::Registered { device_id: device_id.clone(), instance_id: state.instance_id.clone() };
     if sink.send(text(&registered)).await.is_ok() {

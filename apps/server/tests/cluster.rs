@@ -1,0 +1,165 @@
+//! Several instances: Postgres for the journal, Redis between them, both real servers on
+//! loopback. A call submitted to instance A runs on a device connected to instance B; approvals,
+//! cancellations and deadlines cross instances too.
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use client_executor::ServerMessage;
+use common::{
+    OUTSIDE, TestServer, next_execute, next_message, raw_device, spawn_device, submit, wait_for_device,
+    workspace,
+};
+use serde_json::json;
+use test_support::{PgServer, RedisServer};
+
+async fn instance(database_url: &str, redis_url: &str) -> TestServer {
+    let dir = tempfile::tempdir().unwrap();
+    let mut args = common::args(dir.path());
+    args.database_url = Some(database_url.to_owned());
+    args.redis_url = Some(redis_url.to_owned());
+    TestServer::start_with(dir, args).await
+}
+
+/// Waits until `server` can route the session's calls to its device through the cluster (the
+/// reference device registers in the background).
+async fn wait_for_presence(server: &TestServer, session: &str) {
+    for _ in 0..200 {
+        let (_, body) = server
+            .post(&format!("/v1/sessions/{session}/calls"), json!({"calls": [{"id": format!("probe-{}", rand_id()), "name": "todo_write", "arguments": "{\"todos\": []}"}]}))
+            .await;
+        if body["results"][0]["status"] == "executed" {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("the device never became reachable from the other instance");
+}
+
+fn rand_id() -> u128 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn calls_approvals_and_cancellations_cross_instances() {
+    let pg = PgServer::start();
+    let redis = RedisServer::start();
+    let database = pg.database_url("cluster");
+    let a = instance(&database, &redis.url()).await;
+    let b = instance(&database, &redis.url()).await;
+    assert_eq!(a.get("/readyz").await.0, 200);
+    let ws = workspace();
+
+    // The device connects to B only.
+    let (stop, device) = spawn_device(&b.base, None, "laptop");
+    wait_for_device(&b, "laptop").await;
+    assert_eq!(a.get("/v1/devices").await.1, json!([]), "A holds no device itself");
+
+    // A session on A whose calls run on the device: a read runs there, through B.
+    let sid = a
+        .session(json!({"working_directory": ws.path(), "runs_on": "device", "device_id": "laptop", "approval_mode": "auto_run"}))
+        .await;
+    wait_for_presence(&a, &sid).await;
+    let read = a.call(&sid, "x1", "readFile", json!({"path": "notes.txt"})).await;
+    assert_eq!(read["status"], "executed", "{read}");
+    assert_eq!(read["output"]["content"], "hello from inside");
+
+    // B knows the session from the journal, and sees its calls.
+    let (status, view) = b.get(&format!("/v1/sessions/{sid}")).await;
+    assert_eq!((status, view["runs_on"].as_str()), (200, Some("device")), "{view}");
+    let (_, rows) = b.get(&format!("/v1/journal?session_id={sid}&tool=local-system")).await;
+    assert_eq!(rows.as_array().unwrap().len(), 1, "{rows}");
+
+    // An approval asked on A is listed and decided on B.
+    let manual =
+        a.session(json!({"working_directory": ws.path(), "runs_on": "device", "device_id": "laptop"})).await;
+    let pending = submit(
+        &a,
+        &manual,
+        json!([{"id": "x2", "name": "readFile",
+        "arguments": json!({"path": OUTSIDE, "limit": 1}).to_string()}]),
+    );
+    let approval = b.wait_for_approval("x2").await;
+    let (status, decided) =
+        b.post(&format!("/v1/approvals/{approval}"), json!({"decision": {"kind": "allow_once"}})).await;
+    assert_eq!((status, decided["outcome"].as_str()), (200, Some("forwarded")), "{decided}");
+    let response = tokio::time::timeout(Duration::from_secs(15), pending).await.unwrap().unwrap();
+    assert_eq!(response["results"][0]["status"], "executed", "{response}");
+    assert!(response["results"][0]["output"]["content"].as_str().unwrap().starts_with("root:"));
+
+    // Ending the session on A stops the command running on the device behind B.
+    let long = submit(
+        &a,
+        &sid,
+        json!([{"id": "x3", "name": "runCommand", "arguments": "{\"command\": \"sleep 30\"}"}]),
+    );
+    tokio::time::sleep(Duration::from_millis(700)).await;
+    let started = Instant::now();
+    assert_eq!(a.delete(&format!("/v1/sessions/{sid}")).await.0, 200);
+    let response = tokio::time::timeout(Duration::from_secs(15), long).await.unwrap().unwrap();
+    assert!(started.elapsed() < Duration::from_secs(8), "{:?}", started.elapsed());
+    assert_eq!(response["results"][0]["output"]["error"]["kind"], "cancelled", "{response}");
+
+    stop.cancel();
+    device.await.unwrap();
+    let (_, proposed) = a.get("/v1/journal?status=proposed").await;
+    assert_eq!(proposed, json!([]), "nothing left unsettled");
+    a.stop().await;
+    b.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_silent_device_on_another_instance_times_out_once_per_call_in_parallel() {
+    let pg = PgServer::start();
+    let redis = RedisServer::start();
+    let database = pg.database_url("silent");
+    let a = instance(&database, &redis.url()).await;
+    let b = instance(&database, &redis.url()).await;
+    let ws = workspace();
+    let mut socket = raw_device(&b.base, None, "mute", &["local-system", "todo"]).await;
+    let sid = a
+        .session(json!({"working_directory": ws.path(), "runs_on": "device", "approval_mode": "auto_run", "time_budget_ms": 1500}))
+        .await;
+    // `registered` is sent once the device is announced to the cluster: no wait needed.
+    let started = Instant::now();
+    let calls: Vec<_> = (0..3)
+        .map(|i| json!({"id": format!("s{i}"), "name": "readFile", "arguments": "{\"path\": \"notes.txt\"}"}))
+        .collect();
+    let batch = submit(&a, &sid, json!(calls));
+    let mut ids = Vec::new();
+    for _ in 0..3 {
+        ids.push(next_execute(&mut socket).await.request_id);
+    }
+    let response = tokio::time::timeout(Duration::from_secs(15), batch).await.unwrap().unwrap();
+    let elapsed = started.elapsed();
+    for result in response["results"].as_array().unwrap() {
+        assert_eq!(result["output"]["error"]["kind"], "timeout", "{result}");
+    }
+    assert!(elapsed < Duration::from_secs(5), "the three waits run side by side: {elapsed:?}");
+    // The cancellations reach the device through B.
+    let mut cancelled = Vec::new();
+    while let Ok(Some(message)) =
+        tokio::time::timeout(Duration::from_secs(1), next_message(&mut socket)).await
+    {
+        if let ServerMessage::ToolCancel { request_id } = message {
+            cancelled.push(request_id);
+        }
+    }
+    cancelled.sort();
+    ids.sort();
+    assert_eq!(cancelled, ids);
+    // A late answer after the deadline changes nothing and breaks nothing.
+    common::send(
+        &mut socket,
+        &client_executor::DeviceMessage::ToolResult {
+            request_id: ids[0].clone(),
+            output: tool_core::ToolOutput::ok("late"),
+        },
+    )
+    .await;
+    let (_, rows) = a.get(&format!("/v1/journal?session_id={sid}")).await;
+    assert!(rows.as_array().unwrap().iter().all(|r| r["status"] == "failed"), "{rows}");
+    a.stop().await;
+    b.stop().await;
+}
