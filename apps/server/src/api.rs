@@ -5,7 +5,7 @@ use std::convert::Infallible;
 use std::sync::Arc;
 use std::time::Instant;
 
-use axum::extract::{Path, State};
+use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
@@ -22,7 +22,7 @@ use utoipa_axum::routes;
 use crate::auth::Tenant;
 use crate::cluster::ClusterMessage;
 use crate::devices::DeviceInfo;
-use crate::error::{ApiError, ErrorBody, Json, Query};
+use crate::error::{ApiError, ErrorBody, Json, Path, Query};
 use crate::state::{AppState, RunsOn, SessionView};
 
 type AppRouter = OpenApiRouter<Arc<AppState>>;
@@ -484,10 +484,11 @@ fn stream_batch(
 ) -> Sse<impl Stream<Item = Result<SseEvent, Infallible>>> {
     let stream = async_stream(move |tx| async move {
         tokio::pin!(handle);
+        let mut open = true;
         loop {
             tokio::select! {
                 biased;
-                event = events.recv() => match event {
+                event = events.recv(), if open => match event {
                     Ok(event) if belongs(event.call_id(), &call_ids) => {
                         if tx.send(sse_json(event.kind(), &event)).await.is_err() { return; }
                     }
@@ -495,7 +496,8 @@ fn stream_batch(
                     Err(tokio::sync::broadcast::error::RecvError::Lagged(n)) => {
                         let _ = tx.send(sse_json("lagged", &json!({"missed": n}))).await;
                     }
-                    Err(_) => {}
+                    // The session is gone (ended): only the results are left to wait for.
+                    Err(tokio::sync::broadcast::error::RecvError::Closed) => open = false,
                 },
                 done = &mut handle => {
                     // Events already sent before the results: drain what is queued.
@@ -517,6 +519,8 @@ fn stream_batch(
                     let _ = tx.send(sse_json("shutdown", &json!({}))).await;
                     return;
                 }
+                // The client went away: the batch goes on, the stream stops.
+                () = tx.closed() => return,
             }
         }
     });
@@ -557,6 +561,7 @@ async fn session_events(
                     Err(_) => return,
                 },
                 () = shutdown.cancelled() => return,
+                () = tx.closed() => return,
             }
         }
     });
@@ -642,12 +647,13 @@ async fn decide_approval(
         && let Some(attempt) = state.journal.get(&tenant, &row.attempt_key).await?
         && attempt.instance_id != state.instance_id
     {
-        cluster
-            .send(
-                &attempt.instance_id,
-                &ClusterMessage::Decision { tenant, approval_id: id.clone(), decision: request.decision, by },
-            )
-            .await;
+        let decision =
+            ClusterMessage::Decision { tenant, approval_id: id.clone(), decision: request.decision, by };
+        if !cluster.send(&attempt.instance_id, &decision).await {
+            return Err(ApiError::unavailable(
+                "the decision could not be passed to the instance that waits for it",
+            ));
+        }
         return Ok(Json(DecisionOutcome { approval_id: id, decision: name, outcome: "forwarded".into() }));
     }
     Err(ApiError::not_found("pending approval", &id))

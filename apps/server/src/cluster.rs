@@ -131,10 +131,9 @@ impl Cluster {
         key
     }
 
-    /// Sends a message to an instance's inbox. Failures are logged: the waiting side's deadline
-    /// still produces its one result.
-    pub async fn send(&self, instance: &str, message: &ClusterMessage) {
-        let Ok(text) = serde_json::to_string(message) else { return };
+    /// Sends a message to an instance's inbox; false (and logged) when Redis did not take it.
+    pub async fn send(&self, instance: &str, message: &ClusterMessage) -> bool {
+        let Ok(text) = serde_json::to_string(message) else { return false };
         let mut commands = self.commands.clone();
         let inbox = self.key(&["inbox", instance]);
         let sent: redis::RedisResult<()> = async {
@@ -144,8 +143,12 @@ impl Cluster {
             Ok(())
         }
         .await;
-        if let Err(error) = sent {
-            tracing::warn!(%error, instance, "cluster send failed");
+        match sent {
+            Ok(()) => true,
+            Err(error) => {
+                tracing::warn!(%error, instance, "cluster send failed");
+                false
+            }
         }
     }
 

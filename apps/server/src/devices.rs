@@ -57,7 +57,13 @@ struct Inflight {
     device: DeviceKey,
     request: ExecuteRequest,
     reply: Reply,
+    /// After this nobody waits for the answer any more (the deadline plus a margin): the entry is
+    /// reaped and never sent again to a reconnecting device.
+    expires: Instant,
 }
+
+/// What is added to a request's deadline before its open entry is reaped.
+const EXPIRY_MARGIN: Duration = Duration::from_secs(5);
 
 struct RemoteWait {
     sender: oneshot::Sender<ToolOutput>,
@@ -72,6 +78,9 @@ pub struct Devices {
     reconnect_grace: Duration,
     default_timeout: Duration,
     connections: Mutex<HashMap<DeviceKey, Connection>>,
+    /// The generation of each device's last lost connection (so only the latest loss's grace
+    /// timer acts).
+    departed: Mutex<HashMap<DeviceKey, u64>>,
     inflight: Mutex<HashMap<String, Inflight>>,
     remote_waits: Mutex<HashMap<String, RemoteWait>>,
     routes: RwLock<HashMap<String, Route>>,
@@ -121,6 +130,7 @@ impl Devices {
             reconnect_grace,
             default_timeout,
             connections: Mutex::default(),
+            departed: Mutex::default(),
             inflight: Mutex::default(),
             remote_waits: Mutex::default(),
             routes: RwLock::default(),
@@ -175,7 +185,8 @@ impl Devices {
             // registered in between is missed.
             let inflight = lock(&self.inflight);
             let mut connections = lock(&self.connections);
-            for open in inflight.values().filter(|i| i.device == key) {
+            let now = Instant::now();
+            for open in inflight.values().filter(|i| i.device == key && i.expires > now) {
                 let _ = sender.send(ServerMessage::ToolExecute(open.request.clone()));
             }
             let connection =
@@ -196,6 +207,7 @@ impl Devices {
             match connections.get(&key) {
                 Some(c) if c.generation == generation => {
                     connections.remove(&key);
+                    lock(&self.departed).insert(key.clone(), generation);
                     self.metrics.devices.fetch_sub(1, Ordering::Relaxed);
                 }
                 _ => return,
@@ -204,18 +216,23 @@ impl Devices {
         let devices = self.clone();
         tokio::spawn(async move {
             tokio::time::sleep(devices.reconnect_grace).await;
-            if lock(&devices.connections).contains_key(&key) {
-                return;
-            }
-            if let Some(cluster) = &devices.cluster {
-                cluster.unpublish_device(&key.0, &key.1).await;
-            }
+            // Decided and taken under the locks, so a device that comes back meanwhile keeps its
+            // requests, and only the grace of the latest loss acts.
             let failed: Vec<Inflight> = {
                 let mut inflight = lock(&devices.inflight);
+                let connections = lock(&devices.connections);
+                let mut departed = lock(&devices.departed);
+                if connections.contains_key(&key) || departed.get(&key) != Some(&generation) {
+                    return;
+                }
+                departed.remove(&key);
                 let ids: Vec<String> =
                     inflight.iter().filter(|(_, i)| i.device == key).map(|(id, _)| id.clone()).collect();
                 ids.iter().filter_map(|id| inflight.remove(id)).collect()
             };
+            if let Some(cluster) = &devices.cluster {
+                cluster.unpublish_device(&key.0, &key.1).await;
+            }
             for open in failed {
                 let output = failure(
                     ErrorKind::Execution,
@@ -228,6 +245,23 @@ impl Devices {
                     ),
                 );
                 devices.deliver(open.reply, &open.request.request_id, output).await;
+            }
+        });
+    }
+
+    /// Reaps open requests nobody waits for any more, every few seconds until `stop`.
+    pub fn spawn_reaper(self: &Arc<Self>, stop: tokio_util::sync::CancellationToken) {
+        let devices = Arc::downgrade(self);
+        tokio::spawn(async move {
+            let mut ticks = tokio::time::interval(EXPIRY_MARGIN);
+            loop {
+                tokio::select! {
+                    _ = ticks.tick() => {}
+                    () = stop.cancelled() => return,
+                }
+                let Some(devices) = devices.upgrade() else { return };
+                let now = Instant::now();
+                lock(&devices.inflight).retain(|_, open| open.expires > now);
             }
         });
     }
@@ -298,12 +332,15 @@ impl Devices {
                     match connections.get(&key) {
                         Some(connection) => {
                             let _ = connection.sender.send(ServerMessage::ToolExecute(request.clone()));
+                            let expires =
+                                Instant::now() + Duration::from_millis(request.timeout_ms) + EXPIRY_MARGIN;
                             inflight.insert(
                                 request_id.clone(),
                                 Inflight {
                                     device: key.clone(),
                                     request,
                                     reply: Reply::Remote { origin: origin.clone() },
+                                    expires,
                                 },
                             );
                             true
@@ -361,6 +398,7 @@ impl Devices {
         context: &CallContext,
     ) -> ToolOutput {
         let timeout = context.remaining().unwrap_or(self.default_timeout);
+        let deadline = tokio::time::Instant::now() + timeout;
         let request = ExecuteRequest {
             request_id: format!("dev-{}-{:x}", self.instance_id, self.next.fetch_add(1, Ordering::Relaxed)),
             call_id: context.call_id.clone(),
@@ -388,6 +426,7 @@ impl Devices {
                     device: key,
                     request,
                     reply: Reply::Local { sender, progress: context.progress.clone() },
+                    expires: Instant::now() + timeout + EXPIRY_MARGIN,
                 },
             );
             None
@@ -401,23 +440,22 @@ impl Devices {
             };
             lock(&self.remote_waits)
                 .insert(request_id.clone(), RemoteWait { sender, progress: context.progress.clone() });
-            if let Some(cluster) = &self.cluster {
-                cluster
-                    .send(
-                        &instance,
-                        &ClusterMessage::Execute {
-                            origin: self.instance_id.clone(),
-                            tenant: tenant.to_owned(),
-                            device_id,
-                            request,
-                        },
-                    )
-                    .await;
+            let execute = ClusterMessage::Execute {
+                origin: self.instance_id.clone(),
+                tenant: tenant.to_owned(),
+                device_id,
+                request,
+            };
+            let sent = match &self.cluster {
+                Some(cluster) => cluster.send(&instance, &execute).await,
+                None => false,
+            };
+            if !sent {
+                return unavailable_for(device, tool);
             }
             Some(instance)
         };
 
-        let deadline = tokio::time::Instant::now() + timeout;
         tokio::pin!(receiver);
         tokio::select! {
             output = &mut receiver => return output.unwrap_or_else(|_| lost()),
@@ -515,7 +553,11 @@ impl ToolRuntime for Routed {
             Some(Route { tenant, device: Some(device) }) => Box::pin(async move {
                 self.devices.dispatch(&tenant, device.as_deref(), &self.tool, api, arguments, context).await
             }),
-            _ => self.local.execute(api, arguments, context),
+            Some(Route { device: None, .. }) => self.local.execute(api, arguments, context),
+            // Only a session held here has a route; one that ended meanwhile runs nothing.
+            None => Box::pin(async {
+                ToolOutput::error(ErrorKind::Cancelled, "The session ended before the call could run.")
+            }),
         }
     }
 }

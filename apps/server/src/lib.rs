@@ -66,12 +66,71 @@ impl utoipa::Modify for BearerAuth {
     }
 }
 
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn loopback_names_are_recognised_and_others_are_not() {
+        for ok in [
+            "localhost",
+            "localhost:8080",
+            "127.0.0.1:8080",
+            "[::1]:8080",
+            "http://localhost:3000",
+            "127.9.9.9",
+        ] {
+            assert!(super::names_loopback(ok), "{ok}");
+        }
+        for bad in [
+            "evil.example",
+            "evil.example:8080",
+            "http://evil.example",
+            "localhost.evil.example",
+            "10.0.0.1",
+            "null",
+            "",
+        ] {
+            assert!(!super::names_loopback(bad), "{bad}");
+        }
+    }
+}
+
 /// The OpenAPI 3.1 document.
 pub fn openapi() -> utoipa::openapi::OpenApi {
     let (_, api) = api::routes().split_for_parts();
     let mut doc = ApiDoc::openapi();
     doc.merge(api);
     doc
+}
+
+/// Whether a `Host` or `Origin` value names this machine (`localhost`, `127.0.0.1`, `[::1]`…).
+fn names_loopback(value: &str) -> bool {
+    let authority = value.split_once("://").map_or(value, |(_, rest)| rest);
+    let authority = authority.split('/').next().unwrap_or("");
+    let host = match authority.strip_prefix('[') {
+        Some(rest) => rest.split(']').next().unwrap_or(""),
+        None => authority.rsplit_once(':').map_or(authority, |(host, _)| host),
+    };
+    host.eq_ignore_ascii_case("localhost")
+        || host.parse::<std::net::IpAddr>().is_ok_and(|ip| ip.is_loopback())
+}
+
+/// An open server (no keys) answers only requests addressed to this machine: a web page cannot
+/// reach it through DNS rebinding (a foreign `Host`) or open a device socket from another origin.
+async fn open_means_loopback(State(state): State<Arc<AppState>>, request: Request, next: Next) -> Response {
+    if state.keys.is_open() {
+        for header in [axum::http::header::HOST, axum::http::header::ORIGIN] {
+            if let Some(value) = request.headers().get(&header)
+                && !value.to_str().is_ok_and(names_loopback)
+            {
+                return axum::response::IntoResponse::into_response(error::ApiError::new(
+                    axum::http::StatusCode::FORBIDDEN,
+                    "forbidden",
+                    format!("this server runs without keys and answers only loopback {header} values"),
+                ));
+            }
+        }
+    }
+    next.run(request).await
 }
 
 async fn count_requests(State(state): State<Arc<AppState>>, request: Request, next: Next) -> Response {
@@ -100,6 +159,7 @@ pub fn router(state: Arc<AppState>) -> Router {
                 "this endpoint does not take that method; see /openapi.json",
             )
         })
+        .layer(axum::middleware::from_fn_with_state(state.clone(), open_means_loopback))
         .layer(axum::middleware::from_fn_with_state(state.clone(), count_requests))
         .layer(DefaultBodyLimit::max(state.args.max_body_bytes))
         .with_state(state)
@@ -141,6 +201,8 @@ pub async fn serve(
         // Cancelled calls settle within the pipeline's stop grace.
         let _ = tokio::time::timeout(Duration::from_secs(10), state.tasks.wait()).await;
     }
+    // Only now: device calls could still finish during the grace.
+    state.closing.cancel();
     match tokio::time::timeout(Duration::from_secs(5), server).await {
         Ok(Ok(result)) => result?,
         Ok(Err(error)) => return Err(error.into()),

@@ -109,8 +109,11 @@ pub struct AppState {
     pub sessions: RwLock<HashMap<String, Arc<SessionEntry>>>,
     /// Batches in flight (spawned, so a client that goes away cannot drop a call half-way).
     pub tasks: TaskTracker,
-    /// Fires when shutdown starts: streams and device sockets close, readiness fails.
+    /// Fires when shutdown starts: no new calls, readiness fails, event streams close.
     pub shutdown: CancellationToken,
+    /// Fires once the calls in flight have finished (or been cancelled) at shutdown: device
+    /// sockets and the cluster inbox close only then, so device calls can finish in the grace.
+    pub closing: CancellationToken,
 }
 
 impl std::fmt::Debug for AppState {
@@ -118,6 +121,9 @@ impl std::fmt::Debug for AppState {
         f.debug_struct("AppState").field("instance_id", &self.instance_id).finish_non_exhaustive()
     }
 }
+
+/// Sessions held in memory per instance before idle ones are forgotten (they stay in the journal).
+const MAX_HELD_SESSIONS: usize = 10_000;
 
 fn now_ms() -> i64 {
     std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis() as i64)
@@ -218,10 +224,12 @@ impl AppState {
             sessions: RwLock::default(),
             tasks: TaskTracker::new(),
             shutdown: CancellationToken::new(),
+            closing: CancellationToken::new(),
         });
+        state.devices.spawn_reaper(state.closing.clone());
         if let Some(cluster) = &state.cluster {
             let weak = Arc::downgrade(&state);
-            cluster.spawn(state.shutdown.clone(), move |message| {
+            cluster.spawn(state.closing.clone(), move |message| {
                 let weak = weak.clone();
                 async move {
                     if let Some(state) = weak.upgrade() {
@@ -281,6 +289,15 @@ impl AppState {
             active_tools: Some(view.tools.clone()),
             project: view.project.clone(),
         };
+        let mut sessions = self.sessions.write().unwrap_or_else(|p| p.into_inner());
+        // Two requests may load the same stored session at once: the first one held wins, so a
+        // session has one live object (the one that ending and shutdown cancel).
+        if let Some(held) = sessions.get(&view.id) {
+            return held.clone();
+        }
+        if sessions.len() >= MAX_HELD_SESSIONS {
+            self.evict_idle(&mut sessions);
+        }
         let session = self.executor.open_session(config);
         let device = match view.runs_on {
             RunsOn::Server => None,
@@ -288,8 +305,23 @@ impl AppState {
         };
         self.devices.set_route(&view.id, Route { tenant: tenant.to_owned(), device });
         let entry = Arc::new(SessionEntry { tenant: tenant.to_owned(), session, view });
-        self.sessions.write().unwrap_or_else(|p| p.into_inner()).insert(entry.view.id.clone(), entry.clone());
+        sessions.insert(entry.view.id.clone(), entry.clone());
         entry
+    }
+
+    /// Forgets held sessions that nothing uses (no batch, stream or request holds them); they are
+    /// loaded again from the journal when asked for. Their grants for the session go with them.
+    fn evict_idle(&self, sessions: &mut HashMap<String, Arc<SessionEntry>>) {
+        let idle: Vec<String> = sessions
+            .iter()
+            .filter(|(_, e)| Arc::strong_count(e) == 1 && Arc::strong_count(&e.session) == 1)
+            .map(|(id, _)| id.clone())
+            .take(MAX_HELD_SESSIONS / 10 + 1)
+            .collect();
+        for id in idle {
+            sessions.remove(&id);
+            self.devices.forget_route(&id);
+        }
     }
 
     /// The tenant's session: held here, or loaded from the journal (created by another instance).
@@ -301,7 +333,24 @@ impl AppState {
         let held = self.sessions.read().unwrap_or_else(|p| p.into_inner()).get(id).cloned();
         if let Some(entry) = held {
             // Another tenant's session does not exist for this caller.
-            return if entry.tenant == tenant { Ok(entry) } else { Err(ApiError::not_found("session", id)) };
+            if entry.tenant != tenant {
+                return Err(ApiError::not_found("session", id));
+            }
+            // Another instance may have ended it: with a cluster the journal is asked each time.
+            if self.cluster.is_some()
+                && let Some(record) = self.journal.get_session(tenant, id).await?
+                && record.status != "active"
+            {
+                self.forget(id, &entry);
+                let mut view = entry.view.clone();
+                view.status = record.status;
+                return Ok(Arc::new(SessionEntry {
+                    tenant: entry.tenant.clone(),
+                    session: entry.session.clone(),
+                    view,
+                }));
+            }
+            return Ok(entry);
         }
         let record =
             self.journal.get_session(tenant, id).await?.ok_or_else(|| ApiError::not_found("session", id))?;
@@ -334,11 +383,17 @@ impl AppState {
         }
         entry.session.cancel();
         self.journal.end_session(tenant, id).await?;
-        self.sessions.write().unwrap_or_else(|p| p.into_inner()).remove(id);
-        self.devices.forget_route(id);
+        self.forget(id, &entry);
         let mut view = entry.view.clone();
         view.status = "ended".into();
         Ok(view)
+    }
+
+    /// Cancels a held session's calls and forgets it.
+    fn forget(&self, id: &str, entry: &SessionEntry) {
+        entry.session.cancel();
+        self.sessions.write().unwrap_or_else(|p| p.into_inner()).remove(id);
+        self.devices.forget_route(id);
     }
 
     /// Checks a requested working directory against the workspace roots.

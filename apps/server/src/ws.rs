@@ -4,17 +4,22 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use axum::extract::State;
+use axum::extract::ws::rejection::WebSocketUpgradeRejection;
 use axum::extract::ws::{Message, WebSocket, WebSocketUpgrade};
+use axum::response::IntoResponse as _;
 use axum::response::Response;
 use client_executor::{DeviceMessage, ServerMessage};
 use futures::{SinkExt, StreamExt};
 use tokio::sync::mpsc;
 
 use crate::auth::Tenant;
+use crate::error::ApiError;
 use crate::state::AppState;
 
 /// How long a new connection has to send its `register` frame.
 const REGISTER_WITHIN: Duration = Duration::from_secs(10);
+/// A connection that sends nothing (not even a pong to our pings) for this long is taken as dead.
+const SILENT_FOR: Duration = Duration::from_secs(45);
 /// Largest frame a device may send.
 const MAX_FRAME: usize = 16 * 1024 * 1024;
 
@@ -23,9 +28,19 @@ const MAX_FRAME: usize = 16 * 1024 * 1024;
 pub async fn connect(
     State(state): State<Arc<AppState>>,
     Tenant(tenant): Tenant,
-    ws: WebSocketUpgrade,
+    ws: Result<WebSocketUpgrade, WebSocketUpgradeRejection>,
 ) -> Response {
-    ws.max_message_size(MAX_FRAME).on_upgrade(move |socket| serve_device(state, tenant, socket))
+    match ws {
+        Ok(ws) => {
+            ws.max_message_size(MAX_FRAME).on_upgrade(move |socket| serve_device(state, tenant, socket))
+        }
+        Err(rejection) => ApiError::new(
+            rejection.status(),
+            "bad_request",
+            format!("a WebSocket upgrade is expected here: {}", rejection.body_text()),
+        )
+        .into_response(),
+    }
 }
 
 fn text(message: &ServerMessage) -> Message {
@@ -46,8 +61,18 @@ async fn serve_device(state: Arc<AppState>, tenant: String, socket: WebSocket) {
     if device_id.is_empty() || device_id.len() > 128 || device_id.chars().any(char::is_control) {
         return refuse(&mut sink, "device_id must be 1 to 128 characters without control characters").await;
     }
-    if let Some(unknown) = tools.iter().find(|t| !state.tools.contains(t)) {
-        return refuse(&mut sink, &format!("this server has no enabled tool `{unknown}`")).await;
+    // A device may offer more than this server enables: it serves the tools both have.
+    let offered = tools.len();
+    let tools: Vec<String> = tools.into_iter().filter(|t| state.tools.contains(t)).collect();
+    if tools.is_empty() {
+        return refuse(
+            &mut sink,
+            &format!("this server enables none of the offered tools; it runs: {}", state.tools.join(", ")),
+        )
+        .await;
+    }
+    if tools.len() < offered {
+        tracing::info!(device = %device_id, "device offers tools this server does not enable; using the rest");
     }
     let (sender, mut outgoing) = mpsc::unbounded_channel();
     let generation = state.devices.register(&tenant, &device_id, tools.clone(), sender);
@@ -60,9 +85,12 @@ async fn serve_device(state: Arc<AppState>, tenant: String, socket: WebSocket) {
     if sink.send(text(&registered)).await.is_ok() {
         tracing::info!(%tenant, device = %device_id, "client executor connected");
         let mut ping = tokio::time::interval(Duration::from_secs(15));
+        let mut heard = tokio::time::Instant::now();
         loop {
             tokio::select! {
-                frame = stream.next() => match frame {
+                frame = stream.next() => {
+                    heard = tokio::time::Instant::now();
+                    match frame {
                     Some(Ok(Message::Text(frame))) => match DeviceMessage::parse(&frame) {
                         Ok(DeviceMessage::ToolResult { request_id, output }) => {
                             state.devices.on_result(&tenant, &device_id, &request_id, output).await;
@@ -77,14 +105,21 @@ async fn serve_device(state: Arc<AppState>, tenant: String, socket: WebSocket) {
                     },
                     Some(Ok(Message::Close(_)) | Err(_)) | None => break,
                     Some(Ok(_)) => {}
+                    }
                 },
                 message = outgoing.recv() => match message {
                     Some(message) => if sink.send(text(&message)).await.is_err() { break },
                     // Replaced by a newer connection of the same device.
                     None => break,
                 },
-                _ = ping.tick() => if sink.send(Message::Ping(Vec::new().into())).await.is_err() { break },
-                () = state.shutdown.cancelled() => {
+                _ = ping.tick() => {
+                    if heard.elapsed() > SILENT_FOR {
+                        tracing::warn!(device = %device_id, "device silent for too long; dropping the connection");
+                        break;
+                    }
+                    if sink.send(Message::Ping(Vec::new().into())).await.is_err() { break }
+                }
+                () = state.closing.cancelled() => {
                     let _ = sink.send(Message::Close(None)).await;
                     break;
                 }

@@ -100,6 +100,7 @@ async fn bad_input_gets_a_documented_error_body_and_the_right_status() {
             "bad_request",
         ),
         (get("/v1/nothing-here"), StatusCode::NOT_FOUND, "not_found"),
+        (get("/v1/sessions/%FF%FE"), StatusCode::BAD_REQUEST, "bad_request"),
         (
             Request::put("/v1/sessions").body(Body::empty()).unwrap(),
             StatusCode::METHOD_NOT_ALLOWED,
@@ -490,4 +491,42 @@ async fn shutdown_lets_running_calls_finish_and_settles_the_rest() {
     let status = |id: &str| rows.iter().find(|r| r.call_id == id).map(|r| r.status.as_str()).unwrap();
     assert_eq!(status("short"), "executed", "a call in flight finishes within the grace");
     assert_eq!(status("stuck"), "failed", "a call still waiting after the grace is cancelled and settled");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_open_server_answers_only_requests_addressed_to_this_machine() {
+    let server = TestServer::start().await;
+    let send = |header: &'static str, value: &'static str| {
+        server.client.get(server.url("/v1/journal")).header(header, value).send()
+    };
+    // DNS rebinding: a page on evil.example whose name now resolves to 127.0.0.1.
+    let response = send("host", "evil.example:8080").await.unwrap();
+    assert_eq!(response.status(), 403);
+    assert_eq!(response.json::<Value>().await.unwrap()["error"]["code"], "forbidden");
+    // A page of another origin (WebSockets get no CORS protection from browsers).
+    assert_eq!(send("origin", "https://evil.example").await.unwrap().status(), 403);
+    assert_eq!(send("origin", "http://localhost:3000").await.unwrap().status(), 200);
+    assert_eq!(send("host", "localhost:8080").await.unwrap().status(), 200);
+    server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stream_whose_session_ends_still_ends_with_the_results() {
+    let server = TestServer::start().await;
+    let ws = workspace();
+    let sid = server.session(json!({"working_directory": ws.path(), "approval_mode": "auto_run"})).await;
+    let response = server
+        .client
+        .post(server.url(&format!("/v1/sessions/{sid}/calls")))
+        .json(&json!({"stream": true, "calls": [{"id": "z", "name": "runCommand", "arguments": "{\"command\": \"sleep 20\"}"}]}))
+        .send()
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(server.delete(&format!("/v1/sessions/{sid}")).await.0, 200);
+    let text = tokio::time::timeout(Duration::from_secs(15), response.text()).await.unwrap().unwrap();
+    let last = text.trim_end().rsplit("\n\n").next().unwrap();
+    assert!(last.starts_with("event: results"), "{text}");
+    assert!(last.contains("\"cancelled\""), "{last}");
+    server.stop().await;
 }

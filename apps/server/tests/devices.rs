@@ -208,7 +208,7 @@ async fn devices_need_a_key_of_their_tenant_and_a_proper_registration() {
     let error = client_executor::device::run(config, executor, Default::default()).await.unwrap_err();
     assert!(error.to_string().contains("401"), "{error}");
 
-    // A registration naming a tool the server does not have is refused with an error frame.
+    // A registration naming only tools the server does not have is refused with an error frame.
     use tokio_tungstenite::tungstenite::client::IntoClientRequest as _;
     let mut request = url.as_str().into_client_request().unwrap();
     request.headers_mut().insert("authorization", "Bearer key-acme".parse().unwrap());
@@ -217,13 +217,15 @@ async fn devices_need_a_key_of_their_tenant_and_a_proper_registration() {
         .await;
     match next_message(&mut socket).await {
         Some(client_executor::ServerMessage::Error { message }) => {
-            assert!(message.contains("no-such-tool"), "{message}")
+            assert!(message.contains("none of the offered tools"), "{message}")
         }
         other => panic!("{other:?}"),
     }
-    // A device registered under acme serves only acme.
-    let _socket = raw_device(&server.base, Some("key-acme"), "acme-laptop", &["local-system"]).await;
+    // A device registered under acme serves only acme, with the tools both sides have.
+    let _socket =
+        raw_device(&server.base, Some("key-acme"), "acme-laptop", &["local-system", "no-such-tool"]).await;
     let (_, devices) = server.get("/v1/devices").await;
     assert_eq!(devices[0]["device_id"], "acme-laptop");
+    assert_eq!(devices[0]["tools"], serde_json::json!(["local-system"]));
     server.stop().await;
 }

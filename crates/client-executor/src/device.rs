@@ -25,8 +25,9 @@ use tool_executor::{
 
 use crate::protocol::{DEVICE_ALARM_MARGIN, DeviceMessage, ExecuteRequest, ServerMessage};
 
-/// How long finished results are kept to answer a repeated request.
-const KEEP_RESULTS: Duration = Duration::from_secs(600);
+/// How long finished results are kept to answer a repeated request: longer than the longest
+/// deadline a server gives (800 s) plus its reaping margin, so a request is never run twice.
+const KEEP_RESULTS: Duration = Duration::from_secs(900);
 
 /// How a device connects.
 #[derive(Debug, Clone)]
