@@ -446,7 +446,8 @@ async fn submit_calls(
     let session = entry.session.clone();
     let handle = state.tasks.spawn(async move {
         let started = Instant::now();
-        let results = run_state.executor.execute_batch(&session, batch).await;
+        // Boxed: the pipeline's future is large, and moving it into the task copied it.
+        let results = Box::pin(run_state.executor.execute_batch(&session, batch)).await;
         let seconds = started.elapsed().as_secs_f64();
         for result in &results {
             run_state.metrics.call(

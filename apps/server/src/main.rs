@@ -6,6 +6,11 @@ use anyhow::Context as _;
 use clap::Parser;
 use toolhost_server::{AppState, Cli, Command, auth};
 
+// Many small allocations per call (JSON, rows, futures): mimalloc spends less on them than the
+// system allocator (see the server load numbers in docs/benchmarks.md).
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();

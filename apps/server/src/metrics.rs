@@ -31,21 +31,29 @@ pub struct Metrics {
 impl Metrics {
     /// Counts a settled call and its duration.
     pub fn call(&self, tool: &str, status: &str, seconds: f64) {
-        *self
-            .calls
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .entry((tool.to_owned(), status.to_owned()))
-            .or_default() += 1;
-        let mut latency = self.latency.lock().unwrap_or_else(|p| p.into_inner());
-        let histogram = latency.entry(tool.to_owned()).or_default();
-        for (i, bound) in BUCKETS.iter().enumerate() {
-            if seconds <= *bound {
-                histogram.counts[i] += 1;
+        {
+            let mut calls = self.calls.lock().unwrap_or_else(|p| p.into_inner());
+            // Look up before inserting: the key's strings are allocated once per (tool, status).
+            match calls.iter_mut().find(|((t, s), _)| t == tool && s == status) {
+                Some((_, count)) => *count += 1,
+                None => {
+                    calls.insert((tool.to_owned(), status.to_owned()), 1);
+                }
             }
         }
-        histogram.count += 1;
-        histogram.sum += seconds;
+        let mut latency = self.latency.lock().unwrap_or_else(|p| p.into_inner());
+        if !latency.contains_key(tool) {
+            latency.insert(tool.to_owned(), Histogram::default());
+        }
+        if let Some(histogram) = latency.get_mut(tool) {
+            for (i, bound) in BUCKETS.iter().enumerate() {
+                if seconds <= *bound {
+                    histogram.counts[i] += 1;
+                }
+            }
+            histogram.count += 1;
+            histogram.sum += seconds;
+        }
     }
 
     /// Counts an HTTP request.

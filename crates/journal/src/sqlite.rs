@@ -33,8 +33,9 @@ const MAX_BATCH: usize = 256;
 const READERS: u32 = 4;
 /// How long a statement waits for another process's lock.
 const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
-/// How often the checkpointer copies the write-ahead log into the database.
-const CHECKPOINT_EVERY: Duration = Duration::from_millis(200);
+/// How often the checkpointer copies the write-ahead log into the database (small, frequent
+/// checkpoints keep the server's p99 lowest; see docs/benchmarks.md).
+const CHECKPOINT_EVERY: Duration = Duration::from_millis(50);
 
 const ATTEMPT_COLUMNS: &str = "tenant, key, call_id, message_id, session_id, parent_call_id, user_id, agent_id, \
      tool, api, function_name, arguments, tier, instance_id, status, result, error_kind, error, decision, decided_by, \
