@@ -66,34 +66,6 @@ impl utoipa::Modify for BearerAuth {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn loopback_names_are_recognised_and_others_are_not() {
-        for ok in [
-            "localhost",
-            "localhost:8080",
-            "127.0.0.1:8080",
-            "[::1]:8080",
-            "http://localhost:3000",
-            "127.9.9.9",
-        ] {
-            assert!(super::names_loopback(ok), "{ok}");
-        }
-        for bad in [
-            "evil.example",
-            "evil.example:8080",
-            "http://evil.example",
-            "localhost.evil.example",
-            "10.0.0.1",
-            "null",
-            "",
-        ] {
-            assert!(!super::names_loopback(bad), "{bad}");
-        }
-    }
-}
-
 /// The OpenAPI 3.1 document.
 pub fn openapi() -> utoipa::openapi::OpenApi {
     let (_, api) = api::routes().split_for_parts();
@@ -209,4 +181,32 @@ pub async fn serve(
         Err(_) => tracing::warn!("connections still open after shutdown; closing them"),
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn loopback_names_are_recognised_and_others_are_not() {
+        for ok in [
+            "localhost",
+            "localhost:8080",
+            "127.0.0.1:8080",
+            "[::1]:8080",
+            "http://localhost:3000",
+            "127.9.9.9",
+        ] {
+            assert!(super::names_loopback(ok), "{ok}");
+        }
+        for bad in [
+            "evil.example",
+            "evil.example:8080",
+            "http://evil.example",
+            "localhost.evil.example",
+            "10.0.0.1",
+            "null",
+            "",
+        ] {
+            assert!(!super::names_loopback(bad), "{bad}");
+        }
+    }
 }
