@@ -530,3 +530,43 @@ async fn a_stream_whose_session_ends_still_ends_with_the_results() {
     assert!(last.contains("\"cancelled\""), "{last}");
     server.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn always_allow_is_remembered_listed_and_revocable() {
+    let server = TestServer::start().await;
+    let ws = workspace();
+    let sid = server.session(json!({"working_directory": ws.path(), "project": "demo"})).await;
+    let read_outside = |id: &'static str| {
+        common::submit(
+            &server,
+            &sid,
+            json!([{"id": id, "name": "readFile", "arguments": json!({"path": OUTSIDE, "limit": 1}).to_string()}]),
+        )
+    };
+    let first = read_outside("r1");
+    let approval = server.wait_for_approval("r1").await;
+    let (status, _) = server
+        .post(&format!("/v1/approvals/{approval}"), json!({"decision": {"kind": "allow_always"}}))
+        .await;
+    assert_eq!(status, 200);
+    assert_eq!(first.await.unwrap()["results"][0]["status"], "executed");
+
+    // Remembered for the project: the next read runs without asking.
+    let (_, remembered) = server.get("/v1/remembered?project=demo").await;
+    let rows = remembered.as_array().unwrap();
+    assert_eq!(rows.len(), 1, "{remembered}");
+    assert_eq!((rows[0]["tool"].as_str(), rows[0]["api"].as_str()), (Some("local-system"), Some("readFile")));
+    let second = tokio::time::timeout(Duration::from_secs(10), read_outside("r2")).await.unwrap().unwrap();
+    assert_eq!(second["results"][0]["status"], "executed", "{second}");
+
+    // Revoked: it asks again.
+    let id = rows[0]["id"].as_str().unwrap();
+    let response = server.client.delete(server.url(&format!("/v1/remembered/{id}"))).send().await.unwrap();
+    assert_eq!(response.status(), 204);
+    assert_eq!(server.get("/v1/remembered").await.1, json!([]));
+    let third = read_outside("r3");
+    let approval = server.wait_for_approval("r3").await;
+    server.post(&format!("/v1/approvals/{approval}"), json!({"decision": {"kind": "deny"}})).await;
+    assert_eq!(third.await.unwrap()["results"][0]["status"], "denied");
+    server.stop().await;
+}
