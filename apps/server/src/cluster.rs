@@ -50,6 +50,18 @@ pub enum ClusterMessage {
         /// The update.
         progress: Progress,
     },
+    /// A device's result that reached another instance than the one holding the request (the
+    /// device reconnected there).
+    DeviceResult {
+        /// The device's tenant (checked against the open request).
+        tenant: String,
+        /// The device.
+        device_id: String,
+        /// The request.
+        request_id: String,
+        /// The result.
+        output: ToolOutput,
+    },
     /// Stop a request.
     Cancel {
         /// The request.
@@ -177,12 +189,13 @@ impl Cluster {
         }
     }
 
-    /// A live instance holding a device of `tenant` (the given one, or any) that runs `tool`.
+    /// Another live instance holding a device of `tenant` (the given one, or any) that runs
+    /// `tool` (or any tool).
     pub async fn find_device(
         &self,
         tenant: &str,
         device: Option<&str>,
-        tool: &str,
+        tool: Option<&str>,
     ) -> Option<(String, String)> {
         let mut commands = self.commands.clone();
         let all: std::collections::HashMap<String, String> =
@@ -191,7 +204,8 @@ impl Cluster {
             .into_iter()
             .filter(|(id, _)| device.is_none_or(|d| d == id))
             .filter_map(|(id, text)| serde_json::from_str::<Presence>(&text).ok().map(|p| (id, p)))
-            .filter(|(_, p)| p.tools.iter().any(|t| t == tool) && p.instance != self.instance_id)
+            .filter(|(_, p)| tool.is_none_or(|tool| p.tools.iter().any(|t| t == tool)))
+            .filter(|(_, p)| p.instance != self.instance_id)
             .collect();
         candidates.sort_by(|a, b| a.0.cmp(&b.0));
         for (id, presence) in candidates {

@@ -218,6 +218,11 @@ impl Devices {
             tokio::time::sleep(devices.reconnect_grace).await;
             // Decided and taken under the locks, so a device that comes back meanwhile keeps its
             // requests, and only the grace of the latest loss acts.
+            // Came back to another instance of the cluster? Then its open requests follow it.
+            let elsewhere = match &devices.cluster {
+                Some(cluster) => cluster.find_device(&key.0, Some(&key.1), None).await,
+                None => None,
+            };
             let failed: Vec<Inflight> = {
                 let mut inflight = lock(&devices.inflight);
                 let connections = lock(&devices.connections);
@@ -230,9 +235,14 @@ impl Devices {
                     inflight.iter().filter(|(_, i)| i.device == key).map(|(id, _)| id.clone()).collect();
                 ids.iter().filter_map(|id| inflight.remove(id)).collect()
             };
-            if let Some(cluster) = &devices.cluster {
-                cluster.unpublish_device(&key.0, &key.1).await;
-            }
+            let failed = match (&devices.cluster, elsewhere) {
+                (Some(cluster), Some((instance, _))) => devices.follow(cluster, &instance, failed).await,
+                (Some(cluster), None) => {
+                    cluster.unpublish_device(&key.0, &key.1).await;
+                    failed
+                }
+                (None, _) => failed,
+            };
             for open in failed {
                 let output = failure(
                     ErrorKind::Execution,
@@ -247,6 +257,42 @@ impl Devices {
                 devices.deliver(open.reply, &open.request.request_id, output).await;
             }
         });
+    }
+
+    /// Sends open requests of a device that reconnected to `instance` there (the device answers
+    /// requests it already ran from its kept results); returns those that could not follow.
+    async fn follow(&self, cluster: &Cluster, instance: &str, open: Vec<Inflight>) -> Vec<Inflight> {
+        let mut stranded = Vec::new();
+        for entry in open {
+            let Inflight { device, request, reply, expires } = entry;
+            let request_id = request.request_id.clone();
+            let origin = match &reply {
+                Reply::Local { .. } => self.instance_id.clone(),
+                Reply::Remote { origin } => origin.clone(),
+            };
+            let execute = ClusterMessage::Execute {
+                origin,
+                tenant: device.0.clone(),
+                device_id: device.1.clone(),
+                request: request.clone(),
+            };
+            if let Reply::Local { sender, progress } = reply {
+                lock(&self.remote_waits).insert(request_id.clone(), RemoteWait { sender, progress });
+                if !cluster.send(instance, &execute).await {
+                    if let Some(wait) = lock(&self.remote_waits).remove(&request_id) {
+                        stranded.push(Inflight {
+                            device,
+                            request,
+                            reply: Reply::Local { sender: wait.sender, progress: wait.progress },
+                            expires,
+                        });
+                    }
+                }
+            } else if !cluster.send(instance, &execute).await {
+                stranded.push(Inflight { device, request, reply, expires });
+            }
+        }
+        stranded
     }
 
     /// Reaps open requests nobody waits for any more, every few seconds until `stop`.
@@ -283,6 +329,32 @@ impl Devices {
 
     /// A device's `tool_result`: the first answer for an open request of this device wins.
     pub async fn on_result(&self, tenant: &str, device_id: &str, request_id: &str, output: ToolOutput) {
+        let Some(output) = self.settle_here(tenant, device_id, request_id, output).await else { return };
+        // Not open here: the device may have reconnected to this instance while the request was
+        // sent from another one, which still holds it.
+        if let (Some(cluster), Some(origin)) = (&self.cluster, origin_of(request_id))
+            && origin != self.instance_id
+        {
+            let message = ClusterMessage::DeviceResult {
+                tenant: tenant.to_owned(),
+                device_id: device_id.to_owned(),
+                request_id: request_id.to_owned(),
+                output,
+            };
+            cluster.send(origin, &message).await;
+            return;
+        }
+        tracing::debug!(request_id, "ignoring a result for no open request (duplicate or late)");
+    }
+
+    /// Delivers a result for a request open here on this device; gives the output back when none is.
+    async fn settle_here(
+        &self,
+        tenant: &str,
+        device_id: &str,
+        request_id: &str,
+        output: ToolOutput,
+    ) -> Option<ToolOutput> {
         let open = {
             let mut inflight = lock(&self.inflight);
             match inflight.get(request_id) {
@@ -293,8 +365,11 @@ impl Devices {
             }
         };
         match open {
-            Some(open) => self.deliver(open.reply, request_id, output).await,
-            None => tracing::debug!(request_id, "ignoring a result for no open request (duplicate or late)"),
+            Some(open) => {
+                self.deliver(open.reply, request_id, output).await;
+                None
+            }
+            None => Some(output),
         }
     }
 
@@ -364,6 +439,11 @@ impl Devices {
                 }
             }
             ClusterMessage::Cancel { request_id } => self.cancel_here(&request_id),
+            ClusterMessage::DeviceResult { tenant, device_id, request_id, output } => {
+                if self.settle_here(&tenant, &device_id, &request_id, output).await.is_some() {
+                    tracing::debug!(request_id, "a forwarded result found no open request (late)");
+                }
+            }
             ClusterMessage::Decision { .. } => {}
         }
     }
@@ -432,7 +512,7 @@ impl Devices {
             None
         } else {
             let found = match &self.cluster {
-                Some(cluster) => cluster.find_device(tenant, device, tool).await,
+                Some(cluster) => cluster.find_device(tenant, device, Some(tool)).await,
                 None => None,
             };
             let Some((instance, device_id)) = found else {
@@ -484,6 +564,12 @@ impl Devices {
             ),
         }
     }
+}
+
+/// The instance that sent a request: ids are `dev-{instance}-{n}` (instance ids may hold `-`, the
+/// hex counter does not).
+fn origin_of(request_id: &str) -> Option<&str> {
+    request_id.strip_prefix("dev-")?.rsplit_once('-').map(|(instance, _)| instance)
 }
 
 /// Removes a request's open entries however its wait ends (a dropped future included).
@@ -559,5 +645,16 @@ impl ToolRuntime for Routed {
                 ToolOutput::error(ErrorKind::Cancelled, "The session ended before the call could run.")
             }),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn a_request_id_names_the_instance_that_sent_it() {
+        assert_eq!(super::origin_of("dev-host-12-345-ab-1-1f"), Some("host-12-345-ab-1"));
+        assert_eq!(super::origin_of("dev-x-0"), Some("x"));
+        assert_eq!(super::origin_of("nope"), None);
+        assert_eq!(super::origin_of("dev-nodash"), None);
     }
 }

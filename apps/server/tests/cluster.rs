@@ -163,3 +163,51 @@ async fn a_silent_device_on_another_instance_times_out_once_per_call_in_parallel
     a.stop().await;
     b.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_device_that_moves_to_another_instance_still_answers_its_open_calls() {
+    let pg = PgServer::start();
+    let redis = RedisServer::start();
+    let database = pg.database_url("roaming");
+    let a = instance(&database, &redis.url()).await;
+    let b = instance(&database, &redis.url()).await;
+    let ws = workspace();
+    let sid = a
+        .session(json!({"working_directory": ws.path(), "runs_on": "device", "approval_mode": "auto_run"}))
+        .await;
+    let read = |id: &str| json!([{"id": id, "name": "readFile", "arguments": "{\"path\": \"notes.txt\"}"}]);
+
+    // The device answers on its new connection, at B, a request A sent before it moved.
+    let mut at_a = raw_device(&a.base, None, "roamer", &["local-system"]).await;
+    let first = submit(&a, &sid, read("m1"));
+    let request = next_execute(&mut at_a).await;
+    drop(at_a);
+    let mut at_b = raw_device(&b.base, None, "roamer", &["local-system"]).await;
+    let answer = tool_core::ToolOutput::ok("answered at B");
+    common::send(
+        &mut at_b,
+        &client_executor::DeviceMessage::ToolResult { request_id: request.request_id, output: answer },
+    )
+    .await;
+    let response = tokio::time::timeout(Duration::from_secs(10), first).await.unwrap().unwrap();
+    assert_eq!(response["results"][0]["output"]["content"], "answered at B", "{response}");
+
+    // A request the device never answered follows it to B after A's reconnect grace.
+    let mut at_a = raw_device(&a.base, None, "roamer", &["local-system"]).await;
+    let second = submit(&a, &sid, read("m2"));
+    let request = next_execute(&mut at_a).await;
+    drop(at_a);
+    let mut at_b = raw_device(&b.base, None, "roamer", &["local-system"]).await;
+    let followed = next_execute(&mut at_b).await;
+    assert_eq!(followed.request_id, request.request_id);
+    let answer = tool_core::ToolOutput::ok("followed to B");
+    common::send(
+        &mut at_b,
+        &client_executor::DeviceMessage::ToolResult { request_id: followed.request_id, output: answer },
+    )
+    .await;
+    let response = tokio::time::timeout(Duration::from_secs(10), second).await.unwrap().unwrap();
+    assert_eq!(response["results"][0]["output"]["content"], "followed to B", "{response}");
+    a.stop().await;
+    b.stop().await;
+}
