@@ -278,15 +278,15 @@ impl Devices {
             };
             if let Reply::Local { sender, progress } = reply {
                 lock(&self.remote_waits).insert(request_id.clone(), RemoteWait { sender, progress });
-                if !cluster.send(instance, &execute).await {
-                    if let Some(wait) = lock(&self.remote_waits).remove(&request_id) {
-                        stranded.push(Inflight {
-                            device,
-                            request,
-                            reply: Reply::Local { sender: wait.sender, progress: wait.progress },
-                            expires,
-                        });
-                    }
+                if !cluster.send(instance, &execute).await
+                    && let Some(wait) = lock(&self.remote_waits).remove(&request_id)
+                {
+                    stranded.push(Inflight {
+                        device,
+                        request,
+                        reply: Reply::Local { sender: wait.sender, progress: wait.progress },
+                        expires,
+                    });
                 }
             } else if !cluster.send(instance, &execute).await {
                 stranded.push(Inflight { device, request, reply, expires });
