@@ -399,6 +399,11 @@ fn read_call(index: usize, value: &Value) -> Result<RawCall, ApiError> {
     if id.is_empty() || id.len() > 256 {
         return Err(ApiError::bad_request(format!("calls[{index}]: id must be 1 to 256 bytes")));
     }
+    // Unknown names are answered with the closest known ones; a name no model would produce is
+    // refused before that comparison.
+    if name.len() > 256 {
+        return Err(ApiError::bad_request(format!("calls[{index}]: name must be at most 256 bytes")));
+    }
     Ok(RawCall { id: id.to_owned(), name: name.to_owned(), arguments })
 }
 

@@ -69,6 +69,14 @@ async fn bad_input_gets_a_documented_error_body_and_the_right_status() {
         (post(&calls, r#"{"calls": [42]}"#), StatusCode::BAD_REQUEST, "bad_request"),
         (
             post(
+                &calls,
+                json!({"calls": [{"id": "c", "name": "n".repeat(300), "arguments": "{}"}]}).to_string(),
+            ),
+            StatusCode::BAD_REQUEST,
+            "bad_request",
+        ),
+        (
+            post(
                 "/v1/sessions/ses_nope/calls",
                 r#"{"calls": [{"id":"c","name":"readFile","arguments":"{}"}]}"#,
             ),
