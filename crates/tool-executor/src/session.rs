@@ -127,7 +127,8 @@ pub struct Session {
     pub names: ToolNames,
     pub(crate) deadline: Option<Instant>,
     pub(crate) cancel: CancellationToken,
-    pub(crate) events: broadcast::Sender<Event>,
+    /// Made on the first subscription: a session nobody watches keeps no event buffer.
+    pub(crate) events: std::sync::OnceLock<broadcast::Sender<Event>>,
     pub(crate) before: RwLock<Vec<Arc<dyn BeforeHook>>>,
     pub(crate) after: RwLock<Vec<Arc<dyn AfterHook>>>,
     pub(crate) unknown_names: AtomicU32,
@@ -144,6 +145,9 @@ impl std::fmt::Debug for Session {
     }
 }
 
+/// Events a slow subscriber may fall behind by before it misses some (it is told how many).
+const EVENT_BUFFER: usize = 1024;
+
 impl Session {
     pub(crate) fn new(config: SessionConfig, names: ToolNames) -> Self {
         let deadline = config.time_budget_ms.map(|ms| Instant::now() + Duration::from_millis(ms));
@@ -152,7 +156,7 @@ impl Session {
             names,
             deadline,
             cancel: CancellationToken::new(),
-            events: broadcast::channel(1024).0,
+            events: std::sync::OnceLock::new(),
             before: RwLock::new(Vec::new()),
             after: RwLock::new(Vec::new()),
             unknown_names: AtomicU32::new(0),
@@ -168,7 +172,7 @@ impl Session {
 
     /// Subscribes to the session's events (completion order).
     pub fn subscribe(&self) -> broadcast::Receiver<Event> {
-        self.events.subscribe()
+        self.events.get_or_init(|| broadcast::channel(EVENT_BUFFER).0).subscribe()
     }
 
     /// Adds a before hook (run in the order added).
@@ -207,7 +211,9 @@ impl Session {
 
     pub(crate) fn emit(&self, event: Event) {
         // No subscriber is fine: events are for whoever listens.
-        let _ = self.events.send(event);
+        if let Some(events) = self.events.get() {
+            let _ = events.send(event);
+        }
     }
 
     pub(crate) fn count_unknown(&self) -> u32 {
