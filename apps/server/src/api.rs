@@ -557,6 +557,8 @@ async fn session_events(
     let mut events = entry.session.subscribe();
     let shutdown = state.shutdown.clone();
     let stream = async_stream(move |tx| async move {
+        // Held while watched, so the session is not evicted under its watcher.
+        let _entry = entry;
         loop {
             tokio::select! {
                 event = events.recv() => match event {

@@ -35,6 +35,10 @@ pub enum ClusterMessage {
         device_id: String,
         /// The request.
         request: ExecuteRequest,
+        /// Sent before to a connection of the device that was lost: if the device is not here
+        /// either, the call may or may not have run.
+        #[serde(default)]
+        resent: bool,
     },
     /// A device's result for a request `origin` sent.
     Result {
@@ -148,15 +152,14 @@ impl Cluster {
         let Ok(text) = serde_json::to_string(message) else { return false };
         let mut commands = self.commands.clone();
         let inbox = self.key(&["inbox", instance]);
-        let sent: redis::RedisResult<()> = async {
-            let _: i64 = commands.rpush(&inbox, text).await?;
-            // An inbox whose instance died does not grow forever.
-            let _: bool = commands.expire(&inbox, 3600).await?;
-            Ok(())
-        }
-        .await;
-        match sent {
-            Ok(()) => true,
+        // Sent once the push is acknowledged; the expiry (an inbox whose instance died does not
+        // grow forever) is best effort.
+        let pushed: redis::RedisResult<i64> = commands.rpush(&inbox, text).await;
+        match pushed {
+            Ok(_) => {
+                let _: redis::RedisResult<bool> = commands.expire(&inbox, 3600).await;
+                true
+            }
             Err(error) => {
                 tracing::warn!(%error, instance, "cluster send failed");
                 false
@@ -176,16 +179,24 @@ impl Cluster {
         }
     }
 
-    /// Withdraws a device, if it is still announced as connected here.
+    /// Withdraws a device, if it is still announced as connected here (compared and deleted in
+    /// one script, so a device that just announced itself elsewhere is not withdrawn).
     pub async fn unpublish_device(&self, tenant: &str, device_id: &str) {
+        const COMPARE_AND_DELETE: &str = "local v = redis.call('HGET', KEYS[1], ARGV[1]) \
+            if v and string.find(v, ARGV[2], 1, true) then return redis.call('HDEL', KEYS[1], ARGV[1]) end \
+            return 0";
         let mut commands = self.commands.clone();
-        let key = self.key(&["devices", tenant]);
-        let current: Option<String> = commands.hget(&key, device_id).await.unwrap_or(None);
-        let ours = current
-            .and_then(|text| serde_json::from_str::<Presence>(&text).ok())
-            .is_some_and(|p| p.instance == self.instance_id);
-        if ours {
-            let _: redis::RedisResult<i64> = commands.hdel(&key, device_id).await;
+        let ours = format!("\"instance\":\"{}\"", self.instance_id);
+        let result: redis::RedisResult<i64> = redis::cmd("EVAL")
+            .arg(COMPARE_AND_DELETE)
+            .arg(1)
+            .arg(self.key(&["devices", tenant]))
+            .arg(device_id)
+            .arg(ours)
+            .query_async(&mut commands)
+            .await;
+        if let Err(error) = result {
+            tracing::warn!(%error, "cluster unpublish_device failed");
         }
     }
 

@@ -68,6 +68,8 @@ const EXPIRY_MARGIN: Duration = Duration::from_secs(5);
 struct RemoteWait {
     sender: oneshot::Sender<ToolOutput>,
     progress: ProgressSink,
+    /// The device it was sent to: only that device's answer settles it.
+    device: DeviceKey,
 }
 
 /// The devices connected to this instance and the calls open on them.
@@ -81,6 +83,8 @@ pub struct Devices {
     /// The generation of each device's last lost connection (so only the latest loss's grace
     /// timer acts).
     departed: Mutex<HashMap<DeviceKey, u64>>,
+    /// The boot id each device last registered with.
+    boots: Mutex<HashMap<DeviceKey, Option<String>>>,
     inflight: Mutex<HashMap<String, Inflight>>,
     remote_waits: Mutex<HashMap<String, RemoteWait>>,
     routes: RwLock<HashMap<String, Route>>,
@@ -131,6 +135,7 @@ impl Devices {
             default_timeout,
             connections: Mutex::default(),
             departed: Mutex::default(),
+            boots: Mutex::default(),
             inflight: Mutex::default(),
             remote_waits: Mutex::default(),
             routes: RwLock::default(),
@@ -172,28 +177,64 @@ impl Devices {
     /// dropped, so its socket closes) and requests still open on the device are sent again.
     /// Returns the connection's generation. The caller announces the device to the cluster.
     pub fn register(
-        &self,
+        self: &Arc<Self>,
         tenant: &str,
         device_id: &str,
+        boot: Option<String>,
         tools: Vec<String>,
         sender: mpsc::UnboundedSender<ServerMessage>,
     ) -> u64 {
         let generation = self.next.fetch_add(1, Ordering::Relaxed);
         let key = (tenant.to_owned(), device_id.to_owned());
-        {
-            // Both locks in the order inflight → connections (as everywhere), so no request
+        let restarted: Vec<Inflight> = {
+            // The locks in the order inflight → connections → boots (as everywhere), so no request
             // registered in between is missed.
-            let inflight = lock(&self.inflight);
+            let mut inflight = lock(&self.inflight);
             let mut connections = lock(&self.connections);
-            let now = Instant::now();
-            for open in inflight.values().filter(|i| i.device == key && i.expires > now) {
-                let _ = sender.send(ServerMessage::ToolExecute(open.request.clone()));
+            let previous = lock(&self.boots).insert(key.clone(), boot.clone());
+            // Another process under this id (a restart, or a second device with the same id) did
+            // not run these and may not know them: they fail rather than run twice.
+            let same_process = match (&previous, &boot) {
+                (Some(Some(before)), Some(now)) => before == now,
+                _ => true,
+            };
+            let ids: Vec<String> =
+                inflight.iter().filter(|(_, open)| open.device == key).map(|(id, _)| id.clone()).collect();
+            let mut restarted = Vec::new();
+            for id in ids {
+                let Some(open) = inflight.get_mut(&id) else { continue };
+                match remaining(open.expires) {
+                    Some(left) if same_process => {
+                        open.request.timeout_ms = left.as_millis() as u64;
+                        let _ = sender.send(ServerMessage::ToolExecute(open.request.clone()));
+                    }
+                    Some(_) => restarted.extend(inflight.remove(&id)),
+                    None => {}
+                }
             }
             let connection =
                 Connection { generation, tools: tools.clone(), sender, connected_at: Instant::now() };
             if connections.insert(key.clone(), connection).is_none() {
                 self.metrics.devices.fetch_add(1, Ordering::Relaxed);
             }
+            restarted
+        };
+        if !restarted.is_empty() {
+            let devices = self.clone();
+            tokio::spawn(async move {
+                for open in restarted {
+                    let output = failure(
+                        ErrorKind::Execution,
+                        "client_executor_restarted",
+                        format!(
+                            "The client executor `{}` restarted while running this call; the call may or may \
+                             not have run on the device.",
+                            key.1
+                        ),
+                    );
+                    devices.deliver(open.reply, &open.request.request_id, output).await;
+                }
+            });
         }
         generation
     }
@@ -244,16 +285,7 @@ impl Devices {
                 (None, _) => failed,
             };
             for open in failed {
-                let output = failure(
-                    ErrorKind::Execution,
-                    "client_executor_disconnected",
-                    format!(
-                        "The client executor `{}` disconnected while running this call and did not come back \
-                         within {} s; the call may or may not have run on the device.",
-                        key.1,
-                        devices.reconnect_grace.as_secs_f32()
-                    ),
-                );
+                let output = disconnected(&key.1, devices.reconnect_grace);
                 devices.deliver(open.reply, &open.request.request_id, output).await;
             }
         });
@@ -264,8 +296,13 @@ impl Devices {
     async fn follow(&self, cluster: &Cluster, instance: &str, open: Vec<Inflight>) -> Vec<Inflight> {
         let mut stranded = Vec::new();
         for entry in open {
-            let Inflight { device, request, reply, expires } = entry;
+            let Inflight { device, mut request, reply, expires } = entry;
             let request_id = request.request_id.clone();
+            let Some(left) = remaining(expires) else {
+                stranded.push(Inflight { device, request, reply, expires });
+                continue;
+            };
+            request.timeout_ms = left.as_millis() as u64;
             let origin = match &reply {
                 Reply::Local { .. } => self.instance_id.clone(),
                 Reply::Remote { origin } => origin.clone(),
@@ -275,9 +312,15 @@ impl Devices {
                 tenant: device.0.clone(),
                 device_id: device.1.clone(),
                 request: request.clone(),
+                resent: true,
             };
             if let Reply::Local { sender, progress } = reply {
-                lock(&self.remote_waits).insert(request_id.clone(), RemoteWait { sender, progress });
+                if sender.is_closed() {
+                    // Nobody waits any more (the call's future was dropped meanwhile).
+                    continue;
+                }
+                lock(&self.remote_waits)
+                    .insert(request_id.clone(), RemoteWait { sender, progress, device: device.clone() });
                 if !cluster.send(instance, &execute).await
                     && let Some(wait) = lock(&self.remote_waits).remove(&request_id)
                 {
@@ -364,9 +407,23 @@ impl Devices {
                 _ => None,
             }
         };
-        match open {
-            Some(open) => {
-                self.deliver(open.reply, request_id, output).await;
+        if let Some(open) = open {
+            self.deliver(open.reply, request_id, output).await;
+            return None;
+        }
+        // A request this instance forwarded (or that followed its device): the waiter is here.
+        let wait = {
+            let mut waits = lock(&self.remote_waits);
+            match waits.get(request_id) {
+                Some(wait) if wait.device.0 == tenant && wait.device.1 == device_id => {
+                    waits.remove(request_id)
+                }
+                _ => None,
+            }
+        };
+        match wait {
+            Some(wait) => {
+                let _ = wait.sender.send(output);
                 None
             }
             None => Some(output),
@@ -398,7 +455,7 @@ impl Devices {
     /// A message from another instance.
     pub async fn on_cluster_message(&self, message: ClusterMessage) {
         match message {
-            ClusterMessage::Execute { origin, tenant, device_id, request } => {
+            ClusterMessage::Execute { origin, tenant, device_id, request, resent } => {
                 let key = (tenant, device_id);
                 let request_id = request.request_id.clone();
                 let sent = {
@@ -424,7 +481,8 @@ impl Devices {
                     }
                 };
                 if !sent {
-                    let output = unavailable(&key.1);
+                    let output =
+                        if resent { disconnected(&key.1, self.reconnect_grace) } else { unavailable(&key.1) };
                     self.deliver(Reply::Remote { origin }, &request_id, output).await;
                 }
             }
@@ -518,13 +576,20 @@ impl Devices {
             let Some((instance, device_id)) = found else {
                 return unavailable_for(device, tool);
             };
-            lock(&self.remote_waits)
-                .insert(request_id.clone(), RemoteWait { sender, progress: context.progress.clone() });
+            lock(&self.remote_waits).insert(
+                request_id.clone(),
+                RemoteWait {
+                    sender,
+                    progress: context.progress.clone(),
+                    device: (tenant.to_owned(), device_id.clone()),
+                },
+            );
             let execute = ClusterMessage::Execute {
                 origin: self.instance_id.clone(),
                 tenant: tenant.to_owned(),
                 device_id,
                 request,
+                resent: false,
             };
             let sent = match &self.cluster {
                 Some(cluster) => cluster.send(&instance, &execute).await,
@@ -581,6 +646,23 @@ impl Drop for Waiting<'_> {
         lock(&self.0.remote_waits).remove(&self.1);
         self.0.metrics.device_waits.fetch_sub(1, Ordering::Relaxed);
     }
+}
+
+fn disconnected(device: &str, grace: Duration) -> ToolOutput {
+    failure(
+        ErrorKind::Execution,
+        "client_executor_disconnected",
+        format!(
+            "The client executor `{device}` disconnected while running this call and did not come back within \
+             {} s; the call may or may not have run on the device.",
+            grace.as_secs_f32()
+        ),
+    )
+}
+
+/// Time left before an open request's deadline (its expiry less the margin).
+fn remaining(expires: Instant) -> Option<Duration> {
+    expires.checked_duration_since(Instant::now())?.checked_sub(EXPIRY_MARGIN).filter(|d| !d.is_zero())
 }
 
 fn lost() -> ToolOutput {

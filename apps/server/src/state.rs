@@ -107,6 +107,8 @@ pub struct AppState {
     pub tools: Vec<String>,
     /// Sessions held here.
     pub sessions: RwLock<HashMap<String, Arc<SessionEntry>>>,
+    /// Sessions ended through this instance: a load that raced the end never holds them again.
+    ended: std::sync::Mutex<std::collections::HashSet<String>>,
     /// Batches in flight (spawned, so a client that goes away cannot drop a call half-way).
     pub tasks: TaskTracker,
     /// Fires when shutdown starts: no new calls, readiness fails, event streams close.
@@ -222,6 +224,7 @@ impl AppState {
             metrics,
             tools,
             sessions: RwLock::default(),
+            ended: std::sync::Mutex::default(),
             tasks: TaskTracker::new(),
             shutdown: CancellationToken::new(),
             closing: CancellationToken::new(),
@@ -290,6 +293,13 @@ impl AppState {
             project: view.project.clone(),
         };
         let mut sessions = self.sessions.write().unwrap_or_else(|p| p.into_inner());
+        if self.ended.lock().unwrap_or_else(|p| p.into_inner()).contains(&view.id) {
+            let mut view = view;
+            view.status = "ended".into();
+            let session = self.executor.open_session(config);
+            session.cancel();
+            return Arc::new(SessionEntry { tenant: tenant.to_owned(), session, view });
+        }
         // Two requests may load the same stored session at once: the first one held wins, so a
         // session has one live object (the one that ending and shutdown cancel).
         if let Some(held) = sessions.get(&view.id) {
@@ -391,6 +401,7 @@ impl AppState {
 
     /// Cancels a held session's calls and forgets it.
     fn forget(&self, id: &str, entry: &SessionEntry) {
+        self.ended.lock().unwrap_or_else(|p| p.into_inner()).insert(id.to_owned());
         entry.session.cancel();
         self.sessions.write().unwrap_or_else(|p| p.into_inner()).remove(id);
         self.devices.forget_route(id);

@@ -20,6 +20,8 @@ use crate::state::AppState;
 const REGISTER_WITHIN: Duration = Duration::from_secs(10);
 /// A connection that sends nothing (not even a pong to our pings) for this long is taken as dead.
 const SILENT_FOR: Duration = Duration::from_secs(45);
+/// How long one frame may take to go out before the connection is taken as dead.
+const SEND_WITHIN: Duration = Duration::from_secs(10);
 /// Largest frame a device may send.
 const MAX_FRAME: usize = 16 * 1024 * 1024;
 
@@ -50,9 +52,9 @@ fn text(message: &ServerMessage) -> Message {
 async fn serve_device(state: Arc<AppState>, tenant: String, socket: WebSocket) {
     let (mut sink, mut stream) = socket.split();
     let first = tokio::time::timeout(REGISTER_WITHIN, stream.next()).await;
-    let (device_id, tools) = match first {
+    let (device_id, tools, boot) = match first {
         Ok(Some(Ok(Message::Text(frame)))) => match DeviceMessage::parse(&frame) {
-            Ok(DeviceMessage::Register { device_id, tools }) => (device_id, tools),
+            Ok(DeviceMessage::Register { device_id, tools, boot }) => (device_id, tools, boot),
             Ok(_) => return refuse(&mut sink, "the first frame must be `register`").await,
             Err(error) => return refuse(&mut sink, &error.to_string()).await,
         },
@@ -75,7 +77,7 @@ async fn serve_device(state: Arc<AppState>, tenant: String, socket: WebSocket) {
         tracing::info!(device = %device_id, "device offers tools this server does not enable; using the rest");
     }
     let (sender, mut outgoing) = mpsc::unbounded_channel();
-    let generation = state.devices.register(&tenant, &device_id, tools.clone(), sender);
+    let generation = state.devices.register(&tenant, &device_id, boot, tools.clone(), sender);
     // Announced before `registered` is sent: a registered device is reachable from every instance.
     if let Some(cluster) = &state.cluster {
         cluster.publish_device(&tenant, &device_id, &tools).await;
@@ -108,7 +110,13 @@ async fn serve_device(state: Arc<AppState>, tenant: String, socket: WebSocket) {
                     }
                 },
                 message = outgoing.recv() => match message {
-                    Some(message) => if sink.send(text(&message)).await.is_err() { break },
+                    Some(message) => {
+                        // A device that stops reading must not block this loop (and its silence check).
+                        match tokio::time::timeout(SEND_WITHIN, sink.send(text(&message))).await {
+                            Ok(Ok(())) => {}
+                            _ => break,
+                        }
+                    }
                     // Replaced by a newer connection of the same device.
                     None => break,
                 },

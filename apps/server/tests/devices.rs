@@ -213,8 +213,11 @@ async fn devices_need_a_key_of_their_tenant_and_a_proper_registration() {
     let mut request = url.as_str().into_client_request().unwrap();
     request.headers_mut().insert("authorization", "Bearer key-acme".parse().unwrap());
     let (mut socket, _) = tokio_tungstenite::connect_async(request).await.unwrap();
-    send(&mut socket, &DeviceMessage::Register { device_id: "d".into(), tools: vec!["no-such-tool".into()] })
-        .await;
+    send(
+        &mut socket,
+        &DeviceMessage::Register { device_id: "d".into(), tools: vec!["no-such-tool".into()], boot: None },
+    )
+    .await;
     match next_message(&mut socket).await {
         Some(client_executor::ServerMessage::Error { message }) => {
             assert!(message.contains("none of the offered tools"), "{message}")
@@ -227,5 +230,28 @@ async fn devices_need_a_key_of_their_tenant_and_a_proper_registration() {
     let (_, devices) = server.get("/v1/devices").await;
     assert_eq!(devices[0]["device_id"], "acme-laptop");
     assert_eq!(devices[0]["tools"], serde_json::json!(["local-system"]));
+    server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restarted_device_is_not_sent_what_its_previous_run_had() {
+    let server = TestServer::start().await;
+    let ws = workspace();
+    let mut first =
+        common::raw_device_boot(&server.base, None, "box", &["local-system"], Some("run-1")).await;
+    let sid = device_session(&server, &ws).await;
+    let pending = submit(&server, &sid, read_notes("b1"));
+    next_execute(&mut first).await;
+    drop(first);
+    // The same device id, another process: it never saw the request, and the old one may have
+    // run it, so the call fails with that said rather than running again.
+    let mut second =
+        common::raw_device_boot(&server.base, None, "box", &["local-system"], Some("run-2")).await;
+    let response = tokio::time::timeout(Duration::from_secs(10), pending).await.unwrap().unwrap();
+    assert_eq!(response["results"][0]["output"]["state"]["type"], "client_executor_restarted", "{response}");
+    assert!(
+        tokio::time::timeout(Duration::from_millis(500), next_message(&mut second)).await.is_err(),
+        "nothing is sent to the new process"
+    );
     server.stop().await;
 }

@@ -25,6 +25,9 @@ use tool_executor::{
 
 use crate::protocol::{DEVICE_ALARM_MARGIN, DeviceMessage, ExecuteRequest, ServerMessage};
 
+/// A connection that brings nothing (the server pings every 15 s) for this long is taken as dead.
+const SILENT_FOR: Duration = Duration::from_secs(45);
+
 /// How long finished results are kept to answer a repeated request: longer than the longest
 /// deadline a server gives (800 s) plus its reaping margin, so a request is never run twice.
 const KEEP_RESULTS: Duration = Duration::from_secs(900);
@@ -163,6 +166,11 @@ pub async fn run(
         shared.executor.toolbox().tools().iter().map(|t| t.manifest.identifier.clone()).collect()
     });
     let url = config.websocket_url();
+    let boot = format!(
+        "{}-{:x}",
+        std::process::id(),
+        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos())
+    );
     // A frame taken from the outbox but not sent (the connection broke) goes first next time.
     let mut unsent: Option<DeviceMessage> = None;
     loop {
@@ -196,11 +204,19 @@ pub async fn run(
                 }
             }
         };
-        let register = DeviceMessage::Register { device_id: config.device_id.clone(), tools: tools.clone() };
+        let register = DeviceMessage::Register {
+            device_id: config.device_id.clone(),
+            tools: tools.clone(),
+            boot: Some(boot.clone()),
+        };
         if socket.send(Message::text(register.to_text())).await.is_err() {
             continue;
         }
         tracing::info!(device = %config.device_id, %url, "device connected");
+        // The server pings every 15 s: a connection silent for much longer is dead (a laptop that
+        // slept, a NAT that forgot us), and results must not go into it.
+        let mut heard = tokio::time::Instant::now();
+        let mut check = tokio::time::interval(Duration::from_secs(5));
         loop {
             if let Some(message) = unsent.take() {
                 if socket.send(Message::text(message.to_text())).await.is_err() {
@@ -210,7 +226,13 @@ pub async fn run(
                 continue;
             }
             tokio::select! {
-                frame = socket.next() => match frame {
+                _ = check.tick() => {
+                    if heard.elapsed() > SILENT_FOR {
+                        tracing::warn!("no frame from the server for too long; reconnecting");
+                        break;
+                    }
+                }
+                frame = socket.next() => { heard = tokio::time::Instant::now(); match frame {
                     Some(Ok(Message::Text(text))) => match ServerMessage::parse(&text) {
                         Ok(ServerMessage::ToolExecute(request)) => on_execute(&shared, request),
                         Ok(ServerMessage::ToolCancel { request_id }) => on_cancel(&shared, &request_id),
@@ -222,7 +244,7 @@ pub async fn run(
                     },
                     Some(Ok(Message::Close(_)) | Err(_)) | None => break,
                     Some(Ok(_)) => {}
-                },
+                }},
                 message = outgoing.recv() => {
                     // The sender lives in `shared`, so the outbox never closes while we run.
                     unsent = message;

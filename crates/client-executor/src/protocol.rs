@@ -1,7 +1,7 @@
 //! The device protocol: JSON text frames over one WebSocket, tagged by `type`.
 //!
 //! ```text
-//! device → server   register {device_id, tools}            first frame, once per connection
+//! device → server   register {device_id, tools, boot}      first frame, once per connection
 //! server → device   registered {device_id, instance_id}
 //! server → device   tool_execute {request_id, call_id, session_id, tool, api, arguments,
 //!                                 timeout_ms, working_directory}
@@ -60,6 +60,10 @@ pub enum DeviceMessage {
         device_id: String,
         /// Tool identifiers it can run.
         tools: Vec<String>,
+        /// A fresh id per device process start: requests still open from a connection of another
+        /// start are not sent again (that process may have run them), they fail instead.
+        #[serde(default)]
+        boot: Option<String>,
     },
     /// The one result of a request.
     ToolResult {

@@ -135,6 +135,17 @@ pub type Socket =
 
 /// A hand-driven device: connects and registers, nothing else.
 pub async fn raw_device(base: &str, key: Option<&str>, device_id: &str, tools: &[&str]) -> Socket {
+    raw_device_boot(base, key, device_id, tools, None).await
+}
+
+/// A hand-driven device of a given process start (`boot`).
+pub async fn raw_device_boot(
+    base: &str,
+    key: Option<&str>,
+    device_id: &str,
+    tools: &[&str],
+    boot: Option<&str>,
+) -> Socket {
     use futures::SinkExt as _;
     use tokio_tungstenite::tungstenite::client::IntoClientRequest as _;
     let url = format!("{}{}", base.replace("http://", "ws://"), client_executor::protocol::DEVICE_PATH);
@@ -146,6 +157,7 @@ pub async fn raw_device(base: &str, key: Option<&str>, device_id: &str, tools: &
     let register = client_executor::DeviceMessage::Register {
         device_id: device_id.into(),
         tools: tools.iter().map(|t| (*t).to_owned()).collect(),
+        boot: boot.map(str::to_owned),
     };
     socket.send(tokio_tungstenite::tungstenite::Message::text(register.to_text())).await.unwrap();
     match next_message(&mut socket).await {
