@@ -286,7 +286,13 @@ impl AppState {
             user_id: view.user_id.clone(),
             agent_id: view.agent_id.clone(),
             working_directory: view.working_directory.as_ref().map(PathBuf::from),
-            policy: SessionPolicy { mode: view.approval_mode, allow_list: view.allow_list.clone() },
+            policy: SessionPolicy {
+                mode: view.approval_mode,
+                allow_list: view.allow_list.clone(),
+                // Tenants share the server's temp folders: with keys, they are outside every
+                // session; an open (single-user, loopback) server keeps them in, like a laptop.
+                exclude_temp: !self.keys.is_open(),
+            },
             sequential: view.sequential,
             time_budget_ms: view.time_budget_ms,
             active_tools: Some(view.tools.clone()),

@@ -578,3 +578,29 @@ async fn always_allow_is_remembered_listed_and_revocable() {
     assert_eq!(third.await.unwrap()["results"][0]["status"], "denied");
     server.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_keys_the_shared_temp_folders_are_outside_every_session() {
+    let elsewhere = tempfile::tempdir().unwrap();
+    let other_file = elsewhere.path().join("other-tenant.txt");
+    std::fs::write(&other_file, "not yours\n").unwrap();
+    let ws = workspace();
+    let read = json!({"path": other_file});
+
+    // Open (one person's machine): temp folders are in scope, as for the local tools.
+    let open = TestServer::start().await;
+    let sid = open.session(json!({"working_directory": ws.path(), "approval_mode": "headless"})).await;
+    assert_eq!(open.call(&sid, "t1", "readFile", read.clone()).await["status"], "executed");
+    open.stop().await;
+
+    // With keys (tenants share the machine): outside, so a headless session is blocked.
+    let dir = tempfile::tempdir().unwrap();
+    let mut args = common::args(dir.path());
+    args.api_keys = vec![toolhost_server::auth::stored_form("acme", "key-acme")];
+    args.workspace_roots = vec![ws.path().to_owned()];
+    let server = TestServer::start_with(dir, args).await.with_key("key-acme");
+    let sid = server.session(json!({"working_directory": ws.path(), "approval_mode": "headless"})).await;
+    assert_eq!(server.call(&sid, "t2", "readFile", read).await["status"], "blocked");
+    assert_eq!(server.call(&sid, "t3", "readFile", json!({"path": "notes.txt"})).await["status"], "executed");
+    server.stop().await;
+}

@@ -1,5 +1,7 @@
 //! The dynamic-audit table: behaviour that manifests name and the pipeline calls.
 
+use std::path::Path;
+
 use computer_runtime::scope::PathScope;
 use tool_core::{AuditFn, AuditInput, AuditVerdict};
 
@@ -16,15 +18,19 @@ pub fn audit(name: &str) -> Option<AuditFn> {
     audits().iter().find(|(n, _)| *n == name).map(|(_, f)| *f)
 }
 
-/// Flags any declared path argument that resolves outside the session's working directory and the
-/// temp folders.
+/// Flags any declared path argument that resolves outside the session's working directory and
+/// (unless the session excludes them) the temp folders.
 ///
 /// Paths are resolved before the decision: `..` is normalised and symlinks are followed, so a link
 /// inside the working directory that points elsewhere is judged by its target. A session without a
 /// working directory has only the temp folders in scope, so everything else asks. The boundary
 /// comes from the session, never from the arguments.
 pub fn path_scope(input: &AuditInput<'_>) -> AuditVerdict {
-    let scope = PathScope::for_session(input.working_directory);
+    let scope = if input.temp_in_scope {
+        PathScope::for_session(input.working_directory)
+    } else {
+        PathScope::new(input.working_directory.map(Path::to_path_buf))
+    };
     let paths: Vec<&str> =
         input.api.path_params.iter().flat_map(|param| param.select(input.arguments)).collect();
     // Without a working directory a relative path has nothing safe to resolve against (the

@@ -10,7 +10,28 @@ use tool_core::{AuditInput, AuditVerdict};
 fn verdict(api: LocalSystemApi, arguments: Value, working_directory: Option<&Path>) -> AuditVerdict {
     let spec = api.spec();
     let audit = audit("pathScope").expect("pathScope is registered");
-    audit(&AuditInput { api: &spec, arguments: &arguments, working_directory })
+    audit(&AuditInput { api: &spec, arguments: &arguments, working_directory, temp_in_scope: true })
+}
+
+#[test]
+fn a_session_that_excludes_temp_folders_asks_for_them() {
+    let spec = LocalSystemApi::ReadFile.spec();
+    let audit = audit("pathScope").expect("pathScope is registered");
+    let work = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let temp_file = std::env::temp_dir().join("someone-elses-file.txt");
+    let arguments = json!({"path": temp_file});
+    let shared = AuditInput {
+        api: &spec,
+        arguments: &arguments,
+        working_directory: Some(work.path()),
+        temp_in_scope: true,
+    };
+    assert_eq!(audit(&shared), AuditVerdict::Pass);
+    let private = AuditInput { temp_in_scope: false, ..shared };
+    assert!(matches!(audit(&private), AuditVerdict::Flag(_)), "temp is outside when excluded");
+    let inside = json!({"path": "notes.txt"});
+    let private_inside = AuditInput { arguments: &inside, ..private };
+    assert_eq!(audit(&private_inside), AuditVerdict::Pass, "the working directory is still inside");
 }
 
 #[test]

@@ -292,7 +292,7 @@ fn on_execute(shared: &Arc<Shared>, request: ExecuteRequest) {
             id: request.session_id.clone(),
             tenant: "device".into(),
             working_directory: request.working_directory.as_ref().map(PathBuf::from),
-            policy: SessionPolicy { mode, allow_list: Vec::new() },
+            policy: SessionPolicy { mode, allow_list: Vec::new(), exclude_temp: false },
             active_tools: Some(vec![request.tool.clone()]),
             ..SessionConfig::default()
         });

@@ -68,6 +68,9 @@ pub struct AuditInput<'a> {
     pub arguments: &'a Value,
     /// The session's working directory (the sandbox boundary).
     pub working_directory: Option<&'a Path>,
+    /// Whether the system temp folders count as inside the session: yes on a person's own
+    /// machine, no on a server whose tenants share them.
+    pub temp_in_scope: bool,
 }
 
 /// What a dynamic audit decided.

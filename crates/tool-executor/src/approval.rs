@@ -62,6 +62,10 @@ pub struct SessionPolicy {
     /// Pre-authorised calls: `tool/api`, `tool/*` or `tool`.
     #[serde(default)]
     pub allow_list: Vec<String>,
+    /// The system temp folders are outside the session (a server whose tenants share them);
+    /// by default they are inside, as on a person's own machine.
+    #[serde(default)]
+    pub exclude_temp: bool,
 }
 
 impl SessionPolicy {
@@ -147,6 +151,7 @@ pub fn decide(toolbox: &Toolbox, input: &DecisionInput<'_>) -> Verdict {
                     api: spec,
                     arguments: input.arguments,
                     working_directory: input.working_directory,
+                    temp_in_scope: !input.policy.exclude_temp,
                 };
                 // An audit that panics fails closed: the call asks.
                 std::panic::catch_unwind(|| audit_fn(&audit_input))
@@ -413,6 +418,7 @@ mod tests {
         let policy = SessionPolicy {
             mode: ApprovalMode::AllowList,
             allow_list: vec!["fs/readFile".into(), "todo".into(), "web/*".into()],
+            exclude_temp: false,
         };
         let cases = [
             ("fs", "readFile", true),

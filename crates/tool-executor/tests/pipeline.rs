@@ -38,7 +38,7 @@ fn session(f: &Fixture, id: &str, mode: ApprovalMode) -> Arc<Session> {
     f.executor.open_session(SessionConfig {
         id: id.into(),
         tenant: "tenant-a".into(),
-        policy: SessionPolicy { mode, allow_list: vec![] },
+        policy: SessionPolicy { mode, allow_list: vec![], exclude_temp: false },
         ..SessionConfig::default()
     })
 }
@@ -379,7 +379,7 @@ async fn approvals_once_session_always_and_read_only() {
     assert_eq!(remembered[0].argument_prefix.as_deref(), Some("cargo test"));
     let headless = f.executor.open_session(SessionConfig {
         id: "always-2".into(),
-        policy: SessionPolicy { mode: ApprovalMode::Headless, allow_list: vec![] },
+        policy: SessionPolicy { mode: ApprovalMode::Headless, allow_list: vec![], exclude_temp: false },
         ..config
     });
     let r =
@@ -411,7 +411,11 @@ async fn dangerous_commands_ask_even_in_auto_run_and_rules_decide() {
     let headless_auto = f.executor.open_session(SessionConfig {
         id: "auto-headless".into(),
         tenant: "tenant-a".into(),
-        policy: SessionPolicy { mode: ApprovalMode::Headless, allow_list: vec!["test/shell".into()] },
+        policy: SessionPolicy {
+            mode: ApprovalMode::Headless,
+            allow_list: vec!["test/shell".into()],
+            exclude_temp: false,
+        },
         ..SessionConfig::default()
     });
     let r =
