@@ -71,6 +71,13 @@ pub enum ClusterMessage {
         /// The request.
         request_id: String,
     },
+    /// A session ended on another instance: cancel its calls here and forget it.
+    EndSession {
+        /// The tenant.
+        tenant: String,
+        /// The session.
+        session_id: String,
+    },
     /// A person's decision on an approval that waits at the receiving instance.
     Decision {
         /// The tenant.
@@ -165,6 +172,31 @@ impl Cluster {
                 false
             }
         }
+    }
+
+    /// The live instances (their presence keys), this one included.
+    pub async fn instances(&self) -> Vec<String> {
+        let mut commands = self.commands.clone();
+        let prefix = self.key(&["instance", ""]);
+        let mut found = Vec::new();
+        let mut cursor: u64 = 0;
+        loop {
+            let page: redis::RedisResult<(u64, Vec<String>)> = redis::cmd("SCAN")
+                .arg(cursor)
+                .arg("MATCH")
+                .arg(format!("{prefix}*"))
+                .arg("COUNT")
+                .arg(100)
+                .query_async(&mut commands)
+                .await;
+            let Ok((next, keys)) = page else { break };
+            found.extend(keys.into_iter().filter_map(|k| k.strip_prefix(&prefix).map(str::to_owned)));
+            if next == 0 {
+                break;
+            }
+            cursor = next;
+        }
+        found
     }
 
     /// Announces a device connected here.

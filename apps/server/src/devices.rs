@@ -502,7 +502,8 @@ impl Devices {
                     tracing::debug!(request_id, "a forwarded result found no open request (late)");
                 }
             }
-            ClusterMessage::Decision { .. } => {}
+            // Handled by the server state, not by the devices.
+            ClusterMessage::Decision { .. } | ClusterMessage::EndSession { .. } => {}
         }
     }
 

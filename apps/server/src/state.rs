@@ -252,6 +252,14 @@ impl AppState {
                     tracing::debug!(%error, "a forwarded decision found nothing waiting");
                 }
             }
+            ClusterMessage::EndSession { tenant, session_id } => {
+                let held = self.sessions.read().unwrap_or_else(|p| p.into_inner()).get(&session_id).cloned();
+                if let Some(entry) = held
+                    && entry.tenant == tenant
+                {
+                    self.forget(&session_id, &entry);
+                }
+            }
             other => self.devices.on_cluster_message(other).await,
         }
     }
@@ -400,6 +408,15 @@ impl AppState {
         entry.session.cancel();
         self.journal.end_session(tenant, id).await?;
         self.forget(id, &entry);
+        // Other instances may hold it too, with calls in flight: they cancel theirs.
+        if let Some(cluster) = &self.cluster {
+            let message = ClusterMessage::EndSession { tenant: tenant.to_owned(), session_id: id.to_owned() };
+            for instance in cluster.instances().await {
+                if instance != self.instance_id {
+                    cluster.send(&instance, &message).await;
+                }
+            }
+        }
         let mut view = entry.view.clone();
         view.status = "ended".into();
         Ok(view)

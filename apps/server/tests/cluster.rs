@@ -211,3 +211,35 @@ async fn a_device_that_moves_to_another_instance_still_answers_its_open_calls() 
     a.stop().await;
     b.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ending_a_session_on_one_instance_cancels_its_calls_on_another() {
+    let pg = PgServer::start();
+    let redis = RedisServer::start();
+    let database = pg.database_url("ending");
+    let a = instance(&database, &redis.url()).await;
+    let b = instance(&database, &redis.url()).await;
+    let ws = workspace();
+    let sid = a.session(json!({"working_directory": ws.path(), "approval_mode": "auto_run"})).await;
+    // The call is submitted to B (which loads the session from the journal) and runs there.
+    let long = submit(
+        &b,
+        &sid,
+        json!([{"id": "e1", "name": "runCommand", "arguments": "{\"command\": \"sleep 30\"}"}]),
+    );
+    tokio::time::sleep(Duration::from_millis(700)).await;
+    let started = Instant::now();
+    assert_eq!(a.delete(&format!("/v1/sessions/{sid}")).await.0, 200);
+    let response = tokio::time::timeout(Duration::from_secs(15), long).await.unwrap().unwrap();
+    assert!(started.elapsed() < Duration::from_secs(8), "{:?}", started.elapsed());
+    assert_eq!(response["results"][0]["output"]["error"]["kind"], "cancelled", "{response}");
+    let (status, _) = b
+        .post(
+            &format!("/v1/sessions/{sid}/calls"),
+            json!({"calls": [{"id": "e2", "name": "readFile", "arguments": "{}"}]}),
+        )
+        .await;
+    assert_eq!(status, 409, "B knows the session ended");
+    a.stop().await;
+    b.stop().await;
+}
