@@ -302,7 +302,11 @@ impl AppState {
                 exclude_temp: !self.keys.is_open(),
             },
             sequential: view.sequential,
-            time_budget_ms: view.time_budget_ms,
+            // The budget runs from the session's creation, also when another instance (or a
+            // restart) loads it later.
+            time_budget_ms: view
+                .time_budget_ms
+                .map(|budget| budget.saturating_sub(now_ms().saturating_sub(view.created_at).max(0) as u64)),
             active_tools: Some(view.tools.clone()),
             project: view.project.clone(),
         };

@@ -240,6 +240,15 @@ async fn ending_a_session_on_one_instance_cancels_its_calls_on_another() {
         )
         .await;
     assert_eq!(status, 409, "B knows the session ended");
+
+    // A time budget runs from the session's creation, not from when an instance loads it.
+    let budgeted = a
+        .session(json!({"working_directory": ws.path(), "approval_mode": "auto_run", "time_budget_ms": 1000}))
+        .await;
+    tokio::time::sleep(Duration::from_millis(1200)).await;
+    let late = b.call(&budgeted, "e3", "readFile", json!({"path": "notes.txt"})).await;
+    assert_eq!(late["status"], "failed", "{late}");
+    assert!(late["output"]["content"].as_str().unwrap().contains("time budget"), "{late}");
     a.stop().await;
     b.stop().await;
 }
