@@ -83,6 +83,8 @@ pub struct Devices {
     /// The generation of each device's last lost connection (so only the latest loss's grace
     /// timer acts).
     departed: Mutex<HashMap<DeviceKey, u64>>,
+    /// Requests that followed their device to another instance: where they went, until when.
+    followed: Mutex<HashMap<String, (String, Instant)>>,
     /// The boot id each device last registered with.
     boots: Mutex<HashMap<DeviceKey, Option<String>>>,
     inflight: Mutex<HashMap<String, Inflight>>,
@@ -136,6 +138,7 @@ impl Devices {
             connections: Mutex::default(),
             departed: Mutex::default(),
             boots: Mutex::default(),
+            followed: Mutex::default(),
             inflight: Mutex::default(),
             remote_waits: Mutex::default(),
             routes: RwLock::default(),
@@ -314,6 +317,7 @@ impl Devices {
                 request: request.clone(),
                 resent: true,
             };
+            lock(&self.followed).insert(request_id.clone(), (instance.to_owned(), expires));
             if let Reply::Local { sender, progress } = reply {
                 if sender.is_closed() {
                     // Nobody waits any more (the call's future was dropped meanwhile).
@@ -351,6 +355,7 @@ impl Devices {
                 let Some(devices) = devices.upgrade() else { return };
                 let now = Instant::now();
                 lock(&devices.inflight).retain(|_, open| open.expires > now);
+                lock(&devices.followed).retain(|_, (_, expires)| *expires > now);
             }
         });
     }
@@ -496,7 +501,7 @@ impl Devices {
                     wait.progress.send(progress);
                 }
             }
-            ClusterMessage::Cancel { request_id } => self.cancel_here(&request_id),
+            ClusterMessage::Cancel { request_id } => self.cancel_here(&request_id).await,
             ClusterMessage::DeviceResult { tenant, device_id, request_id, output } => {
                 if self.settle_here(&tenant, &device_id, &request_id, output).await.is_some() {
                     tracing::debug!(request_id, "a forwarded result found no open request (late)");
@@ -507,12 +512,23 @@ impl Devices {
         }
     }
 
-    fn cancel_here(&self, request_id: &str) {
-        let inflight = lock(&self.inflight);
-        if let Some(open) = inflight.get(request_id)
-            && let Some(connection) = lock(&self.connections).get(&open.device)
+    /// Tells the device running a request to stop: through its connection here, or through the
+    /// instance the request followed its device to.
+    async fn cancel_here(&self, request_id: &str) {
         {
-            let _ = connection.sender.send(ServerMessage::ToolCancel { request_id: request_id.to_owned() });
+            let inflight = lock(&self.inflight);
+            if let Some(open) = inflight.get(request_id) {
+                if let Some(connection) = lock(&self.connections).get(&open.device) {
+                    let _ = connection
+                        .sender
+                        .send(ServerMessage::ToolCancel { request_id: request_id.to_owned() });
+                }
+                return;
+            }
+        }
+        let followed = lock(&self.followed).get(request_id).map(|(instance, _)| instance.clone());
+        if let (Some(instance), Some(cluster)) = (followed, &self.cluster) {
+            cluster.send(&instance, &ClusterMessage::Cancel { request_id: request_id.to_owned() }).await;
         }
     }
 
@@ -611,7 +627,7 @@ impl Devices {
         // Cancelled or out of time: tell the device, then give it a moment to answer with what it
         // has (the pipeline's referee bounds this wait too).
         match &remote_instance {
-            None => self.cancel_here(&request_id),
+            None => self.cancel_here(&request_id).await,
             Some(instance) => {
                 if let Some(cluster) = &self.cluster {
                     cluster.send(instance, &ClusterMessage::Cancel { request_id: request_id.clone() }).await;

@@ -208,6 +208,27 @@ async fn a_device_that_moves_to_another_instance_still_answers_its_open_calls() 
     .await;
     let response = tokio::time::timeout(Duration::from_secs(10), second).await.unwrap().unwrap();
     assert_eq!(response["results"][0]["output"]["content"], "followed to B", "{response}");
+
+    // A cancel at A reaches the device behind B for a request that followed it there.
+    let mut at_a = raw_device(&a.base, None, "roamer", &["local-system"]).await;
+    let third = submit(&a, &sid, read("m3"));
+    let request = next_execute(&mut at_a).await;
+    drop(at_a);
+    let mut at_b = raw_device(&b.base, None, "roamer", &["local-system"]).await;
+    assert_eq!(next_execute(&mut at_b).await.request_id, request.request_id);
+    assert_eq!(a.delete(&format!("/v1/sessions/{sid}")).await.0, 200);
+    loop {
+        match next_message(&mut at_b).await {
+            Some(ServerMessage::ToolCancel { request_id }) => {
+                assert_eq!(request_id, request.request_id);
+                break;
+            }
+            Some(_) => {}
+            None => panic!("the device was never told to stop"),
+        }
+    }
+    let response = tokio::time::timeout(Duration::from_secs(10), third).await.unwrap().unwrap();
+    assert_eq!(response["results"][0]["status"], "failed", "{response}");
     a.stop().await;
     b.stop().await;
 }
