@@ -145,9 +145,7 @@ async fn catalogue(
     Query(query): Query<ProviderQuery>,
 ) -> Result<Json<Catalogue>, ApiError> {
     let provider = provider(&query)?;
-    let names = tool_core::ToolNames::build(state.executor.toolbox().tools().iter().flat_map(|t| {
-        t.manifest.apis.iter().map(move |api| (t.manifest.identifier.as_str(), api.name.as_str()))
-    }));
+    let names = state.executor.toolbox().names(None);
     let values = BTreeMap::from([("date", today())]);
     Ok(Json(build_catalogue(&state, provider, &state.tools, &names, &values)))
 }
@@ -211,12 +209,13 @@ pub struct CreateSession {
     pub device_id: Option<String>,
 }
 
-fn session_id() -> String {
+/// A fresh id: `{prefix}_` then the time and a counter, in hex.
+fn fresh_id(prefix: &str) -> String {
     use std::sync::atomic::{AtomicU64, Ordering};
     static NEXT: AtomicU64 = AtomicU64::new(0);
     let nanos =
         std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos());
-    format!("ses_{:x}{:04x}", nanos, NEXT.fetch_add(1, Ordering::Relaxed) & 0xffff)
+    format!("{prefix}_{:x}{:04x}", nanos, NEXT.fetch_add(1, Ordering::Relaxed) & 0xffff)
 }
 
 fn check_text(field: &str, value: &str, max: usize) -> Result<(), ApiError> {
@@ -237,7 +236,7 @@ async fn create_session(
     Tenant(tenant): Tenant,
     Json(request): Json<CreateSession>,
 ) -> Result<(StatusCode, Json<SessionView>), ApiError> {
-    let mut view = state.new_view(session_id());
+    let mut view = state.new_view(fresh_id("ses"));
     if let Some(dir) = &request.working_directory {
         view.working_directory = Some(state.check_working_directory(dir, request.runs_on)?);
     } else if request.runs_on == RunsOn::Server
@@ -442,7 +441,7 @@ async fn submit_calls(
     let call_ids: Vec<String> = calls.iter().map(|c| c.id.clone()).collect();
     // A message id of our own when the caller gives none, so the answer names the journal keys
     // (`message_id:call_id`) of its calls.
-    let message_id = request.message_id.clone().unwrap_or_else(|| format!("msg_{}", &session_id()[4..]));
+    let message_id = request.message_id.clone().unwrap_or_else(|| fresh_id("msg"));
     let batch =
         Batch { message_id: Some(message_id.clone()), calls, stopped_on_length: request.stopped_on_length };
     // Subscribe before the batch starts, so no event is missed.

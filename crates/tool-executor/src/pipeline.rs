@@ -306,14 +306,7 @@ impl Executor {
 
     /// Opens a session: the names its model sees are built from its active tools.
     pub fn open_session(&self, config: SessionConfig) -> Arc<Session> {
-        let toolbox = &self.inner.toolbox;
-        let active =
-            |id: &str| config.active_tools.as_ref().is_none_or(|tools| tools.iter().any(|t| t == id));
-        let names = ToolNames::build(
-            toolbox.tools().iter().filter(|t| active(&t.manifest.identifier)).flat_map(|t| {
-                t.manifest.apis.iter().map(move |api| (t.manifest.identifier.as_str(), api.name.as_str()))
-            }),
-        );
+        let names = self.inner.toolbox.names(config.active_tools.as_deref());
         Arc::new(Session::new(config, names))
     }
 

@@ -5,7 +5,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use serde_json::Value;
-use tool_core::{ApiSpec, AuditFn, InterventionPolicy, Tier, TierSpec, ToolManifest, ToolRuntime};
+use tool_core::{ApiSpec, AuditFn, InterventionPolicy, Tier, TierSpec, ToolManifest, ToolNames, ToolRuntime};
 
 use crate::matcher::{CompiledRules, MatcherError};
 
@@ -197,6 +197,14 @@ impl Toolbox {
     /// Every tool, in the order added.
     pub fn tools(&self) -> &[ToolEntry] {
         &self.tools
+    }
+
+    /// The function names a model is given for these tools (`None`: every tool of the toolbox).
+    pub fn names(&self, active: Option<&[String]>) -> ToolNames {
+        let active = |id: &str| active.is_none_or(|tools| tools.iter().any(|t| t == id));
+        ToolNames::build(self.tools.iter().filter(|t| active(&t.manifest.identifier)).flat_map(|t| {
+            t.manifest.apis.iter().map(move |api| (t.manifest.identifier.as_str(), api.name.as_str()))
+        }))
     }
 
     /// The audit of this name.
