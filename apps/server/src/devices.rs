@@ -29,15 +29,24 @@ use crate::metrics::Metrics;
 
 /// Where a session's calls run.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Route {
-    /// The session's tenant (devices of other tenants are never used).
-    pub tenant: String,
-    /// `None`: in the server's process. `Some(None)`: any device of the tenant that runs the tool.
-    /// `Some(Some(id))`: that device.
-    pub device: Option<Option<String>>,
+pub enum Route {
+    /// In the server's process.
+    Server,
+    /// On a device of the tenant (devices of other tenants are never used): the named one, or any
+    /// that runs the tool.
+    Device {
+        /// The session's tenant.
+        tenant: String,
+        /// The device, when the session names one.
+        device_id: Option<String>,
+    },
 }
 
 type DeviceKey = (String, String);
+
+fn is_device(key: &DeviceKey, tenant: &str, device_id: &str) -> bool {
+    key.0 == tenant && key.1 == device_id
+}
 
 struct Connection {
     generation: u64,
@@ -83,8 +92,9 @@ pub struct Devices {
     /// The generation of each device's last lost connection (so only the latest loss's grace
     /// timer acts).
     departed: Mutex<HashMap<DeviceKey, u64>>,
-    /// Requests that followed their device to another instance: where they went, until when.
-    followed: Mutex<HashMap<String, (String, Instant)>>,
+    /// Requests this instance passed to another one (for a device there, or following a device
+    /// that moved there): where they went, until when. Cancels go the same way.
+    sent_to: Mutex<HashMap<String, (String, Instant)>>,
     /// The boot id each device last registered with.
     boots: Mutex<HashMap<DeviceKey, Option<String>>>,
     inflight: Mutex<HashMap<String, Inflight>>,
@@ -138,7 +148,7 @@ impl Devices {
             connections: Mutex::default(),
             departed: Mutex::default(),
             boots: Mutex::default(),
-            followed: Mutex::default(),
+            sent_to: Mutex::default(),
             inflight: Mutex::default(),
             remote_waits: Mutex::default(),
             routes: RwLock::default(),
@@ -201,20 +211,21 @@ impl Devices {
                 (Some(Some(before)), Some(now)) => before == now,
                 _ => true,
             };
-            let ids: Vec<String> =
-                inflight.iter().filter(|(_, open)| open.device == key).map(|(id, _)| id.clone()).collect();
-            let mut restarted = Vec::new();
-            for id in ids {
-                let Some(open) = inflight.get_mut(&id) else { continue };
-                match remaining(open.expires) {
-                    Some(left) if same_process => {
+            // Expired ones stay for the reaper; the rest go again, or fail for a new process.
+            let restarted: Vec<Inflight> = if same_process {
+                for open in inflight.values_mut().filter(|open| open.device == key) {
+                    if let Some(left) = remaining(open.expires) {
                         open.request.timeout_ms = left.as_millis() as u64;
                         let _ = sender.send(ServerMessage::ToolExecute(open.request.clone()));
                     }
-                    Some(_) => restarted.extend(inflight.remove(&id)),
-                    None => {}
                 }
-            }
+                Vec::new()
+            } else {
+                inflight
+                    .extract_if(|_, open| open.device == key && remaining(open.expires).is_some())
+                    .map(|(_, open)| open)
+                    .collect()
+            };
             let connection =
                 Connection { generation, tools: tools.clone(), sender, connected_at: Instant::now() };
             if connections.insert(key.clone(), connection).is_none() {
@@ -226,16 +237,7 @@ impl Devices {
             let devices = self.clone();
             tokio::spawn(async move {
                 for open in restarted {
-                    let output = failure(
-                        ErrorKind::Execution,
-                        "client_executor_restarted",
-                        format!(
-                            "The client executor `{}` restarted while running this call; the call may or may \
-                             not have run on the device.",
-                            key.1
-                        ),
-                    );
-                    devices.deliver(open.reply, &open.request.request_id, output).await;
+                    devices.deliver(open.reply, &open.request.request_id, restarted_output(&key.1)).await;
                 }
             });
         }
@@ -262,12 +264,7 @@ impl Devices {
             tokio::time::sleep(devices.reconnect_grace).await;
             // Decided and taken under the locks, so a device that comes back meanwhile keeps its
             // requests, and only the grace of the latest loss acts.
-            // Came back to another instance of the cluster? Then its open requests follow it.
-            let elsewhere = match &devices.cluster {
-                Some(cluster) => cluster.find_device(&key.0, Some(&key.1), None).await,
-                None => None,
-            };
-            let failed: Vec<Inflight> = {
+            let mut open: Vec<Inflight> = {
                 let mut inflight = lock(&devices.inflight);
                 let connections = lock(&devices.connections);
                 let mut departed = lock(&devices.departed);
@@ -275,19 +272,19 @@ impl Devices {
                     return;
                 }
                 departed.remove(&key);
-                let ids: Vec<String> =
-                    inflight.iter().filter(|(_, i)| i.device == key).map(|(id, _)| id.clone()).collect();
-                ids.iter().filter_map(|id| inflight.remove(id)).collect()
+                inflight.extract_if(|_, i| i.device == key).map(|(_, i)| i).collect()
             };
-            let failed = match (&devices.cluster, elsewhere) {
-                (Some(cluster), Some((instance, _))) => devices.follow(cluster, &instance, failed).await,
-                (Some(cluster), None) => {
-                    cluster.unpublish_device(&key.0, &key.1).await;
-                    failed
+            if let Some(cluster) = &devices.cluster {
+                // Withdraws only this instance's announcement: one made elsewhere since stays.
+                cluster.unpublish_device(&key.0, &key.1).await;
+                // Came back to another instance? Then its open requests follow it there.
+                if !open.is_empty()
+                    && let Some((instance, _)) = cluster.find_device(&key.0, Some(&key.1), None).await
+                {
+                    open = devices.follow(cluster, &instance, open).await;
                 }
-                (None, _) => failed,
-            };
-            for open in failed {
+            }
+            for open in open {
                 let output = disconnected(&key.1, devices.reconnect_grace);
                 devices.deliver(open.reply, &open.request.request_id, output).await;
             }
@@ -317,12 +314,12 @@ impl Devices {
                 request: request.clone(),
                 resent: true,
             };
-            lock(&self.followed).insert(request_id.clone(), (instance.to_owned(), expires));
             if let Reply::Local { sender, progress } = reply {
                 if sender.is_closed() {
                     // Nobody waits any more (the call's future was dropped meanwhile).
                     continue;
                 }
+                lock(&self.sent_to).insert(request_id.clone(), (instance.to_owned(), expires));
                 lock(&self.remote_waits)
                     .insert(request_id.clone(), RemoteWait { sender, progress, device: device.clone() });
                 if !cluster.send(instance, &execute).await
@@ -335,8 +332,11 @@ impl Devices {
                         expires,
                     });
                 }
-            } else if !cluster.send(instance, &execute).await {
-                stranded.push(Inflight { device, request, reply, expires });
+            } else {
+                lock(&self.sent_to).insert(request_id.clone(), (instance.to_owned(), expires));
+                if !cluster.send(instance, &execute).await {
+                    stranded.push(Inflight { device, request, reply, expires });
+                }
             }
         }
         stranded
@@ -355,7 +355,7 @@ impl Devices {
                 let Some(devices) = devices.upgrade() else { return };
                 let now = Instant::now();
                 lock(&devices.inflight).retain(|_, open| open.expires > now);
-                lock(&devices.followed).retain(|_, (_, expires)| *expires > now);
+                lock(&devices.sent_to).retain(|_, (_, expires)| *expires > now);
             }
         });
     }
@@ -406,9 +406,7 @@ impl Devices {
         let open = {
             let mut inflight = lock(&self.inflight);
             match inflight.get(request_id) {
-                Some(open) if open.device.0 == tenant && open.device.1 == device_id => {
-                    inflight.remove(request_id)
-                }
+                Some(open) if is_device(&open.device, tenant, device_id) => inflight.remove(request_id),
                 _ => None,
             }
         };
@@ -420,9 +418,7 @@ impl Devices {
         let wait = {
             let mut waits = lock(&self.remote_waits);
             match waits.get(request_id) {
-                Some(wait) if wait.device.0 == tenant && wait.device.1 == device_id => {
-                    waits.remove(request_id)
-                }
+                Some(wait) if is_device(&wait.device, tenant, device_id) => waits.remove(request_id),
                 _ => None,
             }
         };
@@ -440,7 +436,7 @@ impl Devices {
         let target = {
             let inflight = lock(&self.inflight);
             match inflight.get(request_id) {
-                Some(open) if open.device.0 == tenant && open.device.1 == device_id => match &open.reply {
+                Some(open) if is_device(&open.device, tenant, device_id) => match &open.reply {
                     Reply::Local { progress: sink, .. } => {
                         sink.send(progress);
                         return;
@@ -513,7 +509,7 @@ impl Devices {
     }
 
     /// Tells the device running a request to stop: through its connection here, or through the
-    /// instance the request followed its device to.
+    /// instance the request was passed to.
     async fn cancel_here(&self, request_id: &str) {
         {
             let inflight = lock(&self.inflight);
@@ -526,8 +522,8 @@ impl Devices {
                 return;
             }
         }
-        let followed = lock(&self.followed).get(request_id).map(|(instance, _)| instance.clone());
-        if let (Some(instance), Some(cluster)) = (followed, &self.cluster) {
+        let sent_to = lock(&self.sent_to).get(request_id).map(|(instance, _)| instance.clone());
+        if let (Some(instance), Some(cluster)) = (sent_to, &self.cluster) {
             cluster.send(&instance, &ClusterMessage::Cancel { request_id: request_id.to_owned() }).await;
         }
     }
@@ -569,7 +565,7 @@ impl Devices {
         self.metrics.device_waits.fetch_add(1, Ordering::Relaxed);
         let _waiting = Waiting(self, request_id.clone());
 
-        let remote_instance = if let Some(device_id) = self.pick_local(tenant, device, tool) {
+        if let Some(device_id) = self.pick_local(tenant, device, tool) {
             let key = (tenant.to_owned(), device_id);
             let mut inflight = lock(&self.inflight);
             if let Some(connection) = lock(&self.connections).get(&key) {
@@ -584,7 +580,6 @@ impl Devices {
                     expires: Instant::now() + timeout + EXPIRY_MARGIN,
                 },
             );
-            None
         } else {
             let found = match &self.cluster {
                 Some(cluster) => cluster.find_device(tenant, device, Some(tool)).await,
@@ -615,8 +610,9 @@ impl Devices {
             if !sent {
                 return unavailable_for(device, tool);
             }
-            Some(instance)
-        };
+            lock(&self.sent_to)
+                .insert(request_id.clone(), (instance, Instant::now() + timeout + EXPIRY_MARGIN));
+        }
 
         tokio::pin!(receiver);
         tokio::select! {
@@ -626,14 +622,7 @@ impl Devices {
         }
         // Cancelled or out of time: tell the device, then give it a moment to answer with what it
         // has (the pipeline's referee bounds this wait too).
-        match &remote_instance {
-            None => self.cancel_here(&request_id).await,
-            Some(instance) => {
-                if let Some(cluster) = &self.cluster {
-                    cluster.send(instance, &ClusterMessage::Cancel { request_id: request_id.clone() }).await;
-                }
-            }
-        }
+        self.cancel_here(&request_id).await;
         match tokio::time::timeout(Duration::from_secs(1), &mut receiver).await {
             Ok(Ok(output)) => output,
             _ if context.cancel.is_cancelled() && tokio::time::Instant::now() < deadline => {
@@ -661,6 +650,7 @@ impl Drop for Waiting<'_> {
     fn drop(&mut self) {
         lock(&self.0.inflight).remove(&self.1);
         lock(&self.0.remote_waits).remove(&self.1);
+        lock(&self.0.sent_to).remove(&self.1);
         self.0.metrics.device_waits.fetch_sub(1, Ordering::Relaxed);
     }
 }
@@ -673,6 +663,17 @@ fn disconnected(device: &str, grace: Duration) -> ToolOutput {
             "The client executor `{device}` disconnected while running this call and did not come back within \
              {} s; the call may or may not have run on the device.",
             grace.as_secs_f32()
+        ),
+    )
+}
+
+fn restarted_output(device: &str) -> ToolOutput {
+    failure(
+        ErrorKind::Execution,
+        "client_executor_restarted",
+        format!(
+            "The client executor `{device}` restarted while running this call; the call may or may not have \
+             run on the device."
         ),
     )
 }
@@ -735,10 +736,12 @@ impl ToolRuntime for Routed {
         context: &'a CallContext,
     ) -> BoxFuture<'a, ToolOutput> {
         match self.devices.route(&context.session_id) {
-            Some(Route { tenant, device: Some(device) }) => Box::pin(async move {
-                self.devices.dispatch(&tenant, device.as_deref(), &self.tool, api, arguments, context).await
+            Some(Route::Device { tenant, device_id }) => Box::pin(async move {
+                self.devices
+                    .dispatch(&tenant, device_id.as_deref(), &self.tool, api, arguments, context)
+                    .await
             }),
-            Some(Route { device: None, .. }) => self.local.execute(api, arguments, context),
+            Some(Route::Server) => self.local.execute(api, arguments, context),
             // Only a session held here has a route; one that ended meanwhile runs nothing.
             None => Box::pin(async {
                 ToolOutput::error(ErrorKind::Cancelled, "The session ended before the call could run.")

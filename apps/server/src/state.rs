@@ -252,14 +252,7 @@ impl AppState {
                     tracing::debug!(%error, "a forwarded decision found nothing waiting");
                 }
             }
-            ClusterMessage::EndSession { tenant, session_id } => {
-                let held = self.sessions.read().unwrap_or_else(|p| p.into_inner()).get(&session_id).cloned();
-                if let Some(entry) = held
-                    && entry.tenant == tenant
-                {
-                    self.forget(&session_id, &entry);
-                }
-            }
+            ClusterMessage::EndSession { tenant, session_id } => self.forget(&tenant, &session_id),
             other => self.devices.on_cluster_message(other).await,
         }
     }
@@ -312,11 +305,7 @@ impl AppState {
         };
         let mut sessions = self.sessions.write().unwrap_or_else(|p| p.into_inner());
         if self.ended.lock().unwrap_or_else(|p| p.into_inner()).contains(&view.id) {
-            let mut view = view;
-            view.status = "ended".into();
-            let session = self.executor.open_session(config);
-            session.cancel();
-            return Arc::new(SessionEntry { tenant: tenant.to_owned(), session, view });
+            return self.ended_entry(tenant, view);
         }
         // Two requests may load the same stored session at once: the first one held wins, so a
         // session has one live object (the one that ending and shutdown cancel).
@@ -327,14 +316,26 @@ impl AppState {
             self.evict_idle(&mut sessions);
         }
         let session = self.executor.open_session(config);
-        let device = match view.runs_on {
-            RunsOn::Server => None,
-            RunsOn::Device => Some(view.device_id.clone()),
+        let route = match view.runs_on {
+            RunsOn::Server => Route::Server,
+            RunsOn::Device => Route::Device { tenant: tenant.to_owned(), device_id: view.device_id.clone() },
         };
-        self.devices.set_route(&view.id, Route { tenant: tenant.to_owned(), device });
+        self.devices.set_route(&view.id, route);
         let entry = Arc::new(SessionEntry { tenant: tenant.to_owned(), session, view });
         sessions.insert(entry.view.id.clone(), entry.clone());
         entry
+    }
+
+    /// What the API shows of an ended session; its pipeline session is cancelled and not held.
+    fn ended_entry(&self, tenant: &str, mut view: SessionView) -> Arc<SessionEntry> {
+        view.status = "ended".into();
+        let session = self.executor.open_session(SessionConfig {
+            id: view.id.clone(),
+            tenant: tenant.to_owned(),
+            ..SessionConfig::default()
+        });
+        session.cancel();
+        Arc::new(SessionEntry { tenant: tenant.to_owned(), session, view })
     }
 
     /// Forgets held sessions that nothing uses (no batch, stream or request holds them); they are
@@ -364,37 +365,14 @@ impl AppState {
             if entry.tenant != tenant {
                 return Err(ApiError::not_found("session", id));
             }
-            // Another instance may have ended it: with a cluster the journal is asked each time.
-            if self.cluster.is_some()
-                && let Some(record) = self.journal.get_session(tenant, id).await?
-                && record.status != "active"
-            {
-                self.forget(id, &entry);
-                let mut view = entry.view.clone();
-                view.status = record.status;
-                return Ok(Arc::new(SessionEntry {
-                    tenant: entry.tenant.clone(),
-                    session: entry.session.clone(),
-                    view,
-                }));
-            }
             return Ok(entry);
         }
         let record =
             self.journal.get_session(tenant, id).await?.ok_or_else(|| ApiError::not_found("session", id))?;
-        let mut view: SessionView = serde_json::from_value(record.config)
+        let view: SessionView = serde_json::from_value(record.config)
             .map_err(|e| ApiError::internal(format!("stored session {id} does not decode: {e}")))?;
-        view.status = record.status;
-        if view.status != "active" {
-            return Ok(Arc::new(SessionEntry {
-                tenant: tenant.to_owned(),
-                session: self.executor.open_session(SessionConfig {
-                    id: id.to_owned(),
-                    tenant: tenant.to_owned(),
-                    ..SessionConfig::default()
-                }),
-                view,
-            }));
+        if record.status != "active" {
+            return Ok(self.ended_entry(tenant, view));
         }
         Ok(self.hold(tenant, view))
     }
@@ -411,7 +389,7 @@ impl AppState {
         }
         entry.session.cancel();
         self.journal.end_session(tenant, id).await?;
-        self.forget(id, &entry);
+        self.forget(tenant, id);
         // Other instances may hold it too, with calls in flight: they cancel theirs.
         if let Some(cluster) = &self.cluster {
             let message = ClusterMessage::EndSession { tenant: tenant.to_owned(), session_id: id.to_owned() };
@@ -426,12 +404,17 @@ impl AppState {
         Ok(view)
     }
 
-    /// Cancels a held session's calls and forgets it.
-    fn forget(&self, id: &str, entry: &SessionEntry) {
+    /// Marks a session ended here (a load racing the end will not hold it: [`Self::hold`] checks
+    /// under the same lock order), cancels its calls if it is held, and forgets it.
+    fn forget(&self, tenant: &str, id: &str) {
         self.ended.lock().unwrap_or_else(|p| p.into_inner()).insert(id.to_owned());
-        entry.session.cancel();
-        self.sessions.write().unwrap_or_else(|p| p.into_inner()).remove(id);
-        self.devices.forget_route(id);
+        let mut sessions = self.sessions.write().unwrap_or_else(|p| p.into_inner());
+        if sessions.get(id).is_some_and(|entry| entry.tenant == tenant)
+            && let Some(entry) = sessions.remove(id)
+        {
+            entry.session.cancel();
+            self.devices.forget_route(id);
+        }
     }
 
     /// Checks a requested working directory against the workspace roots.
