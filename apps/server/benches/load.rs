@@ -74,10 +74,7 @@ fn main() -> anyhow::Result<()> {
         options.seconds.as_secs_f64(),
         options.warmup.as_secs_f64(),
     );
-    println!(
-        "{:<16} {:<10} {:>4} {:>10} {:>10} {:>10} {:>7} {:>10} {:>8} {:>8}",
-        "target", "workload", "N", "calls/s", "p50", "p99", "errors", "peak RSS", "srv CPU", "cli CPU"
-    );
+    print_header();
     let mut rows = Vec::new();
     let mut problems = Vec::new();
 
@@ -96,7 +93,7 @@ fn main() -> anyhow::Result<()> {
         let (_postgres, url) = match journal.as_str() {
             "sqlite" => (None, format!("sqlite://{}", work.path().join("journal.db").display())),
             "postgres" => {
-                if !postgres_available() {
+                if !test_support::postgres_available() {
                     println!("postgres: skipped, initdb not found (install the postgresql package)");
                     continue;
                 }
@@ -120,24 +117,9 @@ fn main() -> anyhow::Result<()> {
     println!();
     println!("load average at the end: {}", load_average());
     println!();
-    println!(
-        "| target | workload | clients | calls/s | p50 | p99 | errors | server peak RSS | server CPU | client CPU |"
-    );
-    println!("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|");
+    print_header();
     for row in &rows {
-        println!(
-            "| {} | {} | {} | {:.0} | {} | {} | {} | {:.1} MiB | {:.2} | {:.2} |",
-            row.target,
-            row.workload.name(),
-            row.clients,
-            row.calls_per_second(),
-            millis(row.p50),
-            millis(row.p99),
-            row.errors,
-            row.peak_rss_kib as f64 / 1024.0,
-            row.server_cpu,
-            row.client_cpu,
-        );
+        println!("{}", row.markdown());
     }
     for row in rows.iter().filter(|r| r.first_error.is_some()) {
         println!(
@@ -368,16 +350,6 @@ fn read_log(path: &Path) -> String {
     std::fs::read_to_string(path).unwrap_or_default()
 }
 
-fn postgres_available() -> bool {
-    let path = std::env::var_os("PATH").unwrap_or_default();
-    std::env::split_paths(&path)
-        .chain(
-            ["/usr/lib/postgresql/15/bin", "/usr/lib/postgresql/16/bin", "/usr/lib/postgresql/17/bin"]
-                .map(Into::into),
-        )
-        .any(|dir| dir.join("initdb").is_file())
-}
-
 // ---------------------------------------------------------------- /proc
 
 /// `VmHWM` (peak resident set) of a process, in KiB.
@@ -418,6 +390,13 @@ fn load_average() -> String {
         .unwrap_or_default()
 }
 
+fn print_header() {
+    println!(
+        "| target | workload | clients | calls/s | p50 | p99 | errors | server peak RSS | server CPU | client CPU |"
+    );
+    println!("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|");
+}
+
 fn millis(duration: Duration) -> String {
     format!("{:.2} ms", duration.as_secs_f64() * 1e3)
 }
@@ -443,6 +422,23 @@ struct Row {
 impl Row {
     fn calls_per_second(&self) -> f64 {
         self.calls as f64 / self.elapsed.as_secs_f64()
+    }
+
+    /// The row as a line of the markdown table (printed as each point ends, and in the table).
+    fn markdown(&self) -> String {
+        format!(
+            "| {} | {} | {} | {:.0} | {} | {} | {} | {:.1} MiB | {:.2} | {:.2} |",
+            self.target,
+            self.workload.name(),
+            self.clients,
+            self.calls_per_second(),
+            millis(self.p50),
+            millis(self.p99),
+            self.errors,
+            self.peak_rss_kib as f64 / 1024.0,
+            self.server_cpu,
+            self.client_cpu,
+        )
     }
 }
 
@@ -598,19 +594,7 @@ async fn run_target(
                 server_cpu: cores(cpu_ticks(&pid).saturating_sub(server_ticks)),
                 client_cpu: cores(cpu_ticks("self").saturating_sub(client_ticks)),
             };
-            println!(
-                "{:<16} {:<10} {:>4} {:>8.0}/s {:>10} {:>10} {:>7} {:>6.1} MiB {:>8.2} {:>8.2}",
-                row.target,
-                row.workload.name(),
-                row.clients,
-                row.calls_per_second(),
-                millis(row.p50),
-                millis(row.p99),
-                row.errors,
-                row.peak_rss_kib as f64 / 1024.0,
-                row.server_cpu,
-                row.client_cpu,
-            );
+            println!("{}", row.markdown());
             rows.push(row);
         }
     }

@@ -116,16 +116,6 @@ async fn measure(
     results
 }
 
-fn postgres_available() -> bool {
-    let path = std::env::var_os("PATH").unwrap_or_default();
-    std::env::split_paths(&path)
-        .chain(
-            ["/usr/lib/postgresql/15/bin", "/usr/lib/postgresql/16/bin", "/usr/lib/postgresql/17/bin"]
-                .map(Into::into),
-        )
-        .any(|dir| dir.join("initdb").is_file())
-}
-
 fn main() {
     let only: Vec<String> = std::env::args().skip(1).filter(|arg| !arg.starts_with("--")).collect();
     let wanted = |name: &str| only.is_empty() || only.iter().any(|arg| arg == name);
@@ -152,7 +142,7 @@ fn main() {
                 let journal = journal::open(&url).await.expect("open Postgres");
                 measure("Postgres (given server)", journal, calls, &in_flights).await
             }));
-        } else if postgres_available() {
+        } else if test_support::postgres_available() {
             let server = test_support::PgServer::start();
             let url = server.database_url("journal_bench");
             results.extend(runtime.block_on(async {

@@ -63,6 +63,12 @@ fn wait_for_port(port: u16, what: &str) {
 const PG_DIRS: &[&str] =
     &["/usr/lib/postgresql/15/bin", "/usr/lib/postgresql/16/bin", "/usr/lib/postgresql/17/bin"];
 
+/// Whether the PostgreSQL server binaries (`initdb`) are installed, for programs that may do
+/// without them (benchmarks); tests use [`PgServer::start`], which fails with what to install.
+pub fn postgres_available() -> bool {
+    find_binary("initdb", PG_DIRS).is_some()
+}
+
 /// A PostgreSQL server in a temp folder, stopped on drop.
 #[derive(Debug)]
 pub struct PgServer {
