@@ -164,6 +164,31 @@ async fn a_silent_device_on_another_instance_times_out_once_per_call_in_parallel
     b.stop().await;
 }
 
+/// The device `roamer` connects to A, is sent a call of `session` (submitted to A), and moves to B
+/// before answering: its socket at B, the request, and the pending call.
+async fn move_with_open_call(
+    a: &TestServer,
+    b: &TestServer,
+    session: &str,
+    call_id: &str,
+) -> (common::Socket, client_executor::ExecuteRequest, tokio::task::JoinHandle<serde_json::Value>) {
+    let mut at_a = raw_device(&a.base, None, "roamer", &["local-system"]).await;
+    let pending = submit(
+        a,
+        session,
+        json!([{"id": call_id, "name": "readFile", "arguments": "{\"path\": \"notes.txt\"}"}]),
+    );
+    let request = next_execute(&mut at_a).await;
+    drop(at_a);
+    let at_b = raw_device(&b.base, None, "roamer", &["local-system"]).await;
+    (at_b, request, pending)
+}
+
+async fn answer(socket: &mut common::Socket, request_id: String, content: &str) {
+    let output = tool_core::ToolOutput::ok(content);
+    common::send(socket, &client_executor::DeviceMessage::ToolResult { request_id, output }).await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_device_that_moves_to_another_instance_still_answers_its_open_calls() {
     let pg = PgServer::start();
@@ -175,46 +200,23 @@ async fn a_device_that_moves_to_another_instance_still_answers_its_open_calls() 
     let sid = a
         .session(json!({"working_directory": ws.path(), "runs_on": "device", "approval_mode": "auto_run"}))
         .await;
-    let read = |id: &str| json!([{"id": id, "name": "readFile", "arguments": "{\"path\": \"notes.txt\"}"}]);
 
     // The device answers on its new connection, at B, a request A sent before it moved.
-    let mut at_a = raw_device(&a.base, None, "roamer", &["local-system"]).await;
-    let first = submit(&a, &sid, read("m1"));
-    let request = next_execute(&mut at_a).await;
-    drop(at_a);
-    let mut at_b = raw_device(&b.base, None, "roamer", &["local-system"]).await;
-    let answer = tool_core::ToolOutput::ok("answered at B");
-    common::send(
-        &mut at_b,
-        &client_executor::DeviceMessage::ToolResult { request_id: request.request_id, output: answer },
-    )
-    .await;
+    let (mut at_b, request, first) = move_with_open_call(&a, &b, &sid, "m1").await;
+    answer(&mut at_b, request.request_id, "answered at B").await;
     let response = tokio::time::timeout(Duration::from_secs(10), first).await.unwrap().unwrap();
     assert_eq!(response["results"][0]["output"]["content"], "answered at B", "{response}");
 
     // A request the device never answered follows it to B after A's reconnect grace.
-    let mut at_a = raw_device(&a.base, None, "roamer", &["local-system"]).await;
-    let second = submit(&a, &sid, read("m2"));
-    let request = next_execute(&mut at_a).await;
-    drop(at_a);
-    let mut at_b = raw_device(&b.base, None, "roamer", &["local-system"]).await;
+    let (mut at_b, request, second) = move_with_open_call(&a, &b, &sid, "m2").await;
     let followed = next_execute(&mut at_b).await;
     assert_eq!(followed.request_id, request.request_id);
-    let answer = tool_core::ToolOutput::ok("followed to B");
-    common::send(
-        &mut at_b,
-        &client_executor::DeviceMessage::ToolResult { request_id: followed.request_id, output: answer },
-    )
-    .await;
+    answer(&mut at_b, followed.request_id, "followed to B").await;
     let response = tokio::time::timeout(Duration::from_secs(10), second).await.unwrap().unwrap();
     assert_eq!(response["results"][0]["output"]["content"], "followed to B", "{response}");
 
     // A cancel at A reaches the device behind B for a request that followed it there.
-    let mut at_a = raw_device(&a.base, None, "roamer", &["local-system"]).await;
-    let third = submit(&a, &sid, read("m3"));
-    let request = next_execute(&mut at_a).await;
-    drop(at_a);
-    let mut at_b = raw_device(&b.base, None, "roamer", &["local-system"]).await;
+    let (mut at_b, request, third) = move_with_open_call(&a, &b, &sid, "m3").await;
     assert_eq!(next_execute(&mut at_b).await.request_id, request.request_id);
     assert_eq!(a.delete(&format!("/v1/sessions/{sid}")).await.0, 200);
     loop {
