@@ -209,15 +209,16 @@ pub async fn run(
             tools: tools.clone(),
             boot: Some(boot.clone()),
         };
-        if socket.send(Message::text(register.to_text())).await.is_err() {
-            continue;
+        // A connection that breaks at once goes through the same pause as any lost one.
+        let registered = socket.send(Message::text(register.to_text())).await.is_ok();
+        if registered {
+            tracing::info!(device = %config.device_id, %url, "device connected");
         }
-        tracing::info!(device = %config.device_id, %url, "device connected");
         // The server pings every 15 s: a connection silent for much longer is dead (a laptop that
         // slept, a NAT that forgot us), and results must not go into it.
         let mut heard = tokio::time::Instant::now();
         let mut check = tokio::time::interval(Duration::from_secs(5));
-        loop {
+        while registered {
             if let Some(message) = unsent.take() {
                 if socket.send(Message::text(message.to_text())).await.is_err() {
                     unsent = Some(message);
