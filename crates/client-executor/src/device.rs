@@ -198,10 +198,10 @@ pub async fn run(
             }
             Err(error) => {
                 tracing::warn!(%error, "device cannot connect; retrying");
-                tokio::select! {
-                    () = tokio::time::sleep(config.reconnect_delay) => continue,
-                    () = shutdown.cancelled() => return Ok(()),
+                if !pause(config.reconnect_delay, &shutdown).await {
+                    return Ok(());
                 }
+                continue;
             }
         };
         let register = DeviceMessage::Register {
@@ -209,16 +209,19 @@ pub async fn run(
             tools: tools.clone(),
             boot: Some(boot.clone()),
         };
-        // A connection that breaks at once goes through the same pause as any lost one.
-        let registered = socket.send(Message::text(register.to_text())).await.is_ok();
-        if registered {
-            tracing::info!(device = %config.device_id, %url, "device connected");
+        if socket.send(Message::text(register.to_text())).await.is_err() {
+            // Broken at once: the same pause as any lost connection.
+            if !pause(config.reconnect_delay, &shutdown).await {
+                return Ok(());
+            }
+            continue;
         }
+        tracing::info!(device = %config.device_id, %url, "device connected");
         // The server pings every 15 s: a connection silent for much longer is dead (a laptop that
         // slept, a NAT that forgot us), and results must not go into it.
         let mut heard = tokio::time::Instant::now();
         let mut check = tokio::time::interval(Duration::from_secs(5));
-        while registered {
+        loop {
             if let Some(message) = unsent.take() {
                 if socket.send(Message::text(message.to_text())).await.is_err() {
                     unsent = Some(message);
@@ -257,10 +260,17 @@ pub async fn run(
             }
         }
         tracing::warn!(device = %config.device_id, "device connection lost; reconnecting");
-        tokio::select! {
-            () = tokio::time::sleep(config.reconnect_delay) => {}
-            () = shutdown.cancelled() => return Ok(()),
+        if !pause(config.reconnect_delay, &shutdown).await {
+            return Ok(());
         }
+    }
+}
+
+/// Waits before the next connection attempt; false when shutdown came first.
+async fn pause(delay: Duration, shutdown: &CancellationToken) -> bool {
+    tokio::select! {
+        () = tokio::time::sleep(delay) => true,
+        () = shutdown.cancelled() => false,
     }
 }
 
