@@ -13,6 +13,8 @@
 //!   MCP declarations.
 //! * [`services`]: the type-keyed [`Services`] a registry builds runtimes from, and the contract
 //!   of dynamic audits ([`AuditFn`]).
+//! * [`sandbox`]: a session's [`SandboxPolicy`] — what its commands may read, write and reach —
+//!   as pure data; the `sandbox` crate enforces it.
 //! * [`naming`]: the function names a model sees ([`ToolNames`]), sanitised for every provider,
 //!   with the reverse map and legacy aliases.
 //! * [`partial_json`]: best-effort parsing of argument JSON that is still streaming.
@@ -47,6 +49,7 @@ pub mod partial_json;
 pub mod provider;
 pub mod render;
 pub mod runtime;
+pub mod sandbox;
 pub mod services;
 
 pub use manifest::{
@@ -59,6 +62,7 @@ pub use runtime::{
     CallContext, ErrorKind, NestedCaller, Progress, ProgressSink, ToolError, ToolOutput, ToolRuntime,
     parse_arguments,
 };
+pub use sandbox::{CallSandbox, NetworkAccess, ReadAccess, SandboxMode, SandboxPolicy};
 pub use services::{AuditFn, AuditInput, AuditVerdict, MissingService, Services};
 
 /// Declares the enum of a tool's API names, one variant per API, with its model-facing name.

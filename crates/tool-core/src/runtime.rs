@@ -15,6 +15,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
+use crate::sandbox::CallSandbox;
+
 /// Runs the calls of one tool.
 pub trait ToolRuntime: Send + Sync {
     /// Executes `api` with already validated `arguments`.
@@ -155,6 +157,8 @@ pub struct CallContext {
     /// The session's working directory: the sandbox boundary comes from here, never from the
     /// model's arguments.
     pub working_directory: Option<PathBuf>,
+    /// The sandbox the call's commands run in, from the session (never from the arguments).
+    pub sandbox: CallSandbox,
     /// Fires when the call is cancelled or its deadline passes.
     pub cancel: CancellationToken,
     /// When the call must be done.
@@ -173,6 +177,7 @@ impl CallContext {
             session_id: session_id.into(),
             user_id: None,
             working_directory: None,
+            sandbox: CallSandbox::default(),
             cancel: CancellationToken::new(),
             deadline: None,
             progress: ProgressSink::default(),
@@ -184,6 +189,13 @@ impl CallContext {
     #[must_use]
     pub fn with_working_directory(mut self, dir: impl Into<PathBuf>) -> Self {
         self.working_directory = Some(dir.into());
+        self
+    }
+
+    /// Sets the sandbox the call's commands run in.
+    #[must_use]
+    pub fn with_sandbox(mut self, sandbox: CallSandbox) -> Self {
+        self.sandbox = sandbox;
         self
     }
 

@@ -1,0 +1,281 @@
+//! Enforces a session's [`SandboxPolicy`] on the commands it runs.
+//!
+//! The policy is data from `tool-core` (the session chose it, the model did not); this crate turns
+//! it into kernel objects. On Linux:
+//!
+//! * **Landlock** for the filesystem: reads granted anywhere or only in the system folders and the
+//!   session's own; writes granted only in the working directory, the session's temp folder and
+//!   named folders; denied paths carved out of granted trees ([`paths`]); with ABI 4 the TCP
+//!   network, with ABI 6 signals and abstract Unix sockets scoped to the sandbox, so a command
+//!   cannot signal the server or another session's commands.
+//! * **seccomp** for what Landlock does not cover: sockets other than Unix ones when the network
+//!   is off, and system calls that reach past any sandbox (`ptrace`, `mount`, keyrings, `bpf`,
+//!   `io_uring`, new namespaces, open-by-handle).
+//! * **Capabilities** dropped and `no_new_privs` set, so a server running as root gives its commands
+//!   nothing, and a setuid binary gains nothing.
+//!
+//! Everything is built in the parent ([`Sandbox::prepare`]); the child only makes system calls on
+//! the prepared data between fork and exec ([`Prepared::install`]). Both are inherited across exec
+//! and fork, so children and grandchildren stay in the box.
+//!
+//! A policy the kernel cannot enforce is refused ([`SandboxError::Unsupported`]) unless the
+//! operator allowed best effort, and then the result says what was missing: never silently
+//! unsandboxed.
+//!
+//! ```
+//! # #[cfg(target_os = "linux")] {
+//! use sandbox::{Layout, Sandbox, SandboxSettings};
+//! use tool_core::SandboxPolicy;
+//!
+//! let dir = tempfile::tempdir().unwrap();
+//! let sandbox = Sandbox::new(SandboxSettings::default());
+//! let layout = Layout { working_directory: dir.path().to_owned(), temp_directory: None, output_files: vec![] };
+//! let prepared = sandbox.prepare(&SandboxPolicy::read_only(), &layout).unwrap();
+//! let mut command = std::process::Command::new("/bin/sh");
+//! command.args(["-c", "echo hi > inside.txt"]).current_dir(dir.path());
+//! prepared.install(&mut command);
+//! let status = command.status().unwrap();
+//! assert!(!status.success(), "read-only: the write was denied");
+//! assert!(!dir.path().join("inside.txt").exists());
+//! # }
+//! ```
+#![deny(missing_docs)]
+
+use std::fmt;
+use std::path::PathBuf;
+
+use serde::{Deserialize, Serialize};
+use tool_core::sandbox::{NetworkAccess, SandboxMode, SandboxPolicy};
+
+#[cfg(target_os = "linux")]
+mod linux;
+pub mod paths;
+
+pub use paths::Grants;
+
+/// What the operator decided about kernels that cannot enforce a policy.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Enforcement {
+    /// Refuse to run a command whose policy cannot be enforced in full.
+    #[default]
+    Required,
+    /// Run it with what can be enforced, and say what could not.
+    BestEffort,
+}
+
+/// How a [`Sandbox`] is set up.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct SandboxSettings {
+    /// What to do when the kernel cannot enforce a policy.
+    pub enforcement: Enforcement,
+}
+
+/// What the running kernel offers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Support {
+    /// The Landlock ABI version, if Landlock is enabled.
+    pub landlock_abi: Option<u8>,
+    /// Whether seccomp filters can be installed.
+    pub seccomp: bool,
+}
+
+impl Support {
+    /// What this kernel offers (probed once per process).
+    pub fn probe() -> Self {
+        #[cfg(target_os = "linux")]
+        {
+            linux::support()
+        }
+        #[cfg(not(target_os = "linux"))]
+        {
+            Self { landlock_abi: None, seccomp: false }
+        }
+    }
+
+    /// What of `policy` this kernel cannot enforce, in words; empty when it can enforce it all.
+    pub fn missing(&self, policy: &SandboxPolicy) -> Vec<String> {
+        let mut missing = Vec::new();
+        if policy.is_off() {
+            return missing;
+        }
+        if self.landlock_abi.is_none() {
+            missing.push("filesystem rules (Landlock is not enabled in this kernel)".to_owned());
+        }
+        if !self.seccomp {
+            missing.push("system-call filter (seccomp is not available)".to_owned());
+            if policy.network == NetworkAccess::Off && self.landlock_abi.is_none_or(|abi| abi < 4) {
+                missing.push("network off (needs seccomp or Landlock ABI 4)".to_owned());
+            }
+        }
+        missing
+    }
+}
+
+impl fmt::Display for Support {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.landlock_abi {
+            Some(abi) => write!(f, "Landlock ABI {abi}")?,
+            None => f.write_str("no Landlock")?,
+        }
+        f.write_str(if self.seccomp { ", seccomp" } else { ", no seccomp" })
+    }
+}
+
+/// The folders a command runs with; they come from the session, never from the model.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Layout {
+    /// The session's working directory.
+    pub working_directory: PathBuf,
+    /// The session's own temp folder.
+    pub temp_directory: Option<PathBuf>,
+    /// Files the command must be able to reopen for writing (its own output files, reached
+    /// through `/dev/stdout` or `/proc/self/fd`).
+    pub output_files: Vec<PathBuf>,
+}
+
+/// Why a command cannot be sandboxed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SandboxError {
+    /// The kernel cannot enforce the policy and the operator requires it.
+    #[error(
+        "the {mode} sandbox cannot be enforced on this machine: missing {}; \
+         the command was not run (the operator can allow best-effort sandboxing)",
+        missing.join(", ")
+    )]
+    Unsupported {
+        /// The policy's mode.
+        mode: SandboxMode,
+        /// What is missing.
+        missing: Vec<String>,
+    },
+    /// Building the rules failed.
+    #[error("the sandbox could not be set up: {0}")]
+    Setup(String),
+}
+
+/// What a sandboxed command was actually run under, for its result.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Report {
+    /// The mode.
+    pub mode: SandboxMode,
+    /// The network.
+    pub network: NetworkAccess,
+    /// Filesystem rules applied (Landlock).
+    pub filesystem: bool,
+    /// System-call filter applied (seccomp).
+    pub syscalls: bool,
+    /// What the policy asked for and the kernel could not give (best effort only).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub missing: Vec<String>,
+}
+
+/// The sandbox of one process: the operator's settings and what the kernel offers.
+#[derive(Debug, Clone, Copy)]
+pub struct Sandbox {
+    settings: SandboxSettings,
+    support: Support,
+}
+
+impl Sandbox {
+    /// A sandbox with these settings on this kernel.
+    pub fn new(settings: SandboxSettings) -> Self {
+        Self { settings, support: Support::probe() }
+    }
+
+    /// What the kernel offers.
+    pub fn support(&self) -> Support {
+        self.support
+    }
+
+    /// The operator's settings.
+    pub fn settings(&self) -> SandboxSettings {
+        self.settings
+    }
+
+    /// Checks that `policy` can be enforced here (or that best effort is allowed).
+    ///
+    /// # Errors
+    ///
+    /// [`SandboxError::Unsupported`] when something is missing and enforcement is required.
+    pub fn check(&self, policy: &SandboxPolicy) -> Result<Vec<String>, SandboxError> {
+        let missing = self.support.missing(policy);
+        if !missing.is_empty() && self.settings.enforcement == Enforcement::Required {
+            return Err(SandboxError::Unsupported { mode: policy.mode, missing });
+        }
+        Ok(missing)
+    }
+
+    /// Builds everything a command needs to enter the sandbox; `None` when the policy is off.
+    ///
+    /// # Errors
+    ///
+    /// [`SandboxError::Unsupported`] (see [`check`](Self::check)) and [`SandboxError::Setup`] when
+    /// the kernel refuses the rules.
+    pub fn prepare(&self, policy: &SandboxPolicy, layout: &Layout) -> Result<Prepared, SandboxError> {
+        let missing = self.check(policy)?;
+        if policy.is_off() {
+            return Ok(Prepared { inner: None, report: None });
+        }
+        #[cfg(target_os = "linux")]
+        {
+            let landlock = match self.support.landlock_abi {
+                Some(abi) => Some(linux::ruleset(&Grants::of(policy, layout), policy.network, abi)?),
+                None => None,
+            };
+            let filters = if self.support.seccomp { linux::filters(policy.network)? } else { Vec::new() };
+            let report = Report {
+                mode: policy.mode,
+                network: policy.network,
+                filesystem: landlock.is_some(),
+                syscalls: !filters.is_empty(),
+                missing,
+            };
+            Ok(Prepared { inner: Some(std::sync::Arc::new(Inner { landlock, filters })), report: Some(report) })
+        }
+        #[cfg(not(target_os = "linux"))]
+        {
+            let _ = (layout, missing);
+            Err(SandboxError::Unsupported { mode: policy.mode, missing: self.support.missing(policy) })
+        }
+    }
+}
+
+#[derive(Debug)]
+struct Inner {
+    #[cfg(target_os = "linux")]
+    landlock: Option<std::os::fd::OwnedFd>,
+    #[cfg(target_os = "linux")]
+    filters: Vec<seccompiler::BpfProgram>,
+}
+
+/// A sandbox ready to be entered by one command.
+#[derive(Debug, Clone)]
+pub struct Prepared {
+    inner: Option<std::sync::Arc<Inner>>,
+    report: Option<Report>,
+}
+
+impl Prepared {
+    /// What the command will run under; `None` when the policy is off.
+    pub fn report(&self) -> Option<&Report> {
+        self.report.as_ref()
+    }
+
+    /// Makes `command` enter the sandbox between fork and exec. Nothing happens for a policy that
+    /// is off. If entering fails, the command does not start: spawning it returns the error.
+    #[allow(unsafe_code)]
+    pub fn install(&self, command: &mut std::process::Command) {
+        #[cfg(target_os = "linux")]
+        if let Some(inner) = self.inner.clone() {
+            use std::os::unix::process::CommandExt;
+            // SAFETY: the hook runs in the child between fork and exec; `linux::enter` makes only
+            // system calls on data prepared here, allocates nothing and takes no lock.
+            unsafe {
+                command.pre_exec(move || linux::enter(inner.landlock.as_ref(), &inner.filters));
+            }
+        }
+        #[cfg(not(target_os = "linux"))]
+        let _ = command;
+    }
+}

@@ -1,0 +1,182 @@
+//! Which paths a policy grants, as plain data: computed before any kernel object is made, so the
+//! rules can be tested and printed on any machine.
+//!
+//! Landlock only grants, it never denies. A denied path inside a granted folder is honoured by
+//! granting the folder's other entries instead of the folder itself, down to the denied path.
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+
+use tool_core::sandbox::{ReadAccess, SandboxMode, SandboxPolicy};
+
+use crate::Layout;
+
+/// What programs need to read on a confined machine: binaries, libraries, configuration, the
+/// process's own view of itself.
+pub const SYSTEM_READ: &[&str] =
+    &["/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc", "/proc", "/sys/devices/system/cpu"];
+
+/// Never readable by a sandboxed command, whatever the policy.
+pub const SYSTEM_SECRETS: &[&str] = &[
+    "/etc/shadow",
+    "/etc/shadow-",
+    "/etc/gshadow",
+    "/etc/gshadow-",
+    "/etc/sudoers",
+    "/etc/sudoers.d",
+    "/etc/ssh",
+    "/etc/ssl/private",
+];
+
+/// Devices every program may open for reading and writing.
+pub const DEVICES: &[&str] = &["/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom", "/dev/tty"];
+
+/// The paths a policy grants for one command; every path is canonical and exists.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Grants {
+    /// Readable (and executable) trees.
+    pub read: Vec<PathBuf>,
+    /// Readable and writable trees.
+    pub write: Vec<PathBuf>,
+    /// Single files opened for reading and writing (devices, the command's own output files).
+    pub files: Vec<PathBuf>,
+}
+
+impl Grants {
+    /// The grants of `policy` for a command laid out as `layout`.
+    pub fn of(policy: &SandboxPolicy, layout: &Layout) -> Self {
+        if policy.mode == SandboxMode::Off {
+            return Self::default();
+        }
+        let denied: Vec<PathBuf> = policy
+            .deny_read
+            .iter()
+            .map(PathBuf::as_path)
+            .chain(SYSTEM_SECRETS.iter().map(Path::new))
+            .filter_map(canonical)
+            .collect();
+
+        let mut writable: Vec<&Path> = Vec::new();
+        if policy.mode == SandboxMode::WorkspaceWrite {
+            writable.push(&layout.working_directory);
+            writable.extend(layout.temp_directory.as_deref());
+            writable.extend(policy.writable_roots.iter().map(PathBuf::as_path));
+        }
+        let mut readable: Vec<&Path> = match policy.reads {
+            ReadAccess::Anywhere => vec![Path::new("/")],
+            ReadAccess::Confined => {
+                let mut own: Vec<&Path> = SYSTEM_READ.iter().map(Path::new).collect();
+                own.push(&layout.working_directory);
+                own.extend(layout.temp_directory.as_deref());
+                own.extend(policy.readable_roots.iter().map(PathBuf::as_path));
+                own
+            }
+        };
+        // What a command may write it may read back.
+        readable.extend(writable.iter().copied());
+
+        let write = expand_all(&writable, &denied);
+        let read = expand_all(&readable, &denied)
+            .into_iter()
+            .filter(|path| !write.iter().any(|w| path.starts_with(w)))
+            .collect();
+        let files = DEVICES
+            .iter()
+            .map(Path::new)
+            .chain(layout.output_files.iter().map(PathBuf::as_path))
+            .filter_map(canonical)
+            .collect::<BTreeSet<_>>()
+            .into_iter()
+            .collect();
+        Self { read, write, files }
+    }
+}
+
+fn canonical(path: &Path) -> Option<PathBuf> {
+    std::fs::canonicalize(path).ok()
+}
+
+/// Canonical roots with every denied path carved out, without duplicates or nested repeats.
+fn expand_all(roots: &[&Path], denied: &[PathBuf]) -> Vec<PathBuf> {
+    let mut out = BTreeSet::new();
+    for root in roots.iter().filter_map(|root| canonical(root)) {
+        expand(root, denied, &mut out, 0);
+    }
+    // A tree inside another granted tree adds nothing.
+    let all: Vec<PathBuf> = out.into_iter().collect();
+    all.iter().filter(|path| !all.iter().any(|other| other != *path && path.starts_with(other))).cloned().collect()
+}
+
+/// Deep enough for any real path to a denied folder; a deeper one is left out whole (closed).
+const MAX_DEPTH: usize = 32;
+
+fn expand(root: PathBuf, denied: &[PathBuf], out: &mut BTreeSet<PathBuf>, depth: usize) {
+    if denied.iter().any(|deny| root.starts_with(deny)) {
+        return;
+    }
+    if !denied.iter().any(|deny| deny.starts_with(&root)) {
+        out.insert(root);
+        return;
+    }
+    // A denied path lies strictly inside: grant the other entries, one level down.
+    let Ok(entries) = std::fs::read_dir(&root) else { return };
+    if depth >= MAX_DEPTH {
+        return;
+    }
+    for entry in entries.flatten() {
+        // Entries are resolved: a link to the denied folder must not grant it.
+        if let Some(path) = canonical(&entry.path()) {
+            expand(path, denied, out, depth + 1);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::fs;
+
+    use tool_core::sandbox::NetworkAccess;
+
+    use super::*;
+
+    fn layout(dir: &Path) -> Layout {
+        Layout { working_directory: dir.join("work"), temp_directory: Some(dir.join("tmp")), output_files: vec![] }
+    }
+
+    #[test]
+    fn a_denied_folder_is_carved_out_of_a_granted_one() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = fs::canonicalize(dir.path()).unwrap();
+        for sub in ["work", "tmp", "data/journal", "data/keep", "other"] {
+            fs::create_dir_all(root.join(sub)).unwrap();
+        }
+        // A link that leads into the denied folder grants nothing.
+        std::os::unix::fs::symlink(root.join("data/journal"), root.join("link")).unwrap();
+        let policy = SandboxPolicy {
+            reads: ReadAccess::Confined,
+            readable_roots: vec![root.clone()],
+            deny_read: vec![root.join("data/journal")],
+            ..SandboxPolicy::workspace_write()
+        };
+        let grants = Grants::of(&policy, &layout(&root));
+        assert_eq!(grants.write, vec![root.join("tmp"), root.join("work")]);
+        for granted in [root.join("data/keep"), root.join("other")] {
+            assert!(grants.read.contains(&granted), "{granted:?} in {:?}", grants.read);
+        }
+        assert!(!grants.read.iter().any(|p| p.starts_with(root.join("data/journal"))), "{:?}", grants.read);
+        assert!(!grants.read.contains(&root), "the parent itself is not granted whole");
+        // The system secrets are carved out of /etc.
+        assert!(!grants.read.iter().any(|p| p == Path::new("/etc") || p.starts_with("/etc/ssh")));
+        assert!(grants.read.iter().any(|p| p == Path::new("/etc/passwd")));
+    }
+
+    #[test]
+    fn read_only_grants_no_writes_and_off_grants_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        fs::create_dir_all(dir.path().join("work")).unwrap();
+        let grants = Grants::of(&SandboxPolicy::read_only(), &layout(dir.path()));
+        assert!(grants.write.is_empty());
+        assert!(grants.files.contains(&PathBuf::from("/dev/null")));
+        assert_eq!(Grants::of(&SandboxPolicy::off().with_network(NetworkAccess::On), &layout(dir.path())), Grants::default());
+    }
+}
