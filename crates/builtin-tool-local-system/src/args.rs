@@ -155,6 +155,10 @@ pub struct RunCommandArgs {
     /// Timeout in milliseconds for a foreground command. Default 60000, maximum 600000.
     #[serde(default)]
     pub timeout: Option<u64>,
+    /// Run outside the session's sandbox. Only after the sandbox denied something the command
+    /// really needs: a person is always asked first, and the session may not allow it at all.
+    #[serde(default)]
+    pub escalate: Option<bool>,
 }
 
 /// Arguments of `getCommandOutput`.

@@ -1,8 +1,8 @@
 //! The manifest: what the model and the policy see.
 
 use tool_core::{
-    ApiSpec, DisplayControl, ExecutionMode, Executor, Intervention, InterventionPolicy, PathParam, Tier,
-    ToolManifest, ToolMeta,
+    ApiSpec, DisplayControl, ExecutionMode, Executor, Intervention, InterventionPolicy, InterventionRule, Matcher,
+    PathParam, Tier, ToolManifest, ToolMeta,
 };
 
 use crate::args::*;
@@ -39,6 +39,20 @@ tool_core::api_enum! {
         GetCommandOutput = "getCommandOutput",
         /// Kill a background command.
         KillCommand = "killCommand",
+    }
+}
+
+/// Commands ask (auto-run may skip that); a command that asks to leave the sandbox always asks a
+/// person, whatever the mode, grant or remembered decision.
+fn run_command_policy() -> InterventionPolicy {
+    InterventionPolicy::Rules {
+        rules: vec![
+            InterventionRule {
+                matchers: [("escalate".to_owned(), Matcher::Wildcard("true".to_owned()))].into(),
+                policy: Intervention::Always,
+            },
+            InterventionRule { matchers: Default::default(), policy: Intervention::Required },
+        ],
     }
 }
 
@@ -122,7 +136,7 @@ impl LocalSystemApi {
             .command_param("command")
             .timeout_ms(60_000)
             .max_timeout_ms(600_000)
-            .intervention(Intervention::Required.into())
+            .intervention(run_command_policy())
             .execution(ExecutionMode::Sequential)
             .display(DisplayControl::AlwaysExpanded),
             Self::GetCommandOutput => ApiSpec::new::<CommandIdArgs>(

@@ -13,7 +13,9 @@ use futures::future::BoxFuture;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
-use tool_core::{CallContext, ErrorKind, MissingService, Services, ToolOutput, ToolRuntime, parse_arguments};
+use tool_core::{
+    CallContext, ErrorKind, MissingService, SandboxPolicy, Services, ToolOutput, ToolRuntime, parse_arguments,
+};
 
 use crate::args::*;
 use crate::manifest::LocalSystemApi;
@@ -179,12 +181,30 @@ impl LocalSystemRuntime {
                     .or(args.timeout.map(Duration::from_millis))
                     .unwrap_or(DEFAULT_COMMAND_TIMEOUT)
                     .min(MAX_COMMAND_TIMEOUT);
+                let mut sandbox = context.sandbox.clone();
+                if args.escalate == Some(true) {
+                    // The manifest makes an escalation always ask a person; the session decides
+                    // whether it may be asked at all.
+                    if !sandbox.policy.allow_escalation {
+                        return Err(ToolOutput::error(
+                            ErrorKind::Blocked,
+                            format!(
+                                "this session may not run commands outside its sandbox ({}); \
+                                 do the work inside the working directory instead",
+                                sandbox.policy.describe()
+                            ),
+                        ));
+                    }
+                    sandbox.policy = SandboxPolicy::off();
+                }
                 let spec = CommandSpec {
                     command: args.command,
                     cwd: cwd.to_path_buf(),
                     env: Vec::new(),
                     timeout,
                     background: args.background.unwrap_or(false),
+                    owner: context.session_id.clone(),
+                    sandbox,
                 };
                 let state = computer.run_command(spec, &context.cancel).await.map_err(failure)?;
                 let content = format::run(&state);
@@ -201,12 +221,12 @@ impl LocalSystemRuntime {
             }
             LocalSystemApi::GetCommandOutput => {
                 let args: CommandIdArgs = parse(api, arguments)?;
-                let state = computer.command_output(&args.command_id).await.map_err(failure)?;
+                let state = computer.command_output(&context.session_id, &args.command_id).await.map_err(failure)?;
                 Ok(done(format::output(&state), &state))
             }
             LocalSystemApi::KillCommand => {
                 let args: CommandIdArgs = parse(api, arguments)?;
-                let state = computer.kill_command(&args.command_id).await.map_err(failure)?;
+                let state = computer.kill_command(&context.session_id, &args.command_id).await.map_err(failure)?;
                 Ok(done(format::kill(&state), &state))
             }
         }

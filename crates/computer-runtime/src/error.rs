@@ -129,6 +129,7 @@ impl ComputerError {
             | Self::InvalidPattern { .. }
             | Self::InvalidRequest(_) => ErrorKind::InvalidArguments,
             Self::Process(ProcessError::NoSuchCommand { .. }) => ErrorKind::NotFound,
+            Self::Process(ProcessError::Sandbox(_)) => ErrorKind::Blocked,
             Self::Process(_) | Self::Io { .. } => ErrorKind::Execution,
             Self::Internal(_) => ErrorKind::Internal,
         }

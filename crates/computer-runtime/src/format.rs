@@ -181,7 +181,48 @@ pub fn run(state: &RunState) -> String {
         let _ = writeln!(out, "{} in {} ms.", exit_line(exit), state.duration_ms);
     }
     push_output(&mut out, &state.output, &state.output_path);
+    if let Some(report) = &state.sandbox {
+        sandbox_notice(&mut out, state, report);
+    }
     out.trim_end().to_owned()
+}
+
+/// What a model can do about a command the sandbox stopped: the words the kernel's refusals
+/// print, matched in the output of a command that failed.
+const DENIAL_MARKERS: &[&str] = &[
+    "Permission denied",
+    "Operation not permitted",
+    "Read-only file system",
+    "Invalid cross-device link",
+    "Network is unreachable",
+    "Temporary failure in name resolution",
+    "Could not resolve host",
+];
+
+fn sandbox_notice(out: &mut String, state: &RunState, report: &sandbox::Report) {
+    use tool_core::sandbox::{NetworkAccess, SandboxMode};
+    if !report.missing.is_empty() {
+        let _ = write!(out, "\n[The sandbox could only partly be enforced here: missing {}.]", report.missing.join(", "));
+    }
+    let failed = state.exit.as_ref().is_some_and(|exit| !exit.success);
+    if !failed || !DENIAL_MARKERS.iter().any(|marker| state.output.text.contains(marker)) {
+        return;
+    }
+    let writes = match report.mode {
+        SandboxMode::ReadOnly => "this session is read-only: nothing may be written",
+        _ => "writes are allowed only in the working directory and the session's temp folder ($TMPDIR)",
+    };
+    let network = match report.network {
+        NetworkAccess::Off => "; the network is off",
+        NetworkAccess::On => "",
+    };
+    let _ = write!(
+        out,
+        "\n[This may have been denied by the sandbox ({} sandbox): {writes}{network}. \
+         Work inside the working directory, or, if the command really needs more, run it again with \
+         `escalate: true` to ask a person to approve running it outside the sandbox.]",
+        report.mode
+    );
 }
 
 /// New output of a background command.

@@ -22,6 +22,7 @@
 #![deny(missing_docs)]
 
 pub mod edit;
+pub mod env;
 mod error;
 pub mod files;
 pub mod format;
@@ -73,10 +74,13 @@ pub trait ComputerRuntime: Send + Sync + std::fmt::Debug {
         spec: CommandSpec,
         cancel: &CancellationToken,
     ) -> Result<RunState, ComputerError>;
-    /// Output of a background command written since the last poll.
-    async fn command_output(&self, command_id: &str) -> Result<OutputState, ComputerError>;
-    /// Kills a background command's whole process group.
-    async fn kill_command(&self, command_id: &str) -> Result<KillState, ComputerError>;
+    /// Output of a background command written since the last poll; only its `owner` (the
+    /// session that started it) sees it.
+    async fn command_output(&self, owner: &str, command_id: &str) -> Result<OutputState, ComputerError>;
+    /// Kills a background command's whole process group; only its `owner` may.
+    async fn kill_command(&self, owner: &str, command_id: &str) -> Result<KillState, ComputerError>;
+    /// Kills every background command of `owner` (a session that ended); returns how many.
+    async fn end_owner(&self, owner: &str) -> usize;
 }
 
 /// Edits to one file.

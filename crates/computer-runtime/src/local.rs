@@ -57,6 +57,11 @@ impl LocalComputer {
     pub fn config(&self) -> &LocalConfig {
         &self.config
     }
+
+    /// The sandbox commands run in: what the kernel offers, what the operator requires.
+    pub fn sandbox(&self) -> &sandbox::Sandbox {
+        self.processes.sandbox()
+    }
 }
 
 impl Default for LocalComputer {
@@ -137,11 +142,15 @@ impl ComputerRuntime for LocalComputer {
         Ok(self.processes.run(spec, cancel).await?)
     }
 
-    async fn command_output(&self, command_id: &str) -> Result<OutputState, ComputerError> {
-        Ok(self.processes.output(command_id).await?)
+    async fn command_output(&self, owner: &str, command_id: &str) -> Result<OutputState, ComputerError> {
+        Ok(self.processes.output(owner, command_id).await?)
     }
 
-    async fn kill_command(&self, command_id: &str) -> Result<KillState, ComputerError> {
-        Ok(self.processes.kill(command_id).await?)
+    async fn kill_command(&self, owner: &str, command_id: &str) -> Result<KillState, ComputerError> {
+        Ok(self.processes.kill(owner, command_id).await?)
+    }
+
+    async fn end_owner(&self, owner: &str) -> usize {
+        self.processes.kill_owner(owner).await
     }
 }

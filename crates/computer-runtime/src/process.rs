@@ -16,8 +16,18 @@
 //! Each command runs in its own process group, so killing it means signalling
 //! the whole group (`SIGTERM`, a grace period, then `SIGKILL`), which also
 //! reaches the background jobs and pipelines the shell started.
+//!
+//! # What a command gets
+//!
+//! A clean environment ([`EnvPolicy`](crate::env::EnvPolicy): an allow-list, never
+//! the parent's secrets), `TMPDIR` set to the session's own temp folder, and the
+//! session's sandbox, entered between fork and exec so that everything the shell
+//! starts stays inside it. Background jobs belong to the session that started
+//! them (its `owner`): their ids are random, and only the owner can see, poll or
+//! kill them.
 
 use std::collections::HashMap;
+use std::ffi::OsString;
 use std::fmt::Write as _;
 use std::fs::{File, Permissions};
 use std::future::Future;
@@ -26,14 +36,17 @@ use std::os::unix::fs::{DirBuilderExt, FileExt, PermissionsExt};
 use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
 use std::process::{ExitStatus, Stdio};
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
+use sandbox::{Layout, Report, Sandbox, SandboxError, SandboxSettings};
 use serde::{Deserialize, Serialize};
 use tokio::process::{Child, Command};
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
+use tool_core::sandbox::CallSandbox;
+
+use crate::env::EnvPolicy;
 
 /// How long to wait for the direct child to be reaped after `SIGKILL`.
 /// `SIGKILL` cannot be caught, so this only matters for processes stuck in
@@ -65,6 +78,12 @@ pub struct ProcessConfig {
     pub kill_grace: Duration,
     /// The shell commands are run with, as `<shell> -c <command>`.
     pub shell: PathBuf,
+    /// Which variables of this process commands inherit.
+    pub env: EnvPolicy,
+    /// What to do when the kernel cannot enforce a session's sandbox.
+    pub sandbox: SandboxSettings,
+    /// How long a background job may run before its group is killed.
+    pub max_job_lifetime: Duration,
 }
 
 impl Default for ProcessConfig {
@@ -77,6 +96,9 @@ impl Default for ProcessConfig {
             max_lines: 2000,
             kill_grace: Duration::from_secs(2),
             shell: if bash.exists() { bash.to_owned() } else { PathBuf::from("/bin/sh") },
+            env: EnvPolicy::default(),
+            sandbox: SandboxSettings::default(),
+            max_job_lifetime: Duration::from_secs(3600),
         }
     }
 }
@@ -88,13 +110,17 @@ pub struct CommandSpec {
     pub command: String,
     /// The working directory; it must exist.
     pub cwd: PathBuf,
-    /// Variables added to (or overriding) the inherited environment.
+    /// Variables added to (or overriding) the environment [`ProcessConfig::env`] allows.
     pub env: Vec<(String, String)>,
     /// How long a foreground command may run before it is killed.
     /// Ignored for background commands.
     pub timeout: Duration,
     /// Run in the background: return at once with a command id to poll.
     pub background: bool,
+    /// Who the command belongs to (the session): only the same owner may poll or kill it.
+    pub owner: String,
+    /// The sandbox it runs in, from the session.
+    pub sandbox: CallSandbox,
 }
 
 /// How a process ended.
@@ -158,6 +184,9 @@ pub struct RunState {
     pub duration_ms: u64,
     /// The process id of the shell, which is also its process group id.
     pub pid: u32,
+    /// The sandbox the command ran in; `None` when it ran unsandboxed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sandbox: Option<Report>,
 }
 
 /// The result of [`ProcessManager::output`].
@@ -214,9 +243,12 @@ pub enum ProcessError {
     NoSuchCommand {
         /// The id asked for.
         id: String,
-        /// The ids of the background commands that do exist.
+        /// The ids of the caller's own background commands.
         known: Vec<String>,
     },
+    /// The session's sandbox cannot be set up, so nothing was started.
+    #[error(transparent)]
+    Sandbox(#[from] SandboxError),
     /// The cancellation token was already cancelled, so nothing was started.
     #[error("the command was cancelled before it started")]
     Cancelled,
@@ -240,10 +272,10 @@ pub enum ProcessError {
 
 fn no_such_command_message(id: &str, known: &[String]) -> String {
     if known.is_empty() {
-        format!("no background command with id `{id}`; there are no background commands")
+        format!("no background command with id `{id}`; this session has no background commands")
     } else {
         format!(
-            "no background command with id `{id}`; the ids of background commands are: {}",
+            "no background command with id `{id}`; the ids of this session's background commands are: {}",
             known.join(", ")
         )
     }
@@ -261,8 +293,10 @@ fn io_error(context: impl Into<String>) -> impl FnOnce(io::Error) -> ProcessErro
 #[derive(Debug)]
 pub struct ProcessManager {
     config: ProcessConfig,
+    sandbox: Sandbox,
+    /// The environment every command starts from, filtered once.
+    env: Vec<(OsString, OsString)>,
     jobs: Mutex<HashMap<String, Job>>,
-    next_job: AtomicU64,
     /// The lazily created default output directory (see [`ProcessConfig::output_dir`]).
     default_dir: Mutex<Option<tempfile::TempDir>>,
 }
@@ -270,6 +304,7 @@ pub struct ProcessManager {
 /// A background command.
 #[derive(Debug)]
 struct Job {
+    owner: String,
     pgid: i32,
     file: Arc<File>,
     output_path: PathBuf,
@@ -315,6 +350,7 @@ struct Spawned {
     pgid: i32,
     file: Arc<File>,
     output_path: PathBuf,
+    sandbox: Option<Report>,
 }
 
 impl ProcessManager {
@@ -322,11 +358,17 @@ impl ProcessManager {
     #[must_use]
     pub fn new(config: ProcessConfig) -> Self {
         Self {
+            sandbox: Sandbox::new(config.sandbox),
+            env: config.env.from_current_process(),
             config,
             jobs: Mutex::new(HashMap::new()),
-            next_job: AtomicU64::new(1),
             default_dir: Mutex::new(None),
         }
+    }
+
+    /// The sandbox commands are run in (what the kernel offers, what the operator requires).
+    pub fn sandbox(&self) -> &Sandbox {
+        &self.sandbox
     }
 
     /// Runs a command.
@@ -367,7 +409,7 @@ impl ProcessManager {
         cancel: &CancellationToken,
     ) -> Result<RunState, ProcessError> {
         let started = Instant::now();
-        let Spawned { mut child, pid, pgid, file, output_path } = self.spawn(&spec, "run")?;
+        let Spawned { mut child, pid, pgid, file, output_path, sandbox } = self.spawn(&spec, "run")?;
         // If this future is dropped mid-wait, take the whole group down with it.
         let mut guard = GroupGuard { pgid, armed: true };
 
@@ -403,19 +445,32 @@ impl ProcessManager {
             output_path,
             duration_ms,
             pid,
+            sandbox,
         })
     }
 
     async fn run_background(&self, spec: CommandSpec) -> Result<RunState, ProcessError> {
-        let id = format!("cmd-{}", self.next_job.fetch_add(1, Ordering::Relaxed));
+        let id = job_id()?;
         let started = Instant::now();
-        let Spawned { mut child, pid, pgid, file, output_path } = self.spawn(&spec, &id)?;
+        let Spawned { mut child, pid, pgid, file, output_path, sandbox } = self.spawn(&spec, &id)?;
 
         // A task reaps the child as soon as it exits (no zombie lingers until
-        // the next poll) and publishes how it ended.
+        // the next poll) and publishes how it ended. A job that outlives its
+        // lifetime has its group killed: a forgotten server or watcher cannot
+        // hold the machine for ever.
         let (exit_tx, exit_rx) = watch::channel(None);
+        let (lifetime, grace) = (self.config.max_job_lifetime, self.config.kill_grace);
         tokio::spawn(async move {
-            let exit = child.wait().await.map_or_else(|_| ExitInfo::unknown(), ExitInfo::from);
+            let exit = tokio::select! {
+                status = child.wait() => status.map_or_else(|_| ExitInfo::unknown(), ExitInfo::from),
+                () = tokio::time::sleep(lifetime) => {
+                    terminate_group(pgid, grace, async {
+                        Some(child.wait().await.map_or_else(|_| ExitInfo::unknown(), ExitInfo::from))
+                    })
+                    .await
+                    .unwrap_or_else(ExitInfo::unknown)
+                }
+            };
             // Nobody listening just means the job was already removed.
             let _ = exit_tx.send(Some(exit));
         });
@@ -425,6 +480,7 @@ impl ProcessManager {
         let exit = exit_rx.borrow().clone();
         let end = file_len(&file)?;
         let job = Job {
+            owner: spec.owner.clone(),
             pgid,
             file: Arc::clone(&file),
             output_path: output_path.clone(),
@@ -445,6 +501,7 @@ impl ProcessManager {
             output_path,
             duration_ms: millis(started.elapsed()),
             pid,
+            sandbox,
         })
     }
 
@@ -452,17 +509,19 @@ impl ProcessManager {
     /// (or since [`run`](Self::run) returned), and whether it is still running.
     ///
     /// A finished command stays available until it is [`kill`](Self::kill)ed.
+    /// Only `owner`, who started it, may poll it: for anyone else it does not exist.
     ///
     /// # Errors
     ///
-    /// [`ProcessError::NoSuchCommand`] for an unknown (or already killed) id,
-    /// [`ProcessError::Io`] if the spill file cannot be read.
-    pub async fn output(&self, command_id: &str) -> Result<OutputState, ProcessError> {
+    /// [`ProcessError::NoSuchCommand`] for an unknown (or already killed) id, or
+    /// one of another owner; [`ProcessError::Io`] if the spill file cannot be read.
+    pub async fn output(&self, owner: &str, command_id: &str) -> Result<OutputState, ProcessError> {
         let (file, output_path, start, end, running, exit) = {
             let mut jobs = self.jobs();
-            let known = sorted_ids(&jobs);
+            let known = owned_ids(&jobs, owner);
             let job = jobs
                 .get_mut(command_id)
+                .filter(|job| job.owner == owner)
                 .ok_or_else(|| ProcessError::NoSuchCommand { id: command_id.to_owned(), known })?;
             // Status first, then length: once we report "not running", this
             // poll contains everything the child wrote.
@@ -485,19 +544,20 @@ impl ProcessManager {
     /// after the grace period) and forgets the command.
     ///
     /// The group is signalled even if the command itself has already exited,
-    /// since processes it started may still be running.
+    /// since processes it started may still be running. The spill file is
+    /// deleted: the output not yet seen is in the result.
     ///
     /// # Errors
     ///
-    /// [`ProcessError::NoSuchCommand`] for an unknown (or already killed) id,
-    /// [`ProcessError::Io`] if the spill file cannot be read.
-    pub async fn kill(&self, command_id: &str) -> Result<KillState, ProcessError> {
+    /// [`ProcessError::NoSuchCommand`] for an unknown (or already killed) id, or
+    /// one of another owner; [`ProcessError::Io`] if the spill file cannot be read.
+    pub async fn kill(&self, owner: &str, command_id: &str) -> Result<KillState, ProcessError> {
         let (pgid, group_gone, exit_rx, running, exit_before) = {
             let jobs = self.jobs();
-            let Some(job) = jobs.get(command_id) else {
+            let Some(job) = jobs.get(command_id).filter(|job| job.owner == owner) else {
                 return Err(ProcessError::NoSuchCommand {
                     id: command_id.to_owned(),
-                    known: sorted_ids(&jobs),
+                    known: owned_ids(&jobs, owner),
                 });
             };
             let (running, exit) = job.status();
@@ -516,12 +576,16 @@ impl ProcessManager {
             // A concurrent kill removed it (and returns its output).
             return Err(ProcessError::NoSuchCommand {
                 id: command_id.to_owned(),
-                known: sorted_ids(&self.jobs()),
+                known: owned_ids(&self.jobs(), owner),
             });
         };
         let end = file_len(&job.file)?;
         let start = job.read_offset.min(end);
-        let new_output = self.capture(job.file, job.output_path.clone(), start, end).await?;
+        let new_output = self.capture(job.file, job.output_path.clone(), start, end).await;
+        // Forgotten: its output goes with it (the descriptor we hold keeps
+        // the capture above readable).
+        let _ = std::fs::remove_file(&job.output_path);
+        let new_output = new_output?;
         Ok(KillState {
             command_id: command_id.to_owned(),
             was_running: running,
@@ -529,6 +593,15 @@ impl ProcessManager {
             new_output,
             output_path: job.output_path,
         })
+    }
+
+    /// Kills every background command of `owner` (a session that ended) and
+    /// forgets them, spill files included. Returns how many there were.
+    pub async fn kill_owner(&self, owner: &str) -> usize {
+        let ids: Vec<String> =
+            self.jobs().iter().filter(|(_, job)| job.owner == owner).map(|(id, _)| id.clone()).collect();
+        let results = futures::future::join_all(ids.iter().map(|id| self.kill(owner, id))).await;
+        results.into_iter().filter(Result::is_ok).count()
     }
 
     /// Kills every background command (as [`kill`](Self::kill) does, all at
@@ -550,7 +623,9 @@ impl ProcessManager {
         // Jobs started while we were waiting survive; nobody asked to kill them.
         let mut jobs = self.jobs();
         for (id, _) in &targets {
-            jobs.remove(id);
+            if let Some(job) = jobs.remove(id) {
+                let _ = std::fs::remove_file(&job.output_path);
+            }
         }
     }
 
@@ -600,7 +675,18 @@ impl ProcessManager {
             }
         }
 
-        let dir = self.output_dir()?;
+        // A session's output lives in its own temp folder, which goes away with it.
+        let dir = match &spec.sandbox.temp_directory {
+            Some(dir) => {
+                std::fs::DirBuilder::new()
+                    .recursive(true)
+                    .mode(0o700)
+                    .create(dir)
+                    .map_err(|source| ProcessError::OutputDir { path: dir.clone(), source })?;
+                dir.clone()
+            }
+            None => self.output_dir()?,
+        };
         let spill = tempfile::Builder::new()
             .prefix(&format!("{label}-"))
             .suffix(".log")
@@ -612,11 +698,21 @@ impl ProcessManager {
         let stdout = spill.as_file().try_clone().map_err(io_error("duplicating the output file"))?;
         let stderr = spill.as_file().try_clone().map_err(io_error("duplicating the output file"))?;
 
+        let layout = Layout {
+            working_directory: spec.cwd.clone(),
+            temp_directory: spec.sandbox.temp_directory.clone(),
+            output_files: vec![spill.path().to_owned()],
+        };
+        let prepared = self.sandbox.prepare(&spec.sandbox.policy, &layout)?;
+
         let mut command = Command::new(&self.config.shell);
         command
             .arg("-c")
             .arg(&spec.command)
             .current_dir(&spec.cwd)
+            .env_clear()
+            .envs(self.env.iter().map(|(key, value)| (key, value)))
+            .envs(spec.sandbox.temp_directory.iter().map(|dir| ("TMPDIR", dir)))
             .envs(spec.env.iter().map(|(key, value)| (key, value)))
             .stdin(Stdio::null())
             .stdout(stdout)
@@ -625,6 +721,7 @@ impl ProcessManager {
             .process_group(0)
             // Last resort if the Child is dropped without being reaped.
             .kill_on_drop(true);
+        prepared.install(command.as_std_mut());
         let child = command
             .spawn()
             .map_err(|source| ProcessError::Spawn { command: spec.command.clone(), source })?;
@@ -640,7 +737,7 @@ impl ProcessManager {
             context: "reading the pid of the new process".into(),
             source: io::Error::other(format!("pid {pid} out of range")),
         })?;
-        Ok(Spawned { child, pid, pgid, file: Arc::new(file), output_path })
+        Ok(Spawned { child, pid, pgid, file: Arc::new(file), output_path, sandbox: prepared.report().cloned() })
     }
 
     async fn capture(
@@ -674,11 +771,27 @@ impl Drop for ProcessManager {
     }
 }
 
-fn sorted_ids(jobs: &HashMap<String, Job>) -> Vec<String> {
-    let mut ids: Vec<String> = jobs.keys().cloned().collect();
-    // "cmd-2" before "cmd-10".
-    ids.sort_by_key(|id| (id.len(), id.clone()));
+/// The ids of `owner`'s jobs, sorted; never anyone else's.
+fn owned_ids(jobs: &HashMap<String, Job>, owner: &str) -> Vec<String> {
+    let mut ids: Vec<String> =
+        jobs.iter().filter(|(_, job)| job.owner == owner).map(|(id, _)| id.clone()).collect();
+    ids.sort();
     ids
+}
+
+/// A job id nobody can guess: 96 bits from the system's random source.
+fn job_id() -> Result<String, ProcessError> {
+    let mut bytes = [0u8; 12];
+    getrandom::fill(&mut bytes).map_err(|error| ProcessError::Io {
+        context: "drawing a random job id".into(),
+        source: io::Error::other(error.to_string()),
+    })?;
+    let mut id = String::with_capacity(4 + 2 * bytes.len());
+    id.push_str("cmd-");
+    for byte in bytes {
+        let _ = write!(id, "{byte:02x}");
+    }
+    Ok(id)
 }
 
 fn millis(duration: Duration) -> u64 {
@@ -959,6 +1072,7 @@ mod tests {
     use std::io::Write as _;
 
     const GRACE: Duration = Duration::from_millis(300);
+    const OWNER: &str = "session-1";
 
     fn manager(dir: &Path) -> ProcessManager {
         ProcessManager::new(ProcessConfig {
@@ -975,6 +1089,8 @@ mod tests {
             env: Vec::new(),
             timeout: Duration::from_secs(10),
             background: false,
+            owner: OWNER.to_owned(),
+            sandbox: CallSandbox::default(),
         }
     }
 
@@ -1144,11 +1260,11 @@ mod tests {
         // The shell and both sleeps.
         wait_for_members(state.pid, 3).await;
 
-        let killed = m.kill(&id).await.unwrap();
+        let killed = m.kill(OWNER, &id).await.unwrap();
         assert!(killed.was_running);
         assert_eq!(killed.exit.and_then(|e| e.signal), Some(libc::SIGTERM));
         assert!(group_gone(state.pid).await, "left: {:?}", group_members(state.pid));
-        assert!(matches!(m.output(&id).await, Err(ProcessError::NoSuchCommand { .. })));
+        assert!(matches!(m.output(OWNER, &id).await, Err(ProcessError::NoSuchCommand { .. })));
     }
 
     #[tokio::test]
@@ -1160,7 +1276,7 @@ mod tests {
         wait_for_members(state.pid, 2).await;
 
         let started = Instant::now();
-        let killed = m.kill(&id).await.unwrap();
+        let killed = m.kill(OWNER, &id).await.unwrap();
         assert!(started.elapsed() >= GRACE, "SIGKILL came before the grace period");
         assert!(killed.was_running);
         assert_eq!(killed.exit.and_then(|e| e.signal), Some(libc::SIGKILL));
@@ -1180,7 +1296,7 @@ mod tests {
         let mut last = None;
         for _ in 0..100 {
             tokio::time::sleep(Duration::from_millis(150)).await;
-            let polled = m.output(&id).await.unwrap();
+            let polled = m.output(OWNER, &id).await.unwrap();
             if !polled.new_output.text.is_empty() {
                 polls_with_output += 1;
             }
@@ -1196,11 +1312,11 @@ mod tests {
         assert_eq!(last.exit.as_ref().map(|e| e.success), Some(true));
 
         // A finished job stays listed, with nothing new to say.
-        let again = m.output(&id).await.unwrap();
+        let again = m.output(OWNER, &id).await.unwrap();
         assert!(!again.running && again.exit.is_some());
         assert_eq!(again.new_output, CapturedOutput::default());
 
-        let killed = m.kill(&id).await.unwrap();
+        let killed = m.kill(OWNER, &id).await.unwrap();
         assert!(!killed.was_running);
         assert_eq!(killed.exit.map(|e| e.success), Some(true));
     }
@@ -1232,22 +1348,22 @@ mod tests {
     async fn unknown_command_id_is_a_helpful_error() {
         let dir = tempfile::tempdir().unwrap();
         let m = manager(dir.path());
-        let err = m.output("cmd-42").await.unwrap_err();
+        let err = m.output(OWNER, "cmd-42").await.unwrap_err();
         assert_eq!(
             err.to_string(),
-            "no background command with id `cmd-42`; there are no background commands"
+            "no background command with id `cmd-42`; this session has no background commands"
         );
 
         let state = run(&m, background("sleep 100", dir.path())).await;
         let id = state.command_id.unwrap();
-        let err = m.kill("cmd-42").await.unwrap_err();
+        let err = m.kill(OWNER, "cmd-42").await.unwrap_err();
         let message = err.to_string();
         assert!(matches!(err, ProcessError::NoSuchCommand { .. }));
         assert!(message.contains("cmd-42") && message.contains(&id), "{message}");
 
         m.shutdown().await;
         assert!(group_gone(state.pid).await);
-        assert!(m.output(&id).await.is_err());
+        assert!(m.output(OWNER, &id).await.is_err());
     }
 
     #[tokio::test]

@@ -1,0 +1,149 @@
+//! Commands of one session cannot see, poll or kill another's; they start with a clean
+//! environment in their session's own temp folder and sandbox.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use computer_runtime::env::EnvPolicy;
+use computer_runtime::format;
+use computer_runtime::process::{CommandSpec, ProcessConfig, ProcessError, ProcessManager, RunState};
+use tokio_util::sync::CancellationToken;
+use tool_core::sandbox::{CallSandbox, SandboxPolicy};
+
+fn manager() -> ProcessManager {
+    ProcessManager::new(ProcessConfig { kill_grace: Duration::from_millis(200), ..ProcessConfig::default() })
+}
+
+struct Session {
+    id: &'static str,
+    work: PathBuf,
+    temp: PathBuf,
+}
+
+impl Session {
+    fn new(root: &Path, id: &'static str) -> Self {
+        let work = root.join(id).join("work");
+        std::fs::create_dir_all(&work).unwrap();
+        Self { id, work, temp: root.join(id).join("tmp") }
+    }
+
+    fn spec(&self, command: &str) -> CommandSpec {
+        CommandSpec {
+            command: command.to_owned(),
+            cwd: self.work.clone(),
+            env: Vec::new(),
+            timeout: Duration::from_secs(20),
+            background: false,
+            owner: self.id.to_owned(),
+            sandbox: CallSandbox { policy: SandboxPolicy::workspace_write(), temp_directory: Some(self.temp.clone()) },
+        }
+    }
+
+    async fn run(&self, m: &ProcessManager, command: &str) -> RunState {
+        m.run(self.spec(command), &CancellationToken::new()).await.unwrap()
+    }
+
+    async fn start(&self, m: &ProcessManager, command: &str) -> String {
+        let spec = CommandSpec { background: true, ..self.spec(command) };
+        m.run(spec, &CancellationToken::new()).await.unwrap().command_id.unwrap()
+    }
+}
+
+fn root() -> (tempfile::TempDir, PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    let root = std::fs::canonicalize(dir.path()).unwrap();
+    (dir, root)
+}
+
+#[tokio::test]
+async fn jobs_belong_to_their_session() {
+    let (_dir, root) = root();
+    let m = manager();
+    let (a, b) = (Session::new(&root, "a"), Session::new(&root, "b"));
+    let job_a = a.start(&m, "echo from-a; sleep 30").await;
+    let job_b = b.start(&m, "sleep 30").await;
+
+    assert!(job_a.starts_with("cmd-") && job_a.len() == 4 + 24, "{job_a}");
+    assert!(job_a[4..].chars().all(|c| c.is_ascii_hexdigit()));
+    assert_ne!(job_a, job_b);
+
+    // B cannot poll or kill A's job, and is not told that it exists.
+    for error in [m.output(b.id, &job_a).await.unwrap_err(), m.kill(b.id, &job_a).await.unwrap_err()] {
+        assert!(matches!(error, ProcessError::NoSuchCommand { .. }));
+        let message = error.to_string();
+        let listed = message.split("are: ").nth(1).unwrap_or_default();
+        assert!(listed.contains(&job_b) && !listed.contains(&job_a), "{message}");
+    }
+    // A's job is untouched by B's tries.
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let polled = m.output(a.id, &job_a).await.unwrap();
+    assert!(polled.running && polled.new_output.text.contains("from-a"), "{polled:?}");
+
+    // Ending A kills A's jobs only, and deletes their output.
+    let spill = polled.output_path.clone();
+    assert!(spill.starts_with(&a.temp), "{spill:?} is in A's temp folder");
+    assert_eq!(m.kill_owner(a.id).await, 1);
+    assert!(!spill.exists());
+    assert!(m.output(a.id, &job_a).await.is_err());
+    assert!(m.output(b.id, &job_b).await.unwrap().running);
+    m.shutdown().await;
+}
+
+#[tokio::test]
+async fn commands_get_a_clean_environment_and_their_own_temp_folder() {
+    let (_dir, root) = root();
+    let m = manager();
+    let a = Session::new(&root, "a");
+    let state = a.run(&m, "env; echo tmp=$TMPDIR; mktemp").await;
+    assert_eq!(state.exit.as_ref().map(|e| e.success), Some(true), "{}", state.output.text);
+    let policy = EnvPolicy::default();
+    for line in state.output.text.lines().filter(|line| line.contains('=') && !line.starts_with("tmp=")) {
+        let (name, value) = line.split_once('=').unwrap();
+        // bash itself exports PWD, SHLVL and `_`; TMPDIR is the session's.
+        let from_bash = ["PWD", "SHLVL", "_", "OLDPWD", "TMPDIR"].contains(&name);
+        assert!(from_bash || policy.allows(name, value), "`{name}` leaked into the command's environment");
+    }
+    assert!(state.output.text.contains(&format!("tmp={}", a.temp.display())));
+    let made = state.output.text.lines().last().unwrap();
+    assert!(Path::new(made).starts_with(&a.temp), "mktemp made {made}");
+}
+
+#[tokio::test]
+async fn a_job_that_outlives_its_lifetime_is_killed() {
+    let (_dir, root) = root();
+    let m = ProcessManager::new(ProcessConfig {
+        max_job_lifetime: Duration::from_millis(300),
+        kill_grace: Duration::from_millis(100),
+        ..ProcessConfig::default()
+    });
+    let a = Session::new(&root, "a");
+    let job = a.start(&m, "sleep 30").await;
+    tokio::time::sleep(Duration::from_millis(1200)).await;
+    let state = m.output(a.id, &job).await.unwrap();
+    assert!(!state.running);
+    assert_eq!(state.exit.and_then(|e| e.signal), Some(libc::SIGTERM));
+}
+
+#[tokio::test]
+async fn a_denied_write_says_what_the_sandbox_allows() {
+    let (_dir, root) = root();
+    let m = manager();
+    let a = Session::new(&root, "a");
+    let outside = root.join("outside.txt");
+    let state = a.run(&m, &format!("echo x > {}", outside.display())).await;
+    assert!(!outside.exists());
+    let report = state.sandbox.as_ref().expect("the command ran in the sandbox");
+    assert!(report.filesystem && report.syscalls && report.missing.is_empty(), "{report:?}");
+    let text = format::run(&state);
+    assert!(text.contains("denied by the sandbox (workspace-write sandbox)"), "{text}");
+    assert!(text.contains("escalate: true"), "{text}");
+
+    // Inside, nothing to say.
+    let state = a.run(&m, "echo x > inside.txt").await;
+    assert!(!format::run(&state).contains("sandbox"));
+    // Off: no report, the write lands.
+    let mut spec = a.spec(&format!("echo x > {}", outside.display()));
+    spec.sandbox.policy = SandboxPolicy::off();
+    let state = m.run(spec, &CancellationToken::new()).await.unwrap();
+    assert!(state.sandbox.is_none() && outside.exists());
+}
