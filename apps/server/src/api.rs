@@ -14,6 +14,7 @@ use journal::{Attempt, AttemptFilter, AttemptStatus, PendingApproval, Remembered
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use tool_core::provider::Provider;
+use tool_core::sandbox::{NetworkAccess, SandboxMode};
 use tool_executor::{ApprovalMode, Batch, CallResult, Decided, Decision, Event, RawCall};
 use utoipa::{IntoParams, ToSchema};
 use utoipa_axum::router::OpenApiRouter;
@@ -207,6 +208,22 @@ pub struct CreateSession {
     /// With `runs_on: device`: the device (default: any of the tenant's devices that runs the tool).
     #[serde(default)]
     pub device_id: Option<String>,
+    /// The sandbox its commands run in, within what the server allows (default: `workspace-write`;
+    /// network as the server says). A device applies its own.
+    #[serde(default)]
+    pub sandbox: Option<SandboxRequest>,
+}
+
+/// What a session asks of the sandbox; each field left out takes the server's default.
+#[derive(Debug, Default, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SandboxRequest {
+    /// `workspace-write`, `read-only` or `off`.
+    #[serde(default)]
+    pub mode: Option<SandboxMode>,
+    /// `off` or `on`.
+    #[serde(default)]
+    pub network: Option<NetworkAccess>,
 }
 
 /// A fresh id: `{prefix}_` then the time and a counter, in hex.
@@ -279,6 +296,9 @@ async fn create_session(
     view.project = request.project;
     view.runs_on = request.runs_on;
     view.device_id = request.device_id;
+    if let Some(sandbox) = request.sandbox {
+        view.sandbox = state.choose_sandbox(sandbox.mode, sandbox.network)?;
+    }
     let entry = state.create_session(&tenant, view).await?;
     Ok((StatusCode::CREATED, Json(entry.view.clone())))
 }

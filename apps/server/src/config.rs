@@ -7,6 +7,8 @@ use std::time::Duration;
 use anyhow::{Context as _, bail};
 use clap::{Args, Parser, Subcommand};
 
+use tool_core::sandbox::{NetworkAccess, SandboxMode};
+
 use crate::auth::Keys;
 
 /// toolhost-server: tool schemas, guarded execution, approvals and a journal for AI agents.
@@ -81,6 +83,41 @@ pub struct ServeArgs {
     /// Seconds an approval waits for a person.
     #[arg(long, env = "TOOLHOST_APPROVAL_TIMEOUT_SECS", default_value_t = 600)]
     pub approval_timeout_secs: u64,
+    /// Sandbox modes sessions may choose (`off`, `read-only`, `workspace-write`; comma-separated).
+    /// Default: all three on an open loopback server, `read-only,workspace-write` with keys. The
+    /// first allowed of `workspace-write`, `read-only` is the default. With `off` allowed, a call
+    /// may also ask a person to run one command outside the sandbox.
+    #[arg(long = "sandbox-modes", env = "TOOLHOST_SANDBOX_MODES", value_delimiter = ',')]
+    pub sandbox_modes: Vec<SandboxMode>,
+    /// Whether sessions may turn the network on for their commands (`on`/`off`). Default: on for an
+    /// open loopback server (its sessions start with it on), off with keys (sessions cannot ask).
+    #[arg(long, env = "TOOLHOST_SANDBOX_NETWORK")]
+    pub sandbox_network: Option<NetworkAccess>,
+    /// Run commands with what the kernel can enforce when it cannot enforce a session's sandbox in
+    /// full (each result says what was missing). Default: such commands are refused.
+    #[arg(long, env = "TOOLHOST_SANDBOX_BEST_EFFORT")]
+    pub sandbox_best_effort: bool,
+    /// A path sandboxed commands may never read (repeatable, or comma-separated). The journal's
+    /// folder and the keys file are always on the list.
+    #[arg(long = "sandbox-deny-read", env = "TOOLHOST_SANDBOX_DENY_READ", value_delimiter = ',')]
+    pub sandbox_deny_read: Vec<PathBuf>,
+    /// A variable of the server's environment that commands inherit, besides PATH, HOME, LANG,
+    /// LC_*, TERM, TZ, USER, LOGNAME and SHELL (repeatable; `*` wildcards). Names that look like
+    /// secrets (*KEY*, *TOKEN*, *SECRET*, *PASSWORD*, TOOLHOST_*…) and URLs with credentials are
+    /// never inherited.
+    #[arg(long = "command-env", env = "TOOLHOST_COMMAND_ENV", value_delimiter = ',')]
+    pub command_env: Vec<String>,
+    /// A variable every command is given, as `NAME=VALUE` (repeatable).
+    #[arg(
+        long = "command-set-env",
+        env = "TOOLHOST_COMMAND_SET_ENV",
+        value_delimiter = ',',
+        hide_env_values = true
+    )]
+    pub command_set_env: Vec<String>,
+    /// Seconds a background command may run before it is killed.
+    #[arg(long, env = "TOOLHOST_JOB_LIFETIME_SECS", default_value_t = 3600)]
+    pub job_lifetime_secs: u64,
 }
 
 impl Default for ServeArgs {
@@ -157,6 +194,50 @@ impl ServeArgs {
     /// The shutdown grace.
     pub fn shutdown_grace(&self) -> Duration {
         Duration::from_secs(self.shutdown_grace_secs)
+    }
+
+    /// The sandbox modes sessions may choose, the default first.
+    pub fn sandbox_modes(&self, keys: &Keys) -> Vec<SandboxMode> {
+        let mut modes = if self.sandbox_modes.is_empty() {
+            if keys.is_open() {
+                SandboxMode::ALL.to_vec()
+            } else {
+                vec![SandboxMode::WorkspaceWrite, SandboxMode::ReadOnly]
+            }
+        } else {
+            self.sandbox_modes.clone()
+        };
+        modes.dedup();
+        // The default is the first of these that is allowed: a closed default, never `off` unless
+        // it is all the operator allows.
+        modes.sort_by_key(|mode| match mode {
+            SandboxMode::WorkspaceWrite => 0,
+            SandboxMode::ReadOnly => 1,
+            SandboxMode::Off => 2,
+        });
+        modes
+    }
+
+    /// Whether sessions may turn the network on, and whether it is on by default.
+    pub fn sandbox_network(&self, keys: &Keys) -> NetworkAccess {
+        self.sandbox_network.unwrap_or(if keys.is_open() { NetworkAccess::On } else { NetworkAccess::Off })
+    }
+
+    /// What commands inherit and are given.
+    ///
+    /// # Errors
+    ///
+    /// A `--command-set-env` entry without `=`.
+    pub fn command_env(&self) -> anyhow::Result<computer_runtime::env::EnvPolicy> {
+        let mut policy = computer_runtime::env::EnvPolicy::default();
+        policy.inherit.extend(self.command_env.iter().cloned());
+        for entry in &self.command_set_env {
+            let Some((name, value)) = entry.split_once('=') else {
+                bail!("--command-set-env takes NAME=VALUE, got `{entry}`");
+            };
+            policy.set.push((name.to_owned(), value.to_owned()));
+        }
+        Ok(policy)
     }
 }
 

@@ -11,6 +11,7 @@ use journal::Journal;
 use serde::{Deserialize, Serialize};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
+use tool_core::sandbox::{NetworkAccess, ReadAccess, SandboxMode, SandboxPolicy};
 use tool_executor::{
     ApprovalMode, Executor, ExecutorConfig, LocalBroker, Session, SessionConfig, SessionPolicy, Toolbox,
 };
@@ -63,8 +64,20 @@ pub struct SessionView {
     pub runs_on: RunsOn,
     /// The device, when `runs_on` is `device` and one was named.
     pub device_id: Option<String>,
+    /// The sandbox the session's commands run in (on the server; a device applies its own).
+    #[serde(default)]
+    pub sandbox: SessionSandbox,
     /// When it was created (Unix milliseconds).
     pub created_at: i64,
+}
+
+/// What a session chose of the sandbox, within what the operator allows.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct SessionSandbox {
+    /// `workspace-write` (the default), `read-only` or `off`.
+    pub mode: SandboxMode,
+    /// `off` or `on`.
+    pub network: NetworkAccess,
 }
 
 /// A session held in memory.
@@ -116,6 +129,52 @@ pub struct AppState {
     /// Fires once the calls in flight have finished (or been cancelled) at shutdown: device
     /// sockets and the cluster inbox close only then, so device calls can finish in the grace.
     pub closing: CancellationToken,
+    /// Files, search and processes on this machine (its commands' sandbox, their jobs).
+    pub computer: Arc<computer_runtime::LocalComputer>,
+    /// What tenants may choose of the sandbox, and what they may never read.
+    pub sandboxing: Sandboxing,
+}
+
+/// The operator's sandbox settings, resolved at start-up.
+#[derive(Debug)]
+pub struct Sandboxing {
+    /// Modes sessions may choose; the first is the default.
+    pub modes: Vec<SandboxMode>,
+    /// Whether sessions may turn the network on (and whether it starts on).
+    pub network: NetworkAccess,
+    /// Reads confined to the system and the session's folders (a server with keys).
+    pub reads: ReadAccess,
+    /// Never readable by a command: the journal's folder, the keys file, the operator's list.
+    pub deny_read: Vec<PathBuf>,
+    /// Every session's own temp folder lives in here (0700; removed at exit).
+    temp_root: tempfile::TempDir,
+}
+
+impl Sandboxing {
+    /// The default a session gets when it asks for nothing.
+    pub fn default_choice(&self) -> SessionSandbox {
+        SessionSandbox { mode: self.modes.first().copied().unwrap_or_default(), network: self.network }
+    }
+
+    /// The session's own temp folder (not created here: the first command creates it, 0700).
+    pub fn temp_directory(&self, session_id: &str) -> PathBuf {
+        // Session ids are made by this server, but never trust a name on a path.
+        let name: String =
+            session_id.chars().map(|c| if c.is_ascii_alphanumeric() || c == '_' { c } else { '-' }).collect();
+        self.temp_root.path().join(name)
+    }
+
+    /// The whole policy of a session that chose `choice`.
+    pub fn policy(&self, choice: SessionSandbox) -> SandboxPolicy {
+        SandboxPolicy {
+            mode: choice.mode,
+            network: choice.network,
+            reads: self.reads,
+            deny_read: self.deny_read.clone(),
+            allow_escalation: self.modes.contains(&SandboxMode::Off),
+            ..SandboxPolicy::default()
+        }
+    }
 }
 
 impl std::fmt::Debug for AppState {
@@ -190,9 +249,25 @@ impl AppState {
             config.default_timeout,
         ));
 
-        let computer: Arc<dyn computer_runtime::ComputerRuntime> =
-            Arc::new(computer_runtime::LocalComputer::default());
-        let services = tool_core::Services::new().with(computer);
+        let sandboxing = sandboxing(&args, &keys, &database_url)?;
+        let computer = Arc::new(computer_runtime::LocalComputer::new(computer_runtime::LocalConfig {
+            process: computer_runtime::process::ProcessConfig {
+                env: args.command_env()?,
+                sandbox: sandbox::SandboxSettings {
+                    enforcement: if args.sandbox_best_effort {
+                        sandbox::Enforcement::BestEffort
+                    } else {
+                        sandbox::Enforcement::Required
+                    },
+                },
+                max_job_lifetime: Duration::from_secs(args.job_lifetime_secs),
+                ..Default::default()
+            },
+            ..Default::default()
+        }));
+        announce_sandbox(&computer, &sandboxing);
+        let services =
+            tool_core::Services::new().with(computer.clone() as Arc<dyn computer_runtime::ComputerRuntime>);
         let mut toolbox = Toolbox::new();
         for (manifest, runtime) in Registry::builtin().runtimes(&services)? {
             if !tools.contains(&manifest.identifier) {
@@ -228,6 +303,8 @@ impl AppState {
             tasks: TaskTracker::new(),
             shutdown: CancellationToken::new(),
             closing: CancellationToken::new(),
+            computer,
+            sandboxing,
         });
         state.devices.spawn_reaper(state.closing.clone());
         if let Some(cluster) = &state.cluster {
@@ -287,6 +364,8 @@ impl AppState {
             user_id: view.user_id.clone(),
             agent_id: view.agent_id.clone(),
             working_directory: view.working_directory.as_ref().map(PathBuf::from),
+            sandbox: self.sandboxing.policy(view.sandbox),
+            temp_directory: Some(self.sandboxing.temp_directory(&view.id)),
             policy: SessionPolicy {
                 mode: view.approval_mode,
                 allow_list: view.allow_list.clone(),
@@ -415,6 +494,54 @@ impl AppState {
             entry.session.cancel();
             self.devices.forget_route(id);
         }
+        // Its background commands die with it, and its temp folder (their output) goes too.
+        let computer = self.computer.clone();
+        let temp = self.sandboxing.temp_directory(id);
+        let owner = id.to_owned();
+        self.tasks.spawn(async move {
+            use computer_runtime::ComputerRuntime as _;
+            computer.end_owner(&owner).await;
+            let _ = tokio::fs::remove_dir_all(temp).await;
+        });
+    }
+
+    /// Checks what a session asks of the sandbox against what the operator allows and what this
+    /// kernel can enforce.
+    ///
+    /// # Errors
+    ///
+    /// 400 with what is allowed.
+    pub fn choose_sandbox(
+        &self,
+        mode: Option<SandboxMode>,
+        network: Option<NetworkAccess>,
+    ) -> Result<SessionSandbox, ApiError> {
+        let default = self.sandboxing.default_choice();
+        let choice = SessionSandbox {
+            mode: mode.unwrap_or(default.mode),
+            network: network.unwrap_or(default.network),
+        };
+        let allowed: Vec<&str> = self.sandboxing.modes.iter().map(|m| m.as_str()).collect();
+        if !self.sandboxing.modes.contains(&choice.mode) {
+            return Err(ApiError::bad_request(format!(
+                "sandbox mode `{}` is not allowed on this server; allowed: {}",
+                choice.mode,
+                allowed.join(", ")
+            )));
+        }
+        if choice.network == NetworkAccess::On
+            && self.sandboxing.network == NetworkAccess::Off
+            && choice.mode != SandboxMode::Off
+        {
+            return Err(ApiError::bad_request(
+                "this server does not let sessions turn the network on for their commands",
+            ));
+        }
+        self.computer
+            .sandbox()
+            .check(&self.sandboxing.policy(choice))
+            .map_err(|error| ApiError::bad_request(error.to_string()))?;
+        Ok(choice)
     }
 
     /// Checks a requested working directory against the workspace roots.
@@ -475,7 +602,48 @@ impl AppState {
             project: None,
             runs_on: RunsOn::Server,
             device_id: None,
+            sandbox: self.sandboxing.default_choice(),
             created_at: now_ms(),
         }
+    }
+}
+
+/// The operator's sandbox settings: what tenants may choose, and what no command may read.
+fn sandboxing(args: &ServeArgs, keys: &Keys, database_url: &str) -> anyhow::Result<Sandboxing> {
+    let mut deny_read = args.sandbox_deny_read.clone();
+    // The journal (and the server's other data beside it) and the keys are never a command's.
+    if let Some(path) = database_url.strip_prefix("sqlite://") {
+        let path = Path::new(path.split('?').next().unwrap_or(path));
+        deny_read.extend(path.parent().filter(|p| !p.as_os_str().is_empty()).map(Path::to_path_buf));
+    }
+    deny_read.extend(args.api_keys_file.clone());
+    let temp_root = tempfile::Builder::new()
+        .prefix("toolhost-sessions-")
+        .permissions(std::os::unix::fs::PermissionsExt::from_mode(0o700))
+        .tempdir()
+        .context("creating the folder for the sessions' temp folders")?;
+    Ok(Sandboxing {
+        modes: args.sandbox_modes(keys),
+        network: args.sandbox_network(keys),
+        // Tenants sharing a machine read only the system and their own folders.
+        reads: if keys.is_open() { ReadAccess::Anywhere } else { ReadAccess::Confined },
+        deny_read,
+        temp_root,
+    })
+}
+
+/// Says at start-up what the kernel can enforce, and warns when the default cannot be.
+fn announce_sandbox(computer: &computer_runtime::LocalComputer, sandboxing: &Sandboxing) {
+    let sandbox = computer.sandbox();
+    let support = sandbox.support();
+    let default = sandboxing.policy(sandboxing.default_choice());
+    let modes: Vec<&str> = sandboxing.modes.iter().map(|m| m.as_str()).collect();
+    let missing = support.missing(&default);
+    if missing.is_empty() {
+        tracing::info!(%support, default = %default.describe(), allowed = %modes.join(","), "commands run sandboxed");
+    } else if sandbox.settings().enforcement == sandbox::Enforcement::BestEffort {
+        tracing::warn!(%support, missing = %missing.join("; "), "the sandbox is only partly enforced on this kernel (best effort allowed)");
+    } else {
+        tracing::warn!(%support, missing = %missing.join("; "), "this kernel cannot enforce the default sandbox: commands will be refused (allow --sandbox-best-effort, or --sandbox-modes off)");
     }
 }

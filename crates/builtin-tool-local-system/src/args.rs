@@ -155,8 +155,7 @@ pub struct RunCommandArgs {
     /// Timeout in milliseconds for a foreground command. Default 60000, maximum 600000.
     #[serde(default)]
     pub timeout: Option<u64>,
-    /// Run outside the session's sandbox. Only after the sandbox denied something the command
-    /// really needs: a person is always asked first, and the session may not allow it at all.
+    /// Run outside the sandbox, only after it denied something the command really needs; a person is always asked first.
     #[serde(default)]
     pub escalate: Option<bool>,
 }

@@ -1,8 +1,8 @@
 //! The manifest: what the model and the policy see.
 
 use tool_core::{
-    ApiSpec, DisplayControl, ExecutionMode, Executor, Intervention, InterventionPolicy, InterventionRule, Matcher,
-    PathParam, Tier, ToolManifest, ToolMeta,
+    ApiSpec, DisplayControl, ExecutionMode, Executor, Intervention, InterventionPolicy, InterventionRule,
+    Matcher, PathParam, Tier, ToolManifest, ToolMeta,
 };
 
 use crate::args::*;

@@ -221,12 +221,14 @@ impl LocalSystemRuntime {
             }
             LocalSystemApi::GetCommandOutput => {
                 let args: CommandIdArgs = parse(api, arguments)?;
-                let state = computer.command_output(&context.session_id, &args.command_id).await.map_err(failure)?;
+                let state =
+                    computer.command_output(&context.session_id, &args.command_id).await.map_err(failure)?;
                 Ok(done(format::output(&state), &state))
             }
             LocalSystemApi::KillCommand => {
                 let args: CommandIdArgs = parse(api, arguments)?;
-                let state = computer.kill_command(&context.session_id, &args.command_id).await.map_err(failure)?;
+                let state =
+                    computer.kill_command(&context.session_id, &args.command_id).await.map_err(failure)?;
                 Ok(done(format::kill(&state), &state))
             }
         }

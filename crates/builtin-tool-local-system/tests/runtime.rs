@@ -161,3 +161,40 @@ async fn relative_paths_need_a_working_directory() {
     let out = runtime.execute("nope", json!({}), &context).await;
     assert_eq!(out.error.unwrap().kind, ErrorKind::UnknownTool);
 }
+
+#[tokio::test]
+async fn escalation_runs_outside_the_sandbox_only_where_the_session_allows_it() {
+    let f = Fixture::new();
+    let outside = tempfile::tempdir().unwrap();
+    let target = outside.path().join("escaped.txt");
+    let command = format!("echo x > {}", target.display());
+
+    // The default sandbox denies the write, and says what to do.
+    let out = f.call("runCommand", json!({"command": command})).await;
+    assert!(!out.success && out.content.contains("denied by the sandbox"), "{}", out.content);
+    // Escalating where the session does not allow it is blocked, and nothing runs.
+    let out = f.call("runCommand", json!({"command": command, "escalate": true})).await;
+    assert_eq!(out.error.as_ref().map(|e| e.kind), Some(ErrorKind::Blocked), "{}", out.content);
+    assert!(out.content.contains("may not run commands outside its sandbox"), "{}", out.content);
+    assert!(!target.exists());
+
+    // A session that allows it (the pipeline has asked a person by then) runs it unboxed.
+    let mut context = f.context();
+    context.sandbox.policy.allow_escalation = true;
+    let out = f.runtime.execute("runCommand", json!({"command": command, "escalate": true}), &context).await;
+    assert!(out.success, "{}", out.content);
+    assert!(target.exists());
+}
+
+#[test]
+fn escalation_always_asks_a_person() {
+    use tool_core::{Intervention, InterventionPolicy};
+    let spec = builtin_tool_local_system::LocalSystemApi::RunCommand.spec();
+    let manifest = builtin_tool_local_system::manifest();
+    let InterventionPolicy::Rules { rules } = manifest.policy_of(&spec) else {
+        panic!("runCommand has rules")
+    };
+    assert_eq!(rules[0].policy, Intervention::Always);
+    assert!(rules[0].matchers.contains_key("escalate"));
+    assert_eq!(rules.last().unwrap().policy, Intervention::Required);
+}

@@ -26,11 +26,13 @@ pub fn audit(name: &str) -> Option<AuditFn> {
 /// working directory has only the temp folders in scope, so everything else asks. The boundary
 /// comes from the session, never from the arguments.
 pub fn path_scope(input: &AuditInput<'_>) -> AuditVerdict {
-    let scope = if input.temp_in_scope {
-        PathScope::for_session(input.working_directory)
+    let mut roots = if input.temp_in_scope {
+        PathScope::for_session(input.working_directory).roots().to_vec()
     } else {
-        PathScope::new(input.working_directory.map(Path::to_path_buf))
+        input.working_directory.map(Path::to_path_buf).into_iter().collect()
     };
+    roots.extend(input.session_temp.map(Path::to_path_buf));
+    let scope = PathScope::new(roots);
     let paths: Vec<&str> =
         input.api.path_params.iter().flat_map(|param| param.select(input.arguments)).collect();
     // Without a working directory a relative path has nothing safe to resolve against (the

@@ -10,7 +10,13 @@ use tool_core::{AuditInput, AuditVerdict};
 fn verdict(api: LocalSystemApi, arguments: Value, working_directory: Option<&Path>) -> AuditVerdict {
     let spec = api.spec();
     let audit = audit("pathScope").expect("pathScope is registered");
-    audit(&AuditInput { api: &spec, arguments: &arguments, working_directory, temp_in_scope: true })
+    audit(&AuditInput {
+        api: &spec,
+        arguments: &arguments,
+        working_directory,
+        temp_in_scope: true,
+        session_temp: None,
+    })
 }
 
 #[test]
@@ -25,6 +31,7 @@ fn a_session_that_excludes_temp_folders_asks_for_them() {
         arguments: &arguments,
         working_directory: Some(work.path()),
         temp_in_scope: true,
+        session_temp: None,
     };
     assert_eq!(audit(&shared), AuditVerdict::Pass);
     let private = AuditInput { temp_in_scope: false, ..shared };
@@ -32,6 +39,14 @@ fn a_session_that_excludes_temp_folders_asks_for_them() {
     let inside = json!({"path": "notes.txt"});
     let private_inside = AuditInput { arguments: &inside, ..private };
     assert_eq!(audit(&private_inside), AuditVerdict::Pass, "the working directory is still inside");
+
+    // The session's own temp folder (its commands' full output) is always inside.
+    let own = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let spill = json!({"path": own.path().join("run-x.log")});
+    let with_own = AuditInput { arguments: &spill, ..private };
+    assert!(matches!(audit(&with_own), AuditVerdict::Flag(_)));
+    let with_own = AuditInput { session_temp: Some(own.path()), ..with_own };
+    assert_eq!(audit(&with_own), AuditVerdict::Pass);
 }
 
 #[test]

@@ -46,6 +46,9 @@ pub struct DeviceConfig {
     pub tools: Option<Vec<String>>,
     /// Only read-tier calls run here; write and exec calls are blocked on the device.
     pub read_only: bool,
+    /// The sandbox this device runs commands in: its own choice, never the server's (default:
+    /// `workspace-write` with the network on, as on a person's own machine).
+    pub sandbox: tool_core::SandboxPolicy,
     /// Wait between reconnection attempts.
     pub reconnect_delay: Duration,
 }
@@ -59,6 +62,7 @@ impl DeviceConfig {
             device_id: device_id.into(),
             tools: None,
             read_only: false,
+            sandbox: tool_core::SandboxPolicy::workspace_write().with_network(tool_core::NetworkAccess::On),
             reconnect_delay: Duration::from_millis(500),
         }
     }
@@ -144,6 +148,7 @@ enum Request {
 struct Shared {
     executor: Executor,
     read_only: bool,
+    sandbox: tool_core::SandboxPolicy,
     requests: Mutex<HashMap<String, Request>>,
     outbox: mpsc::UnboundedSender<DeviceMessage>,
 }
@@ -160,8 +165,13 @@ pub async fn run(
     shutdown: CancellationToken,
 ) -> Result<(), DeviceError> {
     let (outbox, mut outgoing) = mpsc::unbounded_channel();
-    let shared =
-        Arc::new(Shared { executor, read_only: config.read_only, requests: Mutex::default(), outbox });
+    let shared = Arc::new(Shared {
+        executor,
+        read_only: config.read_only,
+        sandbox: config.sandbox.clone(),
+        requests: Mutex::default(),
+        outbox,
+    });
     let tools = config.tools.clone().unwrap_or_else(|| {
         shared.executor.toolbox().tools().iter().map(|t| t.manifest.identifier.clone()).collect()
     });
@@ -304,6 +314,7 @@ fn on_execute(shared: &Arc<Shared>, request: ExecuteRequest) {
             tenant: "device".into(),
             working_directory: request.working_directory.as_ref().map(PathBuf::from),
             policy: SessionPolicy { mode, allow_list: Vec::new(), exclude_temp: false },
+            sandbox: shared.sandbox.clone(),
             active_tools: Some(vec![request.tool.clone()]),
             ..SessionConfig::default()
         });

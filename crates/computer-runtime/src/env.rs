@@ -34,7 +34,8 @@ pub struct EnvPolicy {
 }
 
 /// What a shell and ordinary programs need.
-pub const DEFAULT_INHERIT: &[&str] = &["PATH", "HOME", "LANG", "LANGUAGE", "LC_*", "TERM", "TZ", "USER", "LOGNAME", "SHELL"];
+pub const DEFAULT_INHERIT: &[&str] =
+    &["PATH", "HOME", "LANG", "LANGUAGE", "LC_*", "TERM", "TZ", "USER", "LOGNAME", "SHELL"];
 
 /// Names that hold secrets, or Toolhost's own settings.
 pub const DEFAULT_DENY: &[&str] = &[
@@ -89,7 +90,8 @@ impl EnvPolicy {
     /// The variables of this process that commands inherit (variables that are not UTF-8 are
     /// left out).
     pub fn from_current_process(&self) -> Vec<(OsString, OsString)> {
-        let parent = std::env::vars_os().filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?)));
+        let parent =
+            std::env::vars_os().filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?)));
         self.filter(parent).into_iter().map(|(k, v)| (k.into(), v.into())).collect()
     }
 }

@@ -202,7 +202,11 @@ const DENIAL_MARKERS: &[&str] = &[
 fn sandbox_notice(out: &mut String, state: &RunState, report: &sandbox::Report) {
     use tool_core::sandbox::{NetworkAccess, SandboxMode};
     if !report.missing.is_empty() {
-        let _ = write!(out, "\n[The sandbox could only partly be enforced here: missing {}.]", report.missing.join(", "));
+        let _ = write!(
+            out,
+            "\n[The sandbox could only partly be enforced here: missing {}.]",
+            report.missing.join(", ")
+        );
     }
     let failed = state.exit.as_ref().is_some_and(|exit| !exit.success);
     if !failed || !DENIAL_MARKERS.iter().any(|marker| state.output.text.contains(marker)) {

@@ -737,7 +737,14 @@ impl ProcessManager {
             context: "reading the pid of the new process".into(),
             source: io::Error::other(format!("pid {pid} out of range")),
         })?;
-        Ok(Spawned { child, pid, pgid, file: Arc::new(file), output_path, sandbox: prepared.report().cloned() })
+        Ok(Spawned {
+            child,
+            pid,
+            pgid,
+            file: Arc::new(file),
+            output_path,
+            sandbox: prepared.report().cloned(),
+        })
     }
 
     async fn capture(

@@ -35,7 +35,10 @@ impl Session {
             timeout: Duration::from_secs(20),
             background: false,
             owner: self.id.to_owned(),
-            sandbox: CallSandbox { policy: SandboxPolicy::workspace_write(), temp_directory: Some(self.temp.clone()) },
+            sandbox: CallSandbox {
+                policy: SandboxPolicy::workspace_write(),
+                temp_directory: Some(self.temp.clone()),
+            },
         }
     }
 
@@ -75,9 +78,17 @@ async fn jobs_belong_to_their_session() {
         assert!(listed.contains(&job_b) && !listed.contains(&job_a), "{message}");
     }
     // A's job is untouched by B's tries.
-    tokio::time::sleep(Duration::from_millis(100)).await;
-    let polled = m.output(a.id, &job_a).await.unwrap();
-    assert!(polled.running && polled.new_output.text.contains("from-a"), "{polled:?}");
+    let mut seen = String::new();
+    let mut polled = m.output(a.id, &job_a).await.unwrap();
+    for _ in 0..200 {
+        seen.push_str(&polled.new_output.text);
+        if seen.contains("from-a") {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+        polled = m.output(a.id, &job_a).await.unwrap();
+    }
+    assert!(polled.running && seen.contains("from-a"), "{polled:?}");
 
     // Ending A kills A's jobs only, and deletes their output.
     let spill = polled.output_path.clone();

@@ -231,7 +231,10 @@ impl Sandbox {
                 syscalls: !filters.is_empty(),
                 missing,
             };
-            Ok(Prepared { inner: Some(std::sync::Arc::new(Inner { landlock, filters })), report: Some(report) })
+            Ok(Prepared {
+                inner: Some(std::sync::Arc::new(Inner { landlock, filters })),
+                report: Some(report),
+            })
         }
         #[cfg(not(target_os = "linux"))]
         {

@@ -161,8 +161,11 @@ const NAMESPACE_FLAGS: [libc::c_int; 7] = [
 /// Unix ones fail with `EACCES`; `clone3` fails with `ENOSYS` so that the C library falls back to
 /// `clone`, whose flags a filter can see.
 pub fn filters(network: NetworkAccess) -> Result<Vec<BpfProgram>, SandboxError> {
-    let arch = target_arch().ok_or_else(|| SandboxError::Setup("seccomp: unsupported architecture".into()))?;
-    let setup = |error: seccompiler::BackendError| SandboxError::Setup(format!("building the seccomp filter: {error}"));
+    let arch =
+        target_arch().ok_or_else(|| SandboxError::Setup("seccomp: unsupported architecture".into()))?;
+    let setup = |error: seccompiler::BackendError| {
+        SandboxError::Setup(format!("building the seccomp filter: {error}"))
+    };
     let condition = |arg: u8, op: SeccompCmpOp, value: u64| {
         SeccompCondition::new(arg, SeccompCmpArgLen::Dword, op, value).map_err(setup)
     };
@@ -172,7 +175,8 @@ pub fn filters(network: NetworkAccess) -> Result<Vec<BpfProgram>, SandboxError> 
     let mut clone_rules = Vec::new();
     for flag in NAMESPACE_FLAGS {
         let flag = u64::from(flag.cast_unsigned());
-        clone_rules.push(SeccompRule::new(vec![condition(0, SeccompCmpOp::MaskedEq(flag), flag)?]).map_err(setup)?);
+        clone_rules
+            .push(SeccompRule::new(vec![condition(0, SeccompCmpOp::MaskedEq(flag), flag)?]).map_err(setup)?);
     }
     denied.insert(libc::SYS_clone, clone_rules);
     let eperm = SeccompAction::Errno(libc::EPERM.cast_unsigned());

@@ -13,8 +13,18 @@ use crate::Layout;
 
 /// What programs need to read on a confined machine: binaries, libraries, configuration, the
 /// process's own view of itself.
-pub const SYSTEM_READ: &[&str] =
-    &["/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc", "/proc", "/sys/devices/system/cpu"];
+pub const SYSTEM_READ: &[&str] = &[
+    "/usr",
+    "/bin",
+    "/sbin",
+    "/lib",
+    "/lib32",
+    "/lib64",
+    "/libx32",
+    "/etc",
+    "/proc",
+    "/sys/devices/system/cpu",
+];
 
 /// Never readable by a sandboxed command, whatever the policy.
 pub const SYSTEM_SECRETS: &[&str] = &[
@@ -29,7 +39,8 @@ pub const SYSTEM_SECRETS: &[&str] = &[
 ];
 
 /// Devices every program may open for reading and writing.
-pub const DEVICES: &[&str] = &["/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom", "/dev/tty"];
+pub const DEVICES: &[&str] =
+    &["/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom", "/dev/tty"];
 
 /// The paths a policy grants for one command; every path is canonical and exists.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -104,7 +115,10 @@ fn expand_all(roots: &[&Path], denied: &[PathBuf]) -> Vec<PathBuf> {
     }
     // A tree inside another granted tree adds nothing.
     let all: Vec<PathBuf> = out.into_iter().collect();
-    all.iter().filter(|path| !all.iter().any(|other| other != *path && path.starts_with(other))).cloned().collect()
+    all.iter()
+        .filter(|path| !all.iter().any(|other| other != *path && path.starts_with(other)))
+        .cloned()
+        .collect()
 }
 
 /// Deep enough for any real path to a denied folder; a deeper one is left out whole (closed).
@@ -140,7 +154,11 @@ mod tests {
     use super::*;
 
     fn layout(dir: &Path) -> Layout {
-        Layout { working_directory: dir.join("work"), temp_directory: Some(dir.join("tmp")), output_files: vec![] }
+        Layout {
+            working_directory: dir.join("work"),
+            temp_directory: Some(dir.join("tmp")),
+            output_files: vec![],
+        }
     }
 
     #[test]
@@ -177,6 +195,9 @@ mod tests {
         let grants = Grants::of(&SandboxPolicy::read_only(), &layout(dir.path()));
         assert!(grants.write.is_empty());
         assert!(grants.files.contains(&PathBuf::from("/dev/null")));
-        assert_eq!(Grants::of(&SandboxPolicy::off().with_network(NetworkAccess::On), &layout(dir.path())), Grants::default());
+        assert_eq!(
+            Grants::of(&SandboxPolicy::off().with_network(NetworkAccess::On), &layout(dir.path())),
+            Grants::default()
+        );
     }
 }

@@ -46,7 +46,8 @@ impl Box_ {
         command.args(["-c", script]).current_dir(&self.work).env("OUT", &self.outside);
         prepared.install(&mut command);
         let output = command.output().unwrap();
-        let text = format!("{}{}", String::from_utf8_lossy(&output.stdout), String::from_utf8_lossy(&output.stderr));
+        let text =
+            format!("{}{}", String::from_utf8_lossy(&output.stdout), String::from_utf8_lossy(&output.stderr));
         (output.status.code().unwrap_or(-1), text)
     }
 
@@ -95,7 +96,9 @@ fn writes_outside_fail_by_every_road() {
     ] {
         let text = b.denied(&write(), &script);
         assert!(
-            text.contains("Permission denied") || text.contains("Operation not permitted") || text.contains("Invalid cross-device link"),
+            text.contains("Permission denied")
+                || text.contains("Operation not permitted")
+                || text.contains("Invalid cross-device link"),
             "`{script}` printed: {text}"
         );
     }
@@ -158,7 +161,10 @@ fn the_network_is_off_unless_turned_on() {
     let text = b.ok(&write().with_network(NetworkAccess::On), &connect);
     assert!(text.contains("connected"));
     // Unix sockets (local IPC) still work with the network off.
-    let text = b.ok(&write(), "python3 -c 'import socket; s = socket.socket(socket.AF_UNIX); s.bind(\"sock\"); print(\"unix ok\")'");
+    let text = b.ok(
+        &write(),
+        "python3 -c 'import socket; s = socket.socket(socket.AF_UNIX); s.bind(\"sock\"); print(\"unix ok\")'",
+    );
     assert!(text.contains("unix ok"), "{text}");
 }
 

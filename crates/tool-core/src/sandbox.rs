@@ -79,6 +79,23 @@ pub enum NetworkAccess {
     On,
 }
 
+/// The error of parsing a [`NetworkAccess`].
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unknown network setting `{0}`; use on or off")]
+pub struct UnknownNetworkAccess(pub String);
+
+impl FromStr for NetworkAccess {
+    type Err = UnknownNetworkAccess;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "off" => Ok(Self::Off),
+            "on" => Ok(Self::On),
+            other => Err(UnknownNetworkAccess(other.to_owned())),
+        }
+    }
+}
+
 /// What a session's commands may read when the sandbox is on.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]

@@ -71,6 +71,8 @@ pub struct AuditInput<'a> {
     /// Whether the system temp folders count as inside the session: yes on a person's own
     /// machine, no on a server whose tenants share them.
     pub temp_in_scope: bool,
+    /// The session's own temp folder (where its commands' full output is kept): always inside.
+    pub session_temp: Option<&'a Path>,
 }
 
 /// What a dynamic audit decided.

@@ -108,6 +108,8 @@ pub struct DecisionInput<'a> {
     pub policy: &'a SessionPolicy,
     /// The session's working directory.
     pub working_directory: Option<&'a Path>,
+    /// The session's own temp folder.
+    pub temp_directory: Option<&'a Path>,
 }
 
 fn from_intervention(intervention: Intervention, reason: impl Into<String>, run_as: &'static str) -> Verdict {
@@ -152,6 +154,7 @@ pub fn decide(toolbox: &Toolbox, input: &DecisionInput<'_>) -> Verdict {
                     arguments: input.arguments,
                     working_directory: input.working_directory,
                     temp_in_scope: !input.policy.exclude_temp,
+                    session_temp: input.temp_directory,
                 };
                 // An audit that panics fails closed: the call asks.
                 std::panic::catch_unwind(|| audit_fn(&audit_input))

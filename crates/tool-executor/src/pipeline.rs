@@ -13,7 +13,9 @@ use journal::{
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use tool_core::provider::drop_null_fields;
-use tool_core::{CallContext, ErrorKind, NestedCaller, ProgressSink, Tier, ToolNames, ToolOutput};
+use tool_core::{
+    CallContext, CallSandbox, ErrorKind, NestedCaller, ProgressSink, Tier, ToolNames, ToolOutput,
+};
 
 use crate::approval::{
     ApprovalBroker, ApprovalMode, ApprovalRequest, Decided, Decision, DecisionInput, LocalBroker, Verdict,
@@ -776,6 +778,7 @@ impl Executor {
                         tier: toolbox.tier_of(&compiled.spec, &new),
                         policy: &session.config.policy,
                         working_directory: session.config.working_directory.as_deref(),
+                        temp_directory: session.config.temp_directory.as_deref(),
                     };
                     if !matches!(decide(toolbox, &input), Verdict::Run(_)) {
                         let reason = "a hook rewrote the arguments into a call that would need approval";
@@ -913,6 +916,10 @@ impl Executor {
             .with_progress(progress);
         context.user_id = session.config.user_id.clone();
         context.working_directory = session.config.working_directory.clone();
+        context.sandbox = CallSandbox {
+            policy: session.config.sandbox.clone(),
+            temp_directory: session.config.temp_directory.clone(),
+        };
         context.cancel = session.cancel.child_token();
         context.nested = Some(nested);
         context
@@ -1051,6 +1058,7 @@ impl Executor {
             tier,
             policy: &session.config.policy,
             working_directory: session.config.working_directory.as_deref(),
+            temp_directory: session.config.temp_directory.as_deref(),
         };
         let granted = |session: &Session, decision: &str, by: &str| {
             session.emit(Event::PermissionGranted {

@@ -12,7 +12,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use tokio::sync::broadcast;
 use tokio_util::sync::CancellationToken;
-use tool_core::{ToolError, ToolNames, ToolOutput};
+use tool_core::{SandboxPolicy, ToolError, ToolNames, ToolOutput};
 
 use crate::approval::SessionPolicy;
 use crate::events::Event;
@@ -36,6 +36,13 @@ pub struct SessionConfig {
     /// Approval mode and allow-list.
     #[serde(default)]
     pub policy: SessionPolicy,
+    /// The sandbox its commands run in (workspace-write without network unless opened otherwise).
+    #[serde(default)]
+    pub sandbox: SandboxPolicy,
+    /// The session's own temp folder: its commands' `TMPDIR` and full outputs, inside its path
+    /// scope and writable in its sandbox.
+    #[serde(default)]
+    pub temp_directory: Option<PathBuf>,
     /// Run every call alone, in the model's order.
     #[serde(default)]
     pub sequential: bool,

@@ -30,6 +30,12 @@ struct Args {
     /// Run only read-tier calls; block writes and commands.
     #[arg(long)]
     read_only: bool,
+    /// The sandbox commands run in here: `workspace-write` (default), `read-only` or `off`.
+    #[arg(long, env = "TOOLHOST_DEVICE_SANDBOX", default_value = "workspace-write")]
+    sandbox: tool_core::SandboxMode,
+    /// Whether sandboxed commands may use the network (`on` by default: this is your machine).
+    #[arg(long, env = "TOOLHOST_DEVICE_NETWORK", default_value = "on")]
+    network: tool_core::NetworkAccess,
 }
 
 #[tokio::main]
@@ -46,6 +52,8 @@ async fn main() -> anyhow::Result<()> {
     config.api_key = args.api_key;
     config.tools = (!args.tools.is_empty()).then_some(args.tools);
     config.read_only = args.read_only;
+    config.sandbox = tool_core::SandboxPolicy { mode: args.sandbox, ..tool_core::SandboxPolicy::default() }
+        .with_network(args.network);
     config.reconnect_delay = Duration::from_secs(1);
     let shutdown = CancellationToken::new();
     let stop = shutdown.clone();

@@ -1,0 +1,218 @@
+//! A hostile tenant against the real `toolhost-server` binary, started with two tenants and an
+//! environment full of secrets: every try is refused, and the refusal shows in the result or the
+//! status code.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+const SECRET_VALUES: [&str; 4] = ["hunter2-db", "tok-3f9a", "redis-pw-77", "acme:"];
+
+struct Server {
+    child: Child,
+    base: String,
+    client: reqwest::Client,
+    _dir: tempfile::TempDir,
+    data: PathBuf,
+    root_a: PathBuf,
+    root_b: PathBuf,
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+impl Server {
+    async fn start() -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let root = std::fs::canonicalize(dir.path()).unwrap();
+        let (data, root_a, root_b) = (root.join("data"), root.join("acme"), root.join("globex"));
+        for folder in [&data, &root_a, &root_b] {
+            std::fs::create_dir_all(folder).unwrap();
+        }
+        std::fs::write(root_a.join("secret.txt"), "acme's secret\n").unwrap();
+        let keys = [
+            toolhost_server::auth::stored_form("acme", "key-acme"),
+            toolhost_server::auth::stored_form("globex", "key-globex"),
+        ]
+        .join(",");
+        let port = free_port();
+        let base = format!("http://127.0.0.1:{port}");
+        let child = Command::new(env!("CARGO_BIN_EXE_toolhost-server"))
+            .env("TOOLHOST_LISTEN", format!("127.0.0.1:{port}"))
+            .env("TOOLHOST_DATABASE_URL", format!("sqlite://{}/journal.db", data.display()))
+            .env("TOOLHOST_API_KEYS", &keys)
+            .env("TOOLHOST_WORKSPACE_ROOTS", format!("{},{}", root_a.display(), root_b.display()))
+            // What an operator has lying around in the server's environment.
+            .env("DATABASE_PASSWORD", "hunter2-db")
+            .env("SERVICE_TOKEN", "tok-3f9a")
+            .env("CACHE", "redis://:redis-pw-77@127.0.0.1:6379/0")
+            .env("RUST_LOG", "warn")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let client = reqwest::Client::builder().no_proxy().build().unwrap();
+        let server = Self { child, base, client, _dir: dir, data, root_a, root_b };
+        for _ in 0..400 {
+            if server.client.get(format!("{}/healthz", server.base)).send().await.is_ok() {
+                return server;
+            }
+            tokio::time::sleep(Duration::from_millis(25)).await;
+        }
+        panic!("the server did not start");
+    }
+
+    async fn request(
+        &self,
+        key: &str,
+        method: reqwest::Method,
+        path: &str,
+        body: Option<Value>,
+    ) -> (u16, Value) {
+        let mut request = self.client.request(method, format!("{}{path}", self.base)).bearer_auth(key);
+        if let Some(body) = body {
+            request = request.json(&body);
+        }
+        let response = request.send().await.unwrap();
+        let status = response.status().as_u16();
+        (status, response.json().await.unwrap_or(Value::Null))
+    }
+
+    async fn session(&self, key: &str, body: Value) -> (u16, Value) {
+        self.request(key, reqwest::Method::POST, "/v1/sessions", Some(body)).await
+    }
+
+    /// A session that runs commands without asking (so the sandbox is what stands in the way).
+    async fn open(&self, key: &str, root: &Path) -> String {
+        let (status, view) =
+            self.session(key, json!({"working_directory": root, "approval_mode": "auto_run"})).await;
+        assert_eq!(status, 201, "{view}");
+        assert_eq!(view["sandbox"], json!({"mode": "workspace-write", "network": "off"}), "{view}");
+        view["id"].as_str().unwrap().to_owned()
+    }
+
+    async fn call(&self, key: &str, session: &str, name: &str, arguments: Value) -> Value {
+        let id = format!("c{}", free_port());
+        let body = json!({"calls": [{"id": id, "name": name, "arguments": arguments.to_string()}]});
+        let (status, response) = self
+            .request(key, reqwest::Method::POST, &format!("/v1/sessions/{session}/calls"), Some(body))
+            .await;
+        assert_eq!(status, 200, "{response}");
+        response["results"][0].clone()
+    }
+
+    async fn run(&self, key: &str, session: &str, command: &str) -> Value {
+        self.call(key, session, "runCommand", json!({"command": command})).await
+    }
+}
+
+fn content(result: &Value) -> &str {
+    result["output"]["content"].as_str().unwrap_or_default()
+}
+
+fn succeeded(result: &Value) -> bool {
+    result["status"] == "executed"
+}
+
+#[tokio::test]
+async fn a_hostile_tenant_gets_its_folder_and_nothing_else() {
+    let server = Server::start().await;
+    let acme = server.open("key-acme", &server.root_a).await;
+    let globex = server.open("key-globex", &server.root_b).await;
+
+    // The server's environment stays the server's.
+    let env = server.run("key-globex", &globex, "env").await;
+    assert!(succeeded(&env), "{env}");
+    for secret in SECRET_VALUES {
+        assert!(!content(&env).contains(secret), "`{secret}` leaked: {}", content(&env));
+    }
+    assert!(!content(&env).contains("TOOLHOST_"), "{}", content(&env));
+
+    // Another tenant's folder can be neither read nor written.
+    let secret = server.root_a.join("secret.txt");
+    let read = server.run("key-globex", &globex, &format!("cat {}", secret.display())).await;
+    assert!(!succeeded(&read) && content(&read).contains("Permission denied"), "{read}");
+    let write = server
+        .run("key-globex", &globex, &format!("echo owned > {}/planted.txt", server.root_a.display()))
+        .await;
+    assert!(!succeeded(&write), "{write}");
+    assert!(content(&write).contains("denied by the sandbox"), "the model is told why: {write}");
+    assert!(!server.root_a.join("planted.txt").exists());
+    // Nor the server's journal and data, nor the shared temp folder.
+    for target in [server.data.display().to_string(), "/tmp".to_owned()] {
+        let listed = server.run("key-globex", &globex, &format!("ls {target}")).await;
+        assert!(!succeeded(&listed), "{target}: {listed}");
+    }
+    // Its own folder works as it should.
+    let own = server
+        .run(
+            "key-globex",
+            &globex,
+            "echo mine > notes.txt && cat notes.txt && echo tmp > $TMPDIR/x && cat $TMPDIR/x",
+        )
+        .await;
+    assert!(succeeded(&own) && content(&own).contains("mine"), "{own}");
+
+    // Jobs: ids cannot be guessed, and another tenant's id is not found.
+    let started = server
+        .call(
+            "key-acme",
+            &acme,
+            "runCommand",
+            json!({"command": "echo acme-job; sleep 30", "background": true}),
+        )
+        .await;
+    assert!(succeeded(&started), "{started}");
+    let job = started["output"]["state"]["command_id"].as_str().unwrap().to_owned();
+    assert!(job.len() > 20, "{job}");
+    for api in ["getCommandOutput", "killCommand"] {
+        let stolen = server.call("key-globex", &globex, api, json!({"commandId": job})).await;
+        assert_eq!(stolen["output"]["error"]["kind"], "not_found", "{stolen}");
+        assert!(!content(&stolen).contains("are: cmd-"), "no ids are listed: {stolen}");
+    }
+    let polled = server.call("key-acme", &acme, "getCommandOutput", json!({"commandId": job})).await;
+    assert!(content(&polled).contains("still running") && content(&polled).contains("acme-job"), "{polled}");
+
+    // A signal cannot reach another tenant's process either.
+    let pid = started["output"]["state"]["pid"].as_u64().unwrap();
+    let kill = server.run("key-globex", &globex, &format!("kill -9 -{pid} || kill -9 {pid}")).await;
+    assert!(!succeeded(&kill), "{kill}");
+    let polled = server.call("key-acme", &acme, "getCommandOutput", json!({"commandId": job})).await;
+    assert!(content(&polled).contains("still running"), "{polled}");
+
+    // Keyed tenants cannot turn the sandbox off or the network on.
+    let (status, body) = server
+        .session("key-globex", json!({"working_directory": server.root_b, "sandbox": {"mode": "off"}}))
+        .await;
+    assert_eq!(status, 400, "{body}");
+    assert!(body["error"]["message"].as_str().unwrap().contains("not allowed on this server"), "{body}");
+    let (status, body) = server
+        .session("key-globex", json!({"working_directory": server.root_b, "sandbox": {"network": "on"}}))
+        .await;
+    assert_eq!(status, 400, "{body}");
+
+    // Ending a session kills its jobs.
+    let (status, _) =
+        server.request("key-acme", reqwest::Method::DELETE, &format!("/v1/sessions/{acme}"), None).await;
+    assert_eq!(status, 200);
+    let mut gone = false;
+    for _ in 0..100 {
+        if !Path::new(&format!("/proc/{pid}")).exists() {
+            gone = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(gone, "the ended session's job {pid} is still running");
+}
