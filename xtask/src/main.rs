@@ -55,6 +55,7 @@ fn run() -> Result<()> {
             // Every benchmark whose numbers are in docs/benchmarks.md.
             for (package, bench) in [
                 ("computer-runtime", "files"),
+                ("sandbox", "overhead"),
                 ("journal", "journal"),
                 ("tool-executor", "pipeline"),
                 ("toolhost-server", "load"),

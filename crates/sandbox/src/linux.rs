@@ -7,7 +7,8 @@ use std::collections::BTreeMap;
 use std::io;
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::path::Path;
-use std::sync::OnceLock;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 
 use landlock::{
     ABI, Access, AccessFs, AccessNet, CompatLevel, Compatible, PathBeneath, PathFd, Ruleset, RulesetAttr,
@@ -87,6 +88,10 @@ pub fn ruleset(grants: &Grants, network: NetworkAccess, version: u8) -> Result<O
         let read = AccessFs::from_read(abi);
         let all = AccessFs::from_all(abi);
         let file = AccessFs::from_file(abi);
+        // The system trees are opened once per resolved set and shared by every command.
+        for (fd, is_dir) in system_fds(&grants.system).iter() {
+            created = created.add_rule(PathBeneath::new(fd, if *is_dir { read } else { read & file }))?;
+        }
         for (paths, access) in [(&grants.read, read), (&grants.write, all), (&grants.files, all)] {
             for path in paths {
                 let Ok(fd) = PathFd::new(path) else { continue };
@@ -102,6 +107,23 @@ pub fn ruleset(grants: &Grants, network: NetworkAccess, version: u8) -> Result<O
         Ok(None) => Err(SandboxError::Setup("the kernel created no Landlock ruleset".into())),
         Err(error) => Err(SandboxError::Setup(format!("building the Landlock ruleset: {error}"))),
     }
+}
+
+type SystemFds = Arc<Vec<(PathFd, bool)>>;
+
+/// Descriptors (`O_PATH`) of a resolved system read set, kept while the set is in use.
+fn system_fds(system: &Arc<[PathBuf]>) -> SystemFds {
+    static CACHE: Mutex<Vec<(Arc<[PathBuf]>, SystemFds)>> = Mutex::new(Vec::new());
+    let mut cache = CACHE.lock().unwrap_or_else(PoisonError::into_inner);
+    if let Some((_, fds)) = cache.iter().find(|(set, _)| Arc::ptr_eq(set, system)) {
+        return fds.clone();
+    }
+    let fds: SystemFds =
+        Arc::new(system.iter().filter_map(|path| Some((PathFd::new(path).ok()?, is_dir(path)))).collect());
+    // Sets the path cache has replaced are dropped with their descriptors.
+    cache.retain(|(set, _)| Arc::strong_count(set) > 1);
+    cache.push((system.clone(), fds.clone()));
+    fds
 }
 
 fn is_dir(path: &Path) -> bool {

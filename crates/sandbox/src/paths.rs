@@ -6,6 +6,8 @@
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant};
 
 use tool_core::sandbox::{ReadAccess, SandboxMode, SandboxPolicy};
 
@@ -42,10 +44,14 @@ pub const SYSTEM_SECRETS: &[&str] = &[
 pub const DEVICES: &[&str] =
     &["/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom", "/dev/tty"];
 
-/// The paths a policy grants for one command; every path is canonical and exists.
+/// The paths a policy grants for one command; every path is canonical and existed when it was
+/// resolved.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Grants {
-    /// Readable (and executable) trees.
+    /// Readable (and executable) system trees: the same for every command of a policy, so they
+    /// are resolved once and shared (see [`system_reads`]).
+    pub system: Arc<[PathBuf]>,
+    /// Readable (and executable) trees of the session.
     pub read: Vec<PathBuf>,
     /// Readable and writable trees.
     pub write: Vec<PathBuf>,
@@ -59,13 +65,7 @@ impl Grants {
         if policy.mode == SandboxMode::Off {
             return Self::default();
         }
-        let denied: Vec<PathBuf> = policy
-            .deny_read
-            .iter()
-            .map(PathBuf::as_path)
-            .chain(SYSTEM_SECRETS.iter().map(Path::new))
-            .filter_map(canonical)
-            .collect();
+        let (system, denied) = system_reads(policy.reads, &policy.deny_read);
 
         let mut writable: Vec<&Path> = Vec::new();
         if policy.mode == SandboxMode::WorkspaceWrite {
@@ -73,19 +73,12 @@ impl Grants {
             writable.extend(layout.temp_directory.as_deref());
             writable.extend(policy.writable_roots.iter().map(PathBuf::as_path));
         }
-        let mut readable: Vec<&Path> = match policy.reads {
-            ReadAccess::Anywhere => vec![Path::new("/")],
-            ReadAccess::Confined => {
-                let mut own: Vec<&Path> = SYSTEM_READ.iter().map(Path::new).collect();
-                own.push(&layout.working_directory);
-                own.extend(layout.temp_directory.as_deref());
-                own.extend(policy.readable_roots.iter().map(PathBuf::as_path));
-                own
-            }
-        };
-        // What a command may write it may read back.
-        readable.extend(writable.iter().copied());
-
+        let mut readable: Vec<&Path> = Vec::new();
+        if policy.reads == ReadAccess::Confined {
+            readable.push(&layout.working_directory);
+            readable.extend(layout.temp_directory.as_deref());
+            readable.extend(policy.readable_roots.iter().map(PathBuf::as_path));
+        }
         let write = expand_all(&writable, &denied);
         let read = expand_all(&readable, &denied)
             .into_iter()
@@ -99,8 +92,53 @@ impl Grants {
             .collect::<BTreeSet<_>>()
             .into_iter()
             .collect();
-        Self { read, write, files }
+        Self { system, read, write, files }
     }
+
+    /// Every readable tree, system and session.
+    pub fn readable(&self) -> impl Iterator<Item = &PathBuf> {
+        self.system.iter().chain(&self.read)
+    }
+}
+
+/// How long a resolved system read set is reused: an entry made in `/` or `/etc` after that is
+/// simply not readable until then (closed, never open).
+const SYSTEM_TTL: Duration = Duration::from_secs(10);
+
+type SystemKey = (ReadAccess, Vec<PathBuf>);
+type SystemEntry = (Instant, Arc<[PathBuf]>, Arc<[PathBuf]>);
+
+/// The system trees readable under `reads` with `deny_read` (and [`SYSTEM_SECRETS`]) carved out,
+/// and the canonical denied paths. Resolving them walks `/` and `/etc`, which costs milliseconds:
+/// it is done once per policy and reused for [`SYSTEM_TTL`].
+pub fn system_reads(reads: ReadAccess, deny_read: &[PathBuf]) -> (Arc<[PathBuf]>, Arc<[PathBuf]>) {
+    static CACHE: Mutex<Vec<(SystemKey, SystemEntry)>> = Mutex::new(Vec::new());
+    let key: SystemKey = (reads, deny_read.to_vec());
+    let mut cache = CACHE.lock().unwrap_or_else(PoisonError::into_inner);
+    if let Some((_, (at, system, denied))) = cache.iter().find(|(k, _)| *k == key)
+        && at.elapsed() < SYSTEM_TTL
+    {
+        return (system.clone(), denied.clone());
+    }
+    let denied: Vec<PathBuf> = deny_read
+        .iter()
+        .map(PathBuf::as_path)
+        .chain(SYSTEM_SECRETS.iter().map(Path::new))
+        .filter_map(canonical)
+        .collect();
+    let roots: Vec<&Path> = match reads {
+        ReadAccess::Anywhere => vec![Path::new("/")],
+        ReadAccess::Confined => SYSTEM_READ.iter().map(Path::new).collect(),
+    };
+    let system: Arc<[PathBuf]> = expand_all(&roots, &denied).into();
+    let denied: Arc<[PathBuf]> = denied.into();
+    cache.retain(|(k, _)| *k != key);
+    // A handful of policies per process at most; keep the cache from growing with odd ones.
+    if cache.len() >= 8 {
+        cache.remove(0);
+    }
+    cache.push((key, (Instant::now(), system.clone(), denied.clone())));
+    (system, denied)
 }
 
 fn canonical(path: &Path) -> Option<PathBuf> {
@@ -113,12 +151,15 @@ fn expand_all(roots: &[&Path], denied: &[PathBuf]) -> Vec<PathBuf> {
     for root in roots.iter().filter_map(|root| canonical(root)) {
         expand(root, denied, &mut out, 0);
     }
-    // A tree inside another granted tree adds nothing.
-    let all: Vec<PathBuf> = out.into_iter().collect();
-    all.iter()
-        .filter(|path| !all.iter().any(|other| other != *path && path.starts_with(other)))
-        .cloned()
-        .collect()
+    // A tree inside another granted tree adds nothing. Paths sort component by component, so a
+    // tree's descendants follow it directly.
+    let mut kept: Vec<PathBuf> = Vec::with_capacity(out.len());
+    for path in out {
+        if !kept.last().is_some_and(|last| path.starts_with(last)) {
+            kept.push(path);
+        }
+    }
+    kept
 }
 
 /// Deep enough for any real path to a denied folder; a deeper one is left out whole (closed).
@@ -138,8 +179,13 @@ fn expand(root: PathBuf, denied: &[PathBuf], out: &mut BTreeSet<PathBuf>, depth:
         return;
     }
     for entry in entries.flatten() {
-        // Entries are resolved: a link to the denied folder must not grant it.
-        if let Some(path) = canonical(&entry.path()) {
+        // `root` is canonical, so only a link needs resolving (the file type comes with the
+        // directory entry, without a system call): a link to the denied folder must not grant it.
+        let path = match entry.file_type() {
+            Ok(kind) if !kind.is_symlink() => Some(entry.path()),
+            _ => canonical(&entry.path()),
+        };
+        if let Some(path) = path {
             expand(path, denied, out, depth + 1);
         }
     }
@@ -181,11 +227,11 @@ mod tests {
         for granted in [root.join("data/keep"), root.join("other")] {
             assert!(grants.read.contains(&granted), "{granted:?} in {:?}", grants.read);
         }
-        assert!(!grants.read.iter().any(|p| p.starts_with(root.join("data/journal"))), "{:?}", grants.read);
+        assert!(!grants.readable().any(|p| p.starts_with(root.join("data/journal"))), "{:?}", grants.read);
         assert!(!grants.read.contains(&root), "the parent itself is not granted whole");
         // The system secrets are carved out of /etc.
-        assert!(!grants.read.iter().any(|p| p == Path::new("/etc") || p.starts_with("/etc/ssh")));
-        assert!(grants.read.iter().any(|p| p == Path::new("/etc/passwd")));
+        assert!(!grants.readable().any(|p| p == Path::new("/etc") || p.starts_with("/etc/ssh")));
+        assert!(grants.readable().any(|p| p == Path::new("/etc/passwd")));
     }
 
     #[test]
