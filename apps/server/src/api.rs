@@ -255,7 +255,7 @@ async fn create_session(
 ) -> Result<(StatusCode, Json<SessionView>), ApiError> {
     let mut view = state.new_view(fresh_id("ses"));
     if let Some(dir) = &request.working_directory {
-        view.working_directory = Some(state.check_working_directory(dir, request.runs_on)?);
+        view.working_directory = Some(state.check_working_directory(&tenant, dir, request.runs_on)?);
     } else if request.runs_on == RunsOn::Server
         && !state.keys.is_open()
         && !state.args.workspace_roots.is_empty()

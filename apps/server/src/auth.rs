@@ -78,6 +78,14 @@ impl Keys {
         Ok(Self(Arc::new(keys)))
     }
 
+    /// The tenants the keys belong to, sorted, without repeats.
+    pub fn tenants(&self) -> Vec<&str> {
+        let mut tenants: Vec<&str> = self.0.iter().map(|entry| entry.tenant.as_str()).collect();
+        tenants.sort_unstable();
+        tenants.dedup();
+        tenants
+    }
+
     /// Whether no key is configured (the server is open).
     pub fn is_open(&self) -> bool {
         self.0.is_empty()

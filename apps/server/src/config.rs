@@ -40,6 +40,66 @@ pub enum Command {
     },
 }
 
+/// A folder sessions may work in, and whose sessions.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WorkspaceRoot {
+    /// Whose sessions may work in it.
+    pub owner: RootOwner,
+    /// The folder.
+    pub path: PathBuf,
+}
+
+/// Whose sessions may work in a workspace root.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RootOwner {
+    /// One tenant's (`TENANT=PATH`).
+    Tenant(String),
+    /// Every tenant's, on purpose (`*=PATH`).
+    Shared,
+    /// A plain `PATH`: every tenant's, allowed only while the keys name one tenant.
+    Unnamed,
+}
+
+impl WorkspaceRoot {
+    /// A root for one tenant.
+    pub fn of(tenant: &str, path: impl Into<PathBuf>) -> Self {
+        Self { owner: RootOwner::Tenant(tenant.to_owned()), path: path.into() }
+    }
+
+    /// A root shared by every tenant.
+    pub fn shared(path: impl Into<PathBuf>) -> Self {
+        Self { owner: RootOwner::Shared, path: path.into() }
+    }
+
+    /// Whether `tenant`'s sessions may work in it.
+    pub fn admits(&self, tenant: &str) -> bool {
+        match &self.owner {
+            RootOwner::Tenant(owner) => owner == tenant,
+            RootOwner::Shared | RootOwner::Unnamed => true,
+        }
+    }
+}
+
+impl std::str::FromStr for WorkspaceRoot {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        // A path is absolute, so a leading `NAME=` can only be a tenant.
+        match s.split_once('=') {
+            Some(("*", path)) => Ok(Self::shared(path)),
+            Some((tenant, path)) if !tenant.starts_with('/') => {
+                if tenant.is_empty()
+                    || !tenant.chars().all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))
+                {
+                    return Err(format!("workspace root `{s}`: tenants are letters, digits, - _ ."));
+                }
+                Ok(Self::of(tenant, path))
+            }
+            _ => Ok(Self { owner: RootOwner::Unnamed, path: PathBuf::from(s) }),
+        }
+    }
+}
+
 /// How the server runs.
 #[derive(Debug, Clone, Args)]
 pub struct ServeArgs {
@@ -61,10 +121,12 @@ pub struct ServeArgs {
     /// Disable a tool (repeatable, or comma-separated).
     #[arg(long = "disable-tool", env = "TOOLHOST_DISABLE_TOOLS", value_delimiter = ',')]
     pub disable_tools: Vec<String>,
-    /// A folder sessions may work in (repeatable). With API keys and no roots, sessions that run
-    /// tools on the server are refused; without keys any folder is allowed.
+    /// A folder sessions may work in (repeatable, or comma-separated): `TENANT=PATH` for one
+    /// tenant's sessions, `*=PATH` shared by every tenant, or a plain `PATH` (only with keys of a
+    /// single tenant). With API keys and no roots, sessions that run tools on the server are
+    /// refused; without keys any folder is allowed.
     #[arg(long = "workspace-root", env = "TOOLHOST_WORKSPACE_ROOTS", value_delimiter = ',')]
-    pub workspace_roots: Vec<PathBuf>,
+    pub workspace_roots: Vec<WorkspaceRoot>,
     /// Largest request body, in bytes.
     #[arg(long, env = "TOOLHOST_MAX_BODY_BYTES", default_value_t = 2 * 1024 * 1024)]
     pub max_body_bytes: usize,
@@ -165,9 +227,21 @@ impl ServeArgs {
             );
         }
         for root in &self.workspace_roots {
-            if !root.is_dir() {
-                bail!("workspace root {} is not a folder", root.display());
+            if !root.path.is_dir() {
+                bail!("workspace root {} is not a folder", root.path.display());
             }
+        }
+        let tenants = keys.tenants();
+        if tenants.len() > 1
+            && let Some(plain) = self.workspace_roots.iter().find(|root| root.owner == RootOwner::Unnamed)
+        {
+            bail!(
+                "workspace root {} names no tenant, and the keys belong to {} tenants ({}): give it \
+                 its tenant (TENANT=PATH), or share it on purpose (*=PATH)",
+                plain.path.display(),
+                tenants.len(),
+                tenants.join(", ")
+            );
         }
         if self.max_body_bytes < 1024 {
             bail!("--max-body-bytes must be at least 1024");
@@ -255,5 +329,36 @@ mod tests {
         assert!(error.contains("without API keys"), "{error}");
         let keys = Keys::parse([crate::auth::stored_form("acme", "k").as_str()]).unwrap();
         args.validate(&keys).unwrap();
+    }
+
+    #[test]
+    fn workspace_roots_name_their_tenant_once_keys_name_several() {
+        let dir = std::env::temp_dir();
+        let shown = dir.display();
+        for (given, owner) in [
+            (format!("acme={shown}"), RootOwner::Tenant("acme".into())),
+            (format!("*={shown}"), RootOwner::Shared),
+            (shown.to_string(), RootOwner::Unnamed),
+        ] {
+            let root: WorkspaceRoot = given.parse().unwrap();
+            assert_eq!((root.owner, root.path), (owner, dir.clone()), "{given}");
+        }
+        assert!("a b=/x".parse::<WorkspaceRoot>().is_err());
+        let acme: WorkspaceRoot = format!("acme={shown}").parse().unwrap();
+        assert!(acme.admits("acme") && !acme.admits("globex"));
+
+        let one = Keys::parse([crate::auth::stored_form("acme", "k").as_str()]).unwrap();
+        let two = Keys::parse([
+            crate::auth::stored_form("acme", "k").as_str(),
+            crate::auth::stored_form("globex", "g").as_str(),
+        ])
+        .unwrap();
+        let mut args =
+            ServeArgs { workspace_roots: vec![shown.to_string().parse().unwrap()], ..ServeArgs::default() };
+        args.validate(&one).unwrap();
+        let error = args.validate(&two).unwrap_err().to_string();
+        assert!(error.contains("names no tenant") && error.contains("acme, globex"), "{error}");
+        args.workspace_roots = vec![WorkspaceRoot::shared(&dir), WorkspaceRoot::of("acme", &dir)];
+        args.validate(&two).unwrap();
     }
 }

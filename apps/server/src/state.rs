@@ -549,7 +549,12 @@ impl AppState {
     /// # Errors
     ///
     /// 400 with the reason.
-    pub fn check_working_directory(&self, dir: &str, runs_on: RunsOn) -> Result<String, ApiError> {
+    pub fn check_working_directory(
+        &self,
+        tenant: &str,
+        dir: &str,
+        runs_on: RunsOn,
+    ) -> Result<String, ApiError> {
         let path = Path::new(dir);
         if !path.is_absolute() {
             return Err(ApiError::bad_request(format!("working_directory `{dir}` must be an absolute path")));
@@ -572,10 +577,15 @@ impl AppState {
                      use runs_on: device",
                 ));
             }
-        } else if !roots.iter().filter_map(|r| r.canonicalize().ok()).any(|root| canonical.starts_with(root))
+        } else if !roots
+            .iter()
+            .filter(|root| root.admits(tenant))
+            .filter_map(|root| root.path.canonicalize().ok())
+            .any(|root| canonical.starts_with(root))
         {
+            // Another tenant's root is outside this tenant's, and is not named.
             return Err(ApiError::bad_request(format!(
-                "working_directory `{dir}` is outside this server's workspace roots"
+                "working_directory `{dir}` is outside this tenant's workspace roots"
             )));
         }
         Ok(canonical.display().to_string())

@@ -51,7 +51,7 @@ impl Server {
             .env("TOOLHOST_LISTEN", format!("127.0.0.1:{port}"))
             .env("TOOLHOST_DATABASE_URL", format!("sqlite://{}/journal.db", data.display()))
             .env("TOOLHOST_API_KEYS", &keys)
-            .env("TOOLHOST_WORKSPACE_ROOTS", format!("{},{}", root_a.display(), root_b.display()))
+            .env("TOOLHOST_WORKSPACE_ROOTS", format!("acme={},globex={}", root_a.display(), root_b.display()))
             // What an operator has lying around in the server's environment.
             .env("DATABASE_PASSWORD", "hunter2-db")
             .env("SERVICE_TOKEN", "tok-3f9a")
@@ -130,6 +130,14 @@ async fn a_hostile_tenant_gets_its_folder_and_nothing_else() {
     let server = Server::start().await;
     let acme = server.open("key-acme", &server.root_a).await;
     let globex = server.open("key-globex", &server.root_b).await;
+
+    // Another tenant's root is not this tenant's to open.
+    let (status, body) = server.session("key-globex", json!({"working_directory": server.root_a})).await;
+    assert_eq!(status, 400, "{body}");
+    assert!(
+        body["error"]["message"].as_str().unwrap().contains("outside this tenant's workspace roots"),
+        "{body}"
+    );
 
     // The server's environment stays the server's.
     let env = server.run("key-globex", &globex, "env").await;

@@ -396,7 +396,7 @@ async fn a_key_sees_only_its_own_tenant() {
         toolhost_server::auth::stored_form("acme", "key-acme"),
         toolhost_server::auth::stored_form("globex", "key-globex"),
     ];
-    args.workspace_roots = vec![ws.path().to_owned()];
+    args.workspace_roots = vec![toolhost_server::config::WorkspaceRoot::shared(ws.path())];
     let acme = TestServer::start_with(dir, args).await.with_key("key-acme");
     let base = acme.base.clone();
     let globex = TestServer {
@@ -597,7 +597,7 @@ async fn with_keys_the_shared_temp_folders_are_outside_every_session() {
     let dir = tempfile::tempdir().unwrap();
     let mut args = common::args(dir.path());
     args.api_keys = vec![toolhost_server::auth::stored_form("acme", "key-acme")];
-    args.workspace_roots = vec![ws.path().to_owned()];
+    args.workspace_roots = vec![toolhost_server::config::WorkspaceRoot::shared(ws.path())];
     let server = TestServer::start_with(dir, args).await.with_key("key-acme");
     let sid = server.session(json!({"working_directory": ws.path(), "approval_mode": "headless"})).await;
     assert_eq!(server.call(&sid, "t2", "readFile", read).await["status"], "blocked");

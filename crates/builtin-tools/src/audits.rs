@@ -35,6 +35,18 @@ pub fn path_scope(input: &AuditInput<'_>) -> AuditVerdict {
     let scope = PathScope::new(roots);
     let paths: Vec<&str> =
         input.api.path_params.iter().flat_map(|param| param.select(input.arguments)).collect();
+    // The session's folder was pinned when it opened: if it no longer resolves to itself, a
+    // component was swapped for a link, and nothing under it is the session's any more.
+    if let Some(dir) = input.working_directory
+        && dir.is_absolute()
+        && computer_runtime::scope::resolve(&dir.to_string_lossy(), None) != dir
+        && !paths.is_empty()
+    {
+        return AuditVerdict::Flag(format!(
+            "the working directory {} was moved or replaced since the session opened",
+            dir.display()
+        ));
+    }
     // Without a working directory a relative path has nothing safe to resolve against (the
     // process's own folder is not the session's), so it is judged as outside.
     if input.working_directory.is_none()

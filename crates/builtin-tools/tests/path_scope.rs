@@ -122,3 +122,21 @@ fn flag_reason_names_the_resolved_path() {
     };
     assert!(reason.starts_with("/etc/hosts outside the working directory"), "{reason}");
 }
+
+#[test]
+fn a_working_directory_swapped_for_a_link_flags_every_path() {
+    let root = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let root = std::fs::canonicalize(root.path()).unwrap();
+    let work = root.join("work");
+    let other = root.join("other");
+    std::fs::create_dir_all(&work).unwrap();
+    std::fs::create_dir_all(&other).unwrap();
+    let inside = json!({"path": "notes.txt"});
+    assert_eq!(verdict(LocalSystemApi::ReadFile, inside.clone(), Some(&work)), AuditVerdict::Pass);
+    std::fs::rename(&work, root.join("work-old")).unwrap();
+    std::os::unix::fs::symlink(&other, &work).unwrap();
+    let AuditVerdict::Flag(reason) = verdict(LocalSystemApi::ReadFile, inside, Some(&work)) else {
+        panic!("a swapped working directory must ask")
+    };
+    assert!(reason.contains("moved or replaced"), "{reason}");
+}

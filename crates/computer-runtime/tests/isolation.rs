@@ -158,3 +158,19 @@ async fn a_denied_write_says_what_the_sandbox_allows() {
     let state = m.run(spec, &CancellationToken::new()).await.unwrap();
     assert!(state.sandbox.is_none() && outside.exists());
 }
+
+#[tokio::test]
+async fn a_working_directory_swapped_for_a_link_is_refused() {
+    let (_dir, root) = root();
+    let m = manager();
+    let a = Session::new(&root, "a");
+    let outside = root.join("someone-else");
+    std::fs::create_dir_all(&outside).unwrap();
+    // The session's folder is replaced by a link to another folder after it opened.
+    std::fs::rename(&a.work, root.join("a/work-old")).unwrap();
+    std::os::unix::fs::symlink(&outside, &a.work).unwrap();
+    let error = m.run(a.spec("echo x > planted.txt"), &CancellationToken::new()).await.unwrap_err();
+    assert!(matches!(error, ProcessError::Sandbox(sandbox::SandboxError::Moved { .. })), "{error}");
+    assert!(error.to_string().contains("was moved or replaced"), "{error}");
+    assert!(!outside.join("planted.txt").exists());
+}

@@ -149,6 +149,19 @@ pub enum SandboxError {
         /// What is missing.
         missing: Vec<String>,
     },
+    /// The working directory no longer is the folder the session opened on.
+    #[error(
+        "the working directory {} was moved or replaced since the session opened (it now resolves \
+         to {}); the command was not run",
+        path.display(),
+        now.display()
+    )]
+    Moved {
+        /// The session's working directory.
+        path: PathBuf,
+        /// Where it resolves now.
+        now: PathBuf,
+    },
     /// Building the rules failed.
     #[error("the sandbox could not be set up: {0}")]
     Setup(String),
@@ -216,6 +229,13 @@ impl Sandbox {
         let missing = self.check(policy)?;
         if policy.is_off() {
             return Ok(Prepared { inner: None, report: None });
+        }
+        // Sessions pin their folder (resolved when they open); a folder that resolves elsewhere
+        // now was swapped for a link, and its target must not become writable.
+        if let Ok(now) = std::fs::canonicalize(&layout.working_directory)
+            && now != layout.working_directory
+        {
+            return Err(SandboxError::Moved { path: layout.working_directory.clone(), now });
         }
         #[cfg(target_os = "linux")]
         {

@@ -307,7 +307,16 @@ impl Executor {
     }
 
     /// Opens a session: the names its model sees are built from its active tools.
-    pub fn open_session(&self, config: SessionConfig) -> Arc<Session> {
+    ///
+    /// The working directory is pinned: resolved once, here, to the folder it names now. If a
+    /// component is later swapped for a symlink, the path no longer resolves to itself, and the
+    /// path-scope audit and the sandbox refuse to treat the new target as the session's folder.
+    pub fn open_session(&self, mut config: SessionConfig) -> Arc<Session> {
+        if let Some(dir) = &config.working_directory
+            && let Ok(pinned) = std::fs::canonicalize(dir)
+        {
+            config.working_directory = Some(pinned);
+        }
         let names = self.inner.toolbox.names(config.active_tools.as_deref());
         Arc::new(Session::new(config, names))
     }
