@@ -20,7 +20,7 @@ use utoipa::{IntoParams, ToSchema};
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
-use crate::auth::Tenant;
+use crate::auth::{Principal, Tenant};
 use crate::cluster::ClusterMessage;
 use crate::devices::DeviceInfo;
 use crate::error::{ApiError, ErrorBody, Json, Path, Query};
@@ -250,9 +250,12 @@ fn check_text(field: &str, value: &str, max: usize) -> Result<(), ApiError> {
         (status = 413, body = ErrorBody)))]
 async fn create_session(
     State(state): State<Arc<AppState>>,
-    Tenant(tenant): Tenant,
+    principal: Principal,
     Json(request): Json<CreateSession>,
 ) -> Result<(StatusCode, Json<SessionView>), ApiError> {
+    principal.must_propose()?;
+    let tenant = principal.tenant;
+    state.check_approval(request.approval_mode, &request.allow_list)?;
     let mut view = state.new_view(fresh_id("ses"));
     if let Some(dir) = &request.working_directory {
         view.working_directory = Some(state.check_working_directory(&tenant, dir, request.runs_on)?);
@@ -439,10 +442,12 @@ fn read_call(index: usize, value: &Value) -> Result<RawCall, ApiError> {
         (status = 413, body = ErrorBody), (status = 503, body = ErrorBody)))]
 async fn submit_calls(
     State(state): State<Arc<AppState>>,
-    Tenant(tenant): Tenant,
+    principal: Principal,
     Path(id): Path<String>,
     Json(request): Json<SubmitCalls>,
 ) -> Result<Response, ApiError> {
+    principal.must_propose()?;
+    let tenant = principal.tenant;
     if state.shutdown.is_cancelled() {
         return Err(ApiError::unavailable("the server is shutting down"));
     }
@@ -632,7 +637,8 @@ pub struct DecideApproval {
     /// `{"kind": "allow_once" | "allow_session" | "deny"}`, `{"kind": "allow_always",
     /// "argument_prefix": "cargo test"}` or `{"kind": "deny_with_message", "message": "…"}`.
     pub decision: Decision,
-    /// Who decided (shown in the journal).
+    /// Ignored: who decided is the deciding key (`TENANT/ROLE/NAME`), recorded in the journal as
+    /// `decided_by`; a request cannot claim to be someone else.
     #[serde(default)]
     pub by: Option<String>,
 }
@@ -654,15 +660,17 @@ pub struct DecisionOutcome {
     responses((status = 200, body = DecisionOutcome), (status = 400, body = ErrorBody), (status = 404, body = ErrorBody)))]
 async fn decide_approval(
     State(state): State<Arc<AppState>>,
-    Tenant(tenant): Tenant,
+    principal: Principal,
     Path(id): Path<String>,
     Json(request): Json<DecideApproval>,
 ) -> Result<Json<DecisionOutcome>, ApiError> {
+    principal.must_decide(state.args.agent_keys_decide)?;
     if let Some(by) = &request.by {
         check_text("by", by, 200)?;
     }
+    let tenant = principal.tenant;
     let name = request.decision.name().to_owned();
-    let by = request.by.clone().or_else(|| Some(format!("api:{tenant}")));
+    let by = Some(principal.id);
     let decided = Decided { decision: request.decision.clone(), by: by.clone() };
     if state.broker.decide(&tenant, &id, decided).is_ok() {
         return Ok(Json(DecisionOutcome { approval_id: id, decision: name, outcome: "delivered".into() }));
@@ -710,9 +718,11 @@ async fn list_remembered(
     responses((status = 204), (status = 404, body = ErrorBody)))]
 async fn revoke_remembered(
     State(state): State<Arc<AppState>>,
-    Tenant(tenant): Tenant,
+    principal: Principal,
     Path(id): Path<String>,
 ) -> Result<StatusCode, ApiError> {
+    principal.must_decide(state.args.agent_keys_decide)?;
+    let tenant = principal.tenant;
     if state.journal.revoke(&tenant, &id).await? {
         Ok(StatusCode::NO_CONTENT)
     } else {

@@ -1,8 +1,14 @@
 //! Bearer API keys bound to tenants: stored as SHA-256 digests, compared in constant time.
 //!
-//! A key is given to the server as `TENANT:SHA256HEX` (from `toolhost-server hash-key`), so the
-//! server never holds the key itself. Without keys the server runs open as the tenant `local`,
-//! which [`crate::config`] allows only on a loopback address.
+//! A key is given to the server as `TENANT[/ROLE[/NAME]]:SHA256HEX` (from `toolhost-server
+//! new-key` or `hash-key`), so the server never holds the key itself. Without keys the server runs
+//! open as the tenant `local`, which [`crate::config`] allows only on a loopback address.
+//!
+//! A key's role says what it may do: an `agent` key (the default) opens sessions and proposes
+//! calls; an `approver` key decides approvals and revokes remembered decisions; a `person` key
+//! does both. An agent therefore cannot approve its own calls unless the operator allows it
+//! (`--agent-keys-decide`), and who decided is always the deciding key (`TENANT/ROLE/NAME`),
+//! never what a request body says.
 
 use std::sync::Arc;
 
@@ -18,10 +24,68 @@ use crate::state::AppState;
 /// The tenant of an open (no-auth) server.
 pub const OPEN_TENANT: &str = "local";
 
+/// What a key may do.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Role {
+    /// Opens sessions and proposes calls.
+    Agent,
+    /// Decides approvals and revokes remembered decisions.
+    Approver,
+    /// Both: a person driving their own agent.
+    Person,
+}
+
+impl Role {
+    /// The role's name in key entries.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Self::Agent => "agent",
+            Self::Approver => "approver",
+            Self::Person => "person",
+        }
+    }
+
+    /// Whether it may open sessions and propose calls.
+    pub const fn proposes(self) -> bool {
+        matches!(self, Self::Agent | Self::Person)
+    }
+
+    /// Whether it may decide approvals.
+    pub const fn decides(self) -> bool {
+        matches!(self, Self::Approver | Self::Person)
+    }
+}
+
+impl std::str::FromStr for Role {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "agent" => Ok(Self::Agent),
+            "approver" => Ok(Self::Approver),
+            "person" => Ok(Self::Person),
+            other => Err(format!("unknown key role `{other}`; use agent, approver or person")),
+        }
+    }
+}
+
+/// Who is calling: the key's tenant, role and name.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Principal {
+    /// The tenant.
+    pub tenant: String,
+    /// What the key may do.
+    pub role: Role,
+    /// `TENANT/ROLE/NAME`: what the journal records as `decided_by`.
+    pub id: String,
+}
+
 /// One accepted key.
 #[derive(Clone)]
 pub struct KeyEntry {
     tenant: String,
+    role: Role,
+    name: String,
     digest: [u8; 32],
 }
 
@@ -40,10 +104,25 @@ pub fn digest(key: &str) -> [u8; 32] {
     Sha256::digest(key.as_bytes()).into()
 }
 
-/// The stored form of a key: `TENANT:SHA256HEX`.
+/// The stored form of an agent key: `TENANT:SHA256HEX`.
 pub fn stored_form(tenant: &str, key: &str) -> String {
     let hex: String = digest(key).iter().map(|b| format!("{b:02x}")).collect();
     format!("{tenant}:{hex}")
+}
+
+/// The stored form of a key with a role and a name: `TENANT/ROLE/NAME:SHA256HEX`.
+pub fn stored_form_as(tenant: &str, role: Role, name: &str, key: &str) -> String {
+    let hex: String = digest(key).iter().map(|b| format!("{b:02x}")).collect();
+    format!("{tenant}/{}/{name}:{hex}", role.as_str())
+}
+
+/// The first 8 hex digits of a key's digest: how an unnamed key is told apart.
+pub fn digest_prefix(key: &str) -> String {
+    digest(key).iter().take(4).map(|b| format!("{b:02x}")).collect()
+}
+
+fn is_name(text: &str) -> bool {
+    !text.is_empty() && text.chars().all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))
 }
 
 impl Keys {
@@ -62,18 +141,35 @@ impl Keys {
             let (tenant, hex) = entry
                 .rsplit_once(':')
                 .ok_or_else(|| format!("API key entry `{}` is not TENANT:SHA256HEX", redact(entry)))?;
-            let tenant = tenant.trim();
-            if tenant.is_empty() || !tenant.chars().all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c)) {
+            let mut parts = tenant.trim().splitn(3, '/');
+            let tenant = parts.next().unwrap_or_default();
+            if !is_name(tenant) {
                 return Err(format!(
                     "API key entry for tenant `{tenant}`: tenants are letters, digits, - _ ."
                 ));
             }
+            let role = match parts.next() {
+                Some(role) => {
+                    role.parse::<Role>().map_err(|e| format!("API key entry for tenant `{tenant}`: {e}"))?
+                }
+                None => Role::Agent,
+            };
+            let name = match parts.next() {
+                Some(name) if is_name(name) => name.to_owned(),
+                Some(name) => {
+                    return Err(format!(
+                        "API key entry for tenant `{tenant}`: key name `{name}` must be letters, digits, - _ ."
+                    ));
+                }
+                // Unnamed keys are told apart by the start of their digest (not the key).
+                None => hex.trim().chars().take(8).collect(),
+            };
             let digest = parse_hex(hex.trim()).ok_or_else(|| {
                 format!(
                     "API key entry for tenant `{tenant}`: expected 64 hex digits (run `toolhost-server hash-key`)"
                 )
             })?;
-            keys.push(KeyEntry { tenant: tenant.to_owned(), digest });
+            keys.push(KeyEntry { tenant: tenant.to_owned(), role, name, digest });
         }
         Ok(Self(Arc::new(keys)))
     }
@@ -93,11 +189,15 @@ impl Keys {
 
     /// The tenant of a presented key. Every entry is compared, in constant time, whatever matches.
     pub fn tenant_of(&self, key: &str) -> Option<&str> {
+        self.entry_of(key).map(|entry| entry.tenant.as_str())
+    }
+
+    fn entry_of(&self, key: &str) -> Option<&KeyEntry> {
         let presented = digest(key);
         let mut found = None;
         for entry in self.0.iter() {
             if bool::from(entry.digest.ct_eq(&presented)) {
-                found = Some(entry.tenant.as_str());
+                found = Some(entry);
             }
         }
         found
@@ -109,8 +209,21 @@ impl Keys {
     ///
     /// 401 `unauthorized` when the header is missing, not a bearer token, or not a known key.
     pub fn authenticate(&self, authorization: Option<&str>) -> Result<Tenant, ApiError> {
+        self.principal(authorization).map(|principal| Tenant(principal.tenant))
+    }
+
+    /// Who a request's `Authorization` header names; an open server's caller is the person at it.
+    ///
+    /// # Errors
+    ///
+    /// As [`authenticate`](Self::authenticate).
+    pub fn principal(&self, authorization: Option<&str>) -> Result<Principal, ApiError> {
         if self.is_open() {
-            return Ok(Tenant(OPEN_TENANT.to_owned()));
+            return Ok(Principal {
+                tenant: OPEN_TENANT.to_owned(),
+                role: Role::Person,
+                id: OPEN_TENANT.to_owned(),
+            });
         }
         let unauthorized = |message: &str| ApiError::new(StatusCode::UNAUTHORIZED, "unauthorized", message);
         let header = authorization.ok_or_else(|| unauthorized("missing `Authorization: Bearer <key>`"))?;
@@ -118,8 +231,12 @@ impl Keys {
             .strip_prefix("Bearer ")
             .or_else(|| header.strip_prefix("bearer "))
             .ok_or_else(|| unauthorized("the Authorization header must be `Bearer <key>`"))?;
-        self.tenant_of(key.trim())
-            .map(|t| Tenant(t.to_owned()))
+        self.entry_of(key.trim())
+            .map(|entry| Principal {
+                tenant: entry.tenant.clone(),
+                role: entry.role,
+                id: format!("{}/{}/{}", entry.tenant, entry.role.as_str(), entry.name),
+            })
             .ok_or_else(|| unauthorized("unknown API key"))
     }
 }
@@ -149,6 +266,52 @@ impl FromRequestParts<Arc<AppState>> for Tenant {
     async fn from_request_parts(parts: &mut Parts, state: &Arc<AppState>) -> Result<Self, Self::Rejection> {
         let header = parts.headers.get(axum::http::header::AUTHORIZATION).and_then(|v| v.to_str().ok());
         state.keys.authenticate(header)
+    }
+}
+
+impl FromRequestParts<Arc<AppState>> for Principal {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &Arc<AppState>) -> Result<Self, Self::Rejection> {
+        let header = parts.headers.get(axum::http::header::AUTHORIZATION).and_then(|v| v.to_str().ok());
+        state.keys.principal(header)
+    }
+}
+
+impl Principal {
+    /// Refuses a key that may not open sessions or propose calls.
+    ///
+    /// # Errors
+    ///
+    /// 403 `forbidden`.
+    pub fn must_propose(&self) -> Result<(), ApiError> {
+        if self.role.proposes() {
+            return Ok(());
+        }
+        Err(ApiError::new(
+            StatusCode::FORBIDDEN,
+            "forbidden",
+            format!(
+                "a key with the role `{}` may not open sessions or propose calls; use an agent key",
+                self.role.as_str()
+            ),
+        ))
+    }
+
+    /// Refuses a key that may not decide approvals (agent keys, unless `agents_decide`).
+    ///
+    /// # Errors
+    ///
+    /// 403 `forbidden`.
+    pub fn must_decide(&self, agents_decide: bool) -> Result<(), ApiError> {
+        if self.role.decides() || agents_decide {
+            return Ok(());
+        }
+        Err(ApiError::new(
+            StatusCode::FORBIDDEN,
+            "forbidden",
+            "an agent key may propose calls but not decide them; decide with an approver or person key",
+        ))
     }
 }
 

@@ -8,6 +8,8 @@ use anyhow::{Context as _, bail};
 use clap::{Args, Parser, Subcommand};
 
 use tool_core::sandbox::{NetworkAccess, SandboxMode};
+use tool_executor::ApprovalMode;
+use tool_executor::deny::{DenyList, DenyRule};
 
 use crate::auth::Keys;
 
@@ -37,6 +39,12 @@ pub enum Command {
         /// The tenant the key belongs to.
         #[arg(long)]
         tenant: String,
+        /// What it may do: `agent` (propose calls), `approver` (decide them) or `person` (both).
+        #[arg(long, default_value = "agent")]
+        role: crate::auth::Role,
+        /// A name for it (recorded as who decided): letters, digits, - _ .
+        #[arg(long)]
+        name: Option<String>,
     },
 }
 
@@ -180,6 +188,21 @@ pub struct ServeArgs {
     /// Seconds a background command may run before it is killed.
     #[arg(long, env = "TOOLHOST_JOB_LIFETIME_SECS", default_value_t = 3600)]
     pub job_lifetime_secs: u64,
+    /// Approval modes sessions may choose (comma-separated). Default: every mode on an open
+    /// loopback server; `manual,allow_list,headless,read_only` with keys (no `auto_run`).
+    #[arg(long = "approval-modes", env = "TOOLHOST_APPROVAL_MODES", value_delimiter = ',')]
+    pub approval_modes: Vec<ApprovalMode>,
+    /// What a session's allow-list may name besides read-only APIs, with keys: `tool/api`,
+    /// `tool/*` or `tool` (repeatable, or comma-separated). An open server allows anything.
+    #[arg(long = "allow-list-permit", env = "TOOLHOST_ALLOW_LIST_PERMITS", value_delimiter = ',')]
+    pub allow_list_permits: Vec<String>,
+    /// A JSON file with the operator's deny list: `[{"tool", "api", "match", "reason"}]`, in the
+    /// rule-list syntax of manifests. A denied call never runs, in any mode.
+    #[arg(long, env = "TOOLHOST_DENY_RULES_FILE")]
+    pub deny_rules_file: Option<PathBuf>,
+    /// Let agent keys decide approvals (by default only approver and person keys may).
+    #[arg(long, env = "TOOLHOST_AGENT_KEYS_DECIDE")]
+    pub agent_keys_decide: bool,
 }
 
 impl Default for ServeArgs {
@@ -295,6 +318,39 @@ impl ServeArgs {
     /// Whether sessions may turn the network on, and whether it is on by default.
     pub fn sandbox_network(&self, keys: &Keys) -> NetworkAccess {
         self.sandbox_network.unwrap_or(if keys.is_open() { NetworkAccess::On } else { NetworkAccess::Off })
+    }
+
+    /// The approval modes sessions may choose.
+    pub fn approval_modes(&self, keys: &Keys) -> Vec<ApprovalMode> {
+        if !self.approval_modes.is_empty() {
+            return self.approval_modes.clone();
+        }
+        if keys.is_open() {
+            ApprovalMode::ALL.to_vec()
+        } else {
+            // A key holder could otherwise run every call without a person: auto-run is the
+            // operator's to hand out.
+            vec![
+                ApprovalMode::Manual,
+                ApprovalMode::AllowList,
+                ApprovalMode::Headless,
+                ApprovalMode::ReadOnly,
+            ]
+        }
+    }
+
+    /// The operator's deny list.
+    ///
+    /// # Errors
+    ///
+    /// An unreadable file, JSON that is not a list of rules, an invalid regular expression.
+    pub fn deny_list(&self) -> anyhow::Result<DenyList> {
+        let Some(path) = &self.deny_rules_file else { return Ok(DenyList::default()) };
+        let text = std::fs::read_to_string(path)
+            .with_context(|| format!("reading the deny rules {}", path.display()))?;
+        let rules: Vec<DenyRule> = serde_json::from_str(&text)
+            .with_context(|| format!("{} is not a list of deny rules", path.display()))?;
+        DenyList::compile(rules).with_context(|| format!("compiling the deny rules in {}", path.display()))
     }
 
     /// What commands inherit and are given.

@@ -23,10 +23,19 @@ async fn main() -> anyhow::Result<()> {
             println!("{}", auth::stored_form(&tenant, key));
             return Ok(());
         }
-        Some(Command::NewKey { tenant }) => {
+        Some(Command::NewKey { tenant, role, name }) => {
             let key = auth::generate_key().context("reading the OS random source")?;
+            let stored = match (role, name) {
+                (auth::Role::Agent, None) => auth::stored_form(&tenant, &key),
+                (role, name) => {
+                    let name = name.unwrap_or_else(|| auth::digest_prefix(&key));
+                    auth::stored_form_as(&tenant, role, &name, &key)
+                }
+            };
+            // The stored form must read back as what was asked for.
+            auth::Keys::parse([stored.as_str()]).map_err(anyhow::Error::msg)?;
             println!("key:    {key}");
-            println!("stored: {}", auth::stored_form(&tenant, &key));
+            println!("stored: {stored}");
             return Ok(());
         }
         None => {}

@@ -133,6 +133,8 @@ pub struct AppState {
     pub computer: Arc<computer_runtime::LocalComputer>,
     /// What tenants may choose of the sandbox, and what they may never read.
     pub sandboxing: Sandboxing,
+    /// Approval modes sessions may choose.
+    pub approval_modes: Vec<ApprovalMode>,
 }
 
 /// The operator's sandbox settings, resolved at start-up.
@@ -239,6 +241,7 @@ impl AppState {
         let config = ExecutorConfig {
             approval_timeout: Duration::from_secs(args.approval_timeout_secs),
             instance_id: instance_id.clone(),
+            deny: args.deny_list()?,
             ..ExecutorConfig::default()
         };
         let devices = Arc::new(Devices::new(
@@ -250,6 +253,7 @@ impl AppState {
         ));
 
         let sandboxing = sandboxing(&args, &keys, &database_url)?;
+        let args_modes = args.approval_modes(&keys);
         let computer = Arc::new(computer_runtime::LocalComputer::new(computer_runtime::LocalConfig {
             process: computer_runtime::process::ProcessConfig {
                 env: args.command_env()?,
@@ -305,6 +309,7 @@ impl AppState {
             closing: CancellationToken::new(),
             computer,
             sandboxing,
+            approval_modes: args_modes,
         });
         state.devices.spawn_reaper(state.closing.clone());
         if let Some(cluster) = &state.cluster {
@@ -542,6 +547,58 @@ impl AppState {
             .check(&self.sandboxing.policy(choice))
             .map_err(|error| ApiError::bad_request(error.to_string()))?;
         Ok(choice)
+    }
+
+    /// Checks a session's approval mode and allow-list against what the operator allows: keyed
+    /// tenants name only read-only APIs in allow-lists, besides the operator's permits.
+    ///
+    /// # Errors
+    ///
+    /// 400 saying what is allowed.
+    pub fn check_approval(&self, mode: ApprovalMode, allow_list: &[String]) -> Result<(), ApiError> {
+        if !self.approval_modes.contains(&mode) {
+            let allowed: Vec<&str> = self.approval_modes.iter().map(|m| m.as_str()).collect();
+            return Err(ApiError::bad_request(format!(
+                "approval mode `{}` is not allowed on this server; allowed: {}",
+                mode.as_str(),
+                allowed.join(", ")
+            )));
+        }
+        if self.keys.is_open() {
+            return Ok(());
+        }
+        let permits = &self.args.allow_list_permits;
+        for entry in allow_list {
+            let (tool, api) = entry.split_once('/').unwrap_or((entry, "*"));
+            let permitted = permits.iter().any(|permit| match permit.split_once('/') {
+                Some((t, "*")) => t == tool,
+                Some((t, a)) => t == tool && a == api,
+                None => permit == tool,
+            });
+            if permitted {
+                continue;
+            }
+            let acting: Vec<String> = self
+                .executor
+                .toolbox()
+                .tools()
+                .iter()
+                .filter(|t| t.manifest.identifier == tool)
+                .flat_map(|t| t.manifest.apis.iter())
+                .filter(|spec| api == "*" || spec.name == api)
+                .filter(|spec| spec.tier != tool_core::TierSpec::Fixed(tool_core::Tier::Read))
+                .map(|spec| format!("{tool}/{}", spec.name))
+                .collect();
+            if !acting.is_empty() {
+                return Err(ApiError::bad_request(format!(
+                    "allow_list entry `{entry}` would run {} without a person; on this server allow-lists \
+                     name only read-only APIs{}",
+                    acting.join(", "),
+                    if permits.is_empty() { String::new() } else { format!(" and {}", permits.join(", ")) }
+                )));
+            }
+        }
+        Ok(())
     }
 
     /// Checks a requested working directory against the workspace roots.

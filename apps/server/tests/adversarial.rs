@@ -40,17 +40,30 @@ impl Server {
             std::fs::create_dir_all(folder).unwrap();
         }
         std::fs::write(root_a.join("secret.txt"), "acme's secret\n").unwrap();
+        let approver = toolhost_server::auth::Role::Approver;
         let keys = [
             toolhost_server::auth::stored_form("acme", "key-acme"),
             toolhost_server::auth::stored_form("globex", "key-globex"),
+            toolhost_server::auth::stored_form_as("acme", approver, "alice", "key-acme-alice"),
         ]
         .join(",");
+        let deny = root.join("deny.json");
+        std::fs::write(
+            &deny,
+            r#"[{"tool": "local-system", "api": "runCommand", "match": {"command": "curl *"}, "reason": "no downloads"}]"#,
+        )
+        .unwrap();
         let port = free_port();
         let base = format!("http://127.0.0.1:{port}");
         let child = Command::new(env!("CARGO_BIN_EXE_toolhost-server"))
             .env("TOOLHOST_LISTEN", format!("127.0.0.1:{port}"))
             .env("TOOLHOST_DATABASE_URL", format!("sqlite://{}/journal.db", data.display()))
             .env("TOOLHOST_API_KEYS", &keys)
+            .env(
+                "TOOLHOST_ALLOW_LIST_PERMITS",
+                "local-system/runCommand,local-system/getCommandOutput,local-system/killCommand",
+            )
+            .env("TOOLHOST_DENY_RULES_FILE", &deny)
             .env("TOOLHOST_WORKSPACE_ROOTS", format!("acme={},globex={}", root_a.display(), root_b.display()))
             // What an operator has lying around in the server's environment.
             .env("DATABASE_PASSWORD", "hunter2-db")
@@ -93,10 +106,16 @@ impl Server {
         self.request(key, reqwest::Method::POST, "/v1/sessions", Some(body)).await
     }
 
-    /// A session that runs commands without asking (so the sandbox is what stands in the way).
+    /// A session whose allow-list runs commands without asking (so the sandbox is what stands in
+    /// the way).
     async fn open(&self, key: &str, root: &Path) -> String {
-        let (status, view) =
-            self.session(key, json!({"working_directory": root, "approval_mode": "auto_run"})).await;
+        let allow = ["local-system/runCommand", "local-system/getCommandOutput", "local-system/killCommand"];
+        let (status, view) = self
+            .session(
+                key,
+                json!({"working_directory": root, "approval_mode": "allow_list", "allow_list": allow}),
+            )
+            .await;
         assert_eq!(status, 201, "{view}");
         assert_eq!(view["sandbox"], json!({"mode": "workspace-write", "network": "off"}), "{view}");
         view["id"].as_str().unwrap().to_owned()
@@ -223,4 +242,76 @@ async fn a_hostile_tenant_gets_its_folder_and_nothing_else() {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     assert!(gone, "the ended session's job {pid} is still running");
+}
+
+#[tokio::test]
+async fn an_agent_key_cannot_approve_its_own_calls_or_widen_its_session() {
+    let server = Server::start().await;
+    // No auto-run, and no allow-list that runs writes, for a key holder.
+    let (status, body) = server
+        .session("key-acme", json!({"working_directory": server.root_a, "approval_mode": "auto_run"}))
+        .await;
+    assert_eq!(status, 400, "{body}");
+    assert!(body["error"]["message"].as_str().unwrap().contains("`auto_run` is not allowed"), "{body}");
+    let (status, body) = server
+        .session(
+            "key-acme",
+            json!({"working_directory": server.root_a, "approval_mode": "allow_list", "allow_list": ["local-system"]}),
+        )
+        .await;
+    assert_eq!(status, 400, "{body}");
+    assert!(body["error"]["message"].as_str().unwrap().contains("local-system/writeFile"), "{body}");
+    // An approver key proposes nothing.
+    let (status, body) = server.session("key-acme-alice", json!({"working_directory": server.root_a})).await;
+    assert_eq!((status, body["error"]["code"].as_str()), (403, Some("forbidden")), "{body}");
+
+    // A manual session: a command waits for a person.
+    let (status, view) = server.session("key-acme", json!({"working_directory": server.root_a})).await;
+    assert_eq!(status, 201, "{view}");
+    let session = view["id"].as_str().unwrap().to_owned();
+    let waiting = {
+        let (client, base, session) = (server.client.clone(), server.base.clone(), session.clone());
+        tokio::spawn(async move {
+            let body = json!({"calls": [{"id": "w", "name": "runCommand", "arguments": r#"{"command": "echo approved"}"#}]});
+            client
+                .post(format!("{base}/v1/sessions/{session}/calls"))
+                .bearer_auth("key-acme")
+                .json(&body)
+                .send()
+                .await
+                .unwrap()
+                .json::<Value>()
+                .await
+                .unwrap()
+        })
+    };
+    let mut approval = None;
+    for _ in 0..200 {
+        let (_, list) = server.request("key-acme", reqwest::Method::GET, "/v1/approvals", None).await;
+        if let Some(id) = list.as_array().and_then(|l| l.first()).and_then(|a| a["id"].as_str()) {
+            approval = Some(id.to_owned());
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    let path = format!("/v1/approvals/{}", approval.expect("the command asked"));
+    let decision = json!({"decision": {"kind": "allow_once"}, "by": "mallory"});
+    // The agent cannot decide its own call; the approver can, and is recorded as who decided.
+    let (status, body) =
+        server.request("key-acme", reqwest::Method::POST, &path, Some(decision.clone())).await;
+    assert_eq!((status, body["error"]["code"].as_str()), (403, Some("forbidden")), "{body}");
+    let (status, body) = server.request("key-acme-alice", reqwest::Method::POST, &path, Some(decision)).await;
+    assert_eq!(status, 200, "{body}");
+    let result = tokio::time::timeout(Duration::from_secs(20), waiting).await.unwrap().unwrap();
+    assert_eq!(result["results"][0]["status"], "executed", "{result}");
+    let (_, rows) = server
+        .request("key-acme", reqwest::Method::GET, &format!("/v1/journal?session_id={session}"), None)
+        .await;
+    assert_eq!(rows[0]["decided_by"], "acme/approver/alice", "{rows}");
+
+    // The operator's deny list holds even where the allow-list would run the call.
+    let open = server.open("key-acme", &server.root_a).await;
+    let denied = server.run("key-acme", &open, "curl http://127.0.0.1:1/x").await;
+    assert_eq!(denied["status"], "blocked", "{denied}");
+    assert!(content(&denied).contains("no downloads"), "{denied}");
 }

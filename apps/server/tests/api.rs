@@ -252,7 +252,8 @@ async fn inside_runs_outside_waits_for_approval_and_the_journal_lists_both() {
     let out_row = rows.iter().find(|r| r["call_id"] == "out").unwrap();
     assert_eq!(out_row["status"], "executed");
     assert_eq!(out_row["decision"], "allow_once");
-    assert_eq!(out_row["decided_by"], "alice");
+    // Who decided comes from the caller, never from the body (an open server's caller is `local`).
+    assert_eq!(out_row["decided_by"], "local");
     let (status, one) = server.get("/v1/journal/m-out:out").await;
     assert_eq!(status, 200, "{one}");
     assert_eq!(one["arguments"]["path"], OUTSIDE);
@@ -392,9 +393,11 @@ async fn a_key_sees_only_its_own_tenant() {
     let dir = tempfile::tempdir().unwrap();
     let mut args = common::args(dir.path());
     let ws = workspace();
+    // Person keys: each tenant proposes and decides its own calls.
+    let person = toolhost_server::auth::Role::Person;
     args.api_keys = vec![
-        toolhost_server::auth::stored_form("acme", "key-acme"),
-        toolhost_server::auth::stored_form("globex", "key-globex"),
+        toolhost_server::auth::stored_form_as("acme", person, "ops", "key-acme"),
+        toolhost_server::auth::stored_form_as("globex", person, "ops", "key-globex"),
     ];
     args.workspace_roots = vec![toolhost_server::config::WorkspaceRoot::shared(ws.path())];
     let acme = TestServer::start_with(dir, args).await.with_key("key-acme");

@@ -52,6 +52,32 @@ pub enum ApprovalMode {
     ReadOnly,
 }
 
+impl ApprovalMode {
+    /// Every mode.
+    pub const ALL: [Self; 5] = [Self::Manual, Self::AllowList, Self::AutoRun, Self::Headless, Self::ReadOnly];
+
+    /// The stable string form (`manual`, `allow_list`, `auto_run`, `headless`, `read_only`).
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Self::Manual => "manual",
+            Self::AllowList => "allow_list",
+            Self::AutoRun => "auto_run",
+            Self::Headless => "headless",
+            Self::ReadOnly => "read_only",
+        }
+    }
+}
+
+impl std::str::FromStr for ApprovalMode {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Self::ALL.into_iter().find(|mode| mode.as_str() == s).ok_or_else(|| {
+            format!("unknown approval mode `{s}`; use manual, allow_list, auto_run, headless or read_only")
+        })
+    }
+}
+
 /// A session's approval settings.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
@@ -110,6 +136,8 @@ pub struct DecisionInput<'a> {
     pub working_directory: Option<&'a Path>,
     /// The session's own temp folder.
     pub temp_directory: Option<&'a Path>,
+    /// The operator's deny list.
+    pub deny: &'a crate::deny::DenyList,
 }
 
 fn from_intervention(intervention: Intervention, reason: impl Into<String>, run_as: &'static str) -> Verdict {
@@ -126,6 +154,10 @@ pub fn decide(toolbox: &Toolbox, input: &DecisionInput<'_>) -> Verdict {
     let spec = &input.api.spec;
     let label = format!("{tool}/{}", spec.name);
 
+    // 0: the operator's deny list holds in every mode.
+    if let Some(reason) = input.deny.check(tool, &spec.name, input.arguments) {
+        return Verdict::Block(format!("{label} is denied by the operator: {reason}"));
+    }
     if input.policy.mode == ApprovalMode::ReadOnly && input.tier > Tier::Read {
         let tier = format!("{:?}", input.tier).to_lowercase();
         return Verdict::Block(format!("this session is read-only and {label} is a {tier} call"));
@@ -215,8 +247,13 @@ pub fn decide(toolbox: &Toolbox, input: &DecisionInput<'_>) -> Verdict {
 pub enum Decision {
     /// Run this call.
     AllowOnce,
-    /// Run this and every later call of the same API in this session.
-    AllowSession,
+    /// Run this and later calls of the same API in this session; for commands, only those that
+    /// start with `argument_prefix` (default: this very command), as "always" does.
+    AllowSession {
+        /// For commands: the prefix allowed for the rest of the session (`cargo test`).
+        #[serde(default)]
+        argument_prefix: Option<String>,
+    },
     /// Run, and remember for this tenant and project (for commands: this argument prefix).
     AllowAlways {
         /// For commands: the prefix allowed from now on (`cargo test`); none allows any.
@@ -237,7 +274,7 @@ impl Decision {
     pub fn name(&self) -> &'static str {
         match self {
             Self::AllowOnce => "allow_once",
-            Self::AllowSession => "allow_session",
+            Self::AllowSession { .. } => "allow_session",
             Self::AllowAlways { .. } => "allow_always",
             Self::Deny => "deny",
             Self::DenyWithMessage { .. } => "deny_with_message",
@@ -246,7 +283,7 @@ impl Decision {
 
     /// Whether the call may run.
     pub fn allows(&self) -> bool {
-        matches!(self, Self::AllowOnce | Self::AllowSession | Self::AllowAlways { .. })
+        matches!(self, Self::AllowOnce | Self::AllowSession { .. } | Self::AllowAlways { .. })
     }
 }
 

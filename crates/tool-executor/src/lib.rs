@@ -25,6 +25,7 @@
 #![deny(missing_docs)]
 
 pub mod approval;
+pub mod deny;
 pub mod events;
 pub mod matcher;
 mod pipeline;

@@ -45,6 +45,8 @@ pub struct ExecutorConfig {
     pub approval_timeout: Duration,
     /// This process's id in the journal (for the reconciler).
     pub instance_id: String,
+    /// Calls that never run, in any mode (the operator's).
+    pub deny: crate::deny::DenyList,
 }
 
 impl Default for ExecutorConfig {
@@ -57,6 +59,7 @@ impl Default for ExecutorConfig {
             content_budget: 100_000,
             approval_timeout: Duration::from_secs(600),
             instance_id: journal::new_instance_id(),
+            deny: crate::deny::DenyList::default(),
         }
     }
 }
@@ -788,6 +791,7 @@ impl Executor {
                         policy: &session.config.policy,
                         working_directory: session.config.working_directory.as_deref(),
                         temp_directory: session.config.temp_directory.as_deref(),
+                        deny: &self.inner.config.deny,
                     };
                     if !matches!(decide(toolbox, &input), Verdict::Run(_)) {
                         let reason = "a hook rewrote the arguments into a call that would need approval";
@@ -1068,6 +1072,7 @@ impl Executor {
             policy: &session.config.policy,
             working_directory: session.config.working_directory.as_deref(),
             temp_directory: session.config.temp_directory.as_deref(),
+            deny: &self.inner.config.deny,
         };
         let granted = |session: &Session, decision: &str, by: &str| {
             session.emit(Event::PermissionGranted {
@@ -1088,7 +1093,7 @@ impl Executor {
             Verdict::Ask { reason, always } => (reason, always),
         };
         if !always {
-            if session.granted(&call.tool, &call.api) {
+            if session.granted(&call.tool, &call.api, compiled.spec.command_in(&call.arguments)) {
                 return granted(session, "allow_session", "session grant");
             }
             if self
@@ -1173,11 +1178,16 @@ impl Executor {
         match decided {
             Some(Decided { decision, by }) if decision.allows() => {
                 let by = by.unwrap_or_else(|| "a person".into());
+                let command = compiled.spec.command_in(&call.arguments);
                 match &decision {
-                    Decision::AllowSession => session.grant(&call.tool, &call.api),
+                    // For a command, a session grant covers a prefix (this command by default), never
+                    // every command for the rest of the session.
+                    Decision::AllowSession { argument_prefix } => {
+                        session.grant(&call.tool, &call.api, grant_prefix(argument_prefix, command));
+                    }
                     // Without a project there is nothing to remember it for: it holds for the session.
-                    Decision::AllowAlways { .. } if session.project().is_empty() => {
-                        session.grant(&call.tool, &call.api);
+                    Decision::AllowAlways { argument_prefix } if session.project().is_empty() => {
+                        session.grant(&call.tool, &call.api, grant_prefix(argument_prefix, command));
                     }
                     Decision::AllowAlways { argument_prefix } => {
                         self.remember(
@@ -1454,4 +1464,10 @@ mod tests {
         let third = unknown_tool_message(&names, "read_file", 3);
         assert!(third.contains("Stop guessing") && third.contains("readFile, writeFile"), "{third}");
     }
+}
+
+/// What a session grant of a command covers: the prefix a person named, else the command itself
+/// (with more plain arguments, never chained with another).
+fn grant_prefix(named: &Option<String>, command: Option<&str>) -> Option<String> {
+    named.clone().or_else(|| command.map(|command| command.trim().to_owned()))
 }

@@ -1,7 +1,6 @@
 //! A session: the boundary (working directory, policy, time budget), the names its model sees,
 //! its hooks, grants and event stream.
 
-use std::collections::HashSet;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
@@ -139,7 +138,7 @@ pub struct Session {
     pub(crate) before: RwLock<Vec<Arc<dyn BeforeHook>>>,
     pub(crate) after: RwLock<Vec<Arc<dyn AfterHook>>>,
     pub(crate) unknown_names: AtomicU32,
-    pub(crate) grants: Mutex<HashSet<(String, String)>>,
+    pub(crate) grants: Mutex<Vec<Grant>>,
     pub(crate) batch_lock: Arc<tokio::sync::RwLock<()>>,
 }
 
@@ -150,6 +149,15 @@ impl std::fmt::Debug for Session {
             .field("tenant", &self.config.tenant)
             .finish_non_exhaustive()
     }
+}
+
+/// A decision that holds for the rest of a session.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Grant {
+    tool: String,
+    api: String,
+    /// For commands: only those this prefix covers.
+    prefix: Option<String>,
 }
 
 /// Events a slow subscriber may fall behind by before it misses some (it is told how many).
@@ -167,7 +175,7 @@ impl Session {
             before: RwLock::new(Vec::new()),
             after: RwLock::new(Vec::new()),
             unknown_names: AtomicU32::new(0),
-            grants: Mutex::new(HashSet::new()),
+            grants: Mutex::new(Vec::new()),
             batch_lock: Arc::new(tokio::sync::RwLock::new(())),
         }
     }
@@ -207,13 +215,26 @@ impl Session {
         self.deadline.map(|d| d.saturating_duration_since(Instant::now()))
     }
 
-    /// Whether this session granted `tool/api` for its lifetime.
-    pub fn granted(&self, tool: &str, api: &str) -> bool {
-        self.grants.lock().unwrap_or_else(|p| p.into_inner()).contains(&(tool.to_owned(), api.to_owned()))
+    /// Whether this session granted the call for its lifetime: `tool/api`, and for a command the
+    /// prefix it was granted for.
+    pub fn granted(&self, tool: &str, api: &str, command: Option<&str>) -> bool {
+        self.grants.lock().unwrap_or_else(|p| p.into_inner()).iter().any(|grant| {
+            grant.tool == tool
+                && grant.api == api
+                && match (&grant.prefix, command) {
+                    (None, _) => true,
+                    (Some(prefix), Some(command)) => crate::approval::prefix_covers(prefix, command),
+                    (Some(_), None) => false,
+                }
+        })
     }
 
-    pub(crate) fn grant(&self, tool: &str, api: &str) {
-        self.grants.lock().unwrap_or_else(|p| p.into_inner()).insert((tool.to_owned(), api.to_owned()));
+    pub(crate) fn grant(&self, tool: &str, api: &str, prefix: Option<String>) {
+        let grant = Grant { tool: tool.to_owned(), api: api.to_owned(), prefix };
+        let mut grants = self.grants.lock().unwrap_or_else(|p| p.into_inner());
+        if !grants.contains(&grant) {
+            grants.push(grant);
+        }
     }
 
     pub(crate) fn emit(&self, event: Event) {
