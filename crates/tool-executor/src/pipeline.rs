@@ -1434,6 +1434,12 @@ fn unknown_tool_message(names: &ToolNames, name: &str, unknown_so_far: u32) -> S
     }
 }
 
+/// What a session grant of a command covers: the prefix a person named, else the command itself
+/// (with more plain arguments, never chained with another).
+fn grant_prefix(named: &Option<String>, command: Option<&str>) -> Option<String> {
+    named.clone().or_else(|| command.map(|command| command.trim().to_owned()))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1464,10 +1470,4 @@ mod tests {
         let third = unknown_tool_message(&names, "read_file", 3);
         assert!(third.contains("Stop guessing") && third.contains("readFile, writeFile"), "{third}");
     }
-}
-
-/// What a session grant of a command covers: the prefix a person named, else the command itself
-/// (with more plain arguments, never chained with another).
-fn grant_prefix(named: &Option<String>, command: Option<&str>) -> Option<String> {
-    named.clone().or_else(|| command.map(|command| command.trim().to_owned()))
 }
