@@ -7,7 +7,7 @@ use std::time::Duration;
 use computer_runtime::edit::EditSpec;
 use computer_runtime::files::{MoveItem, ReadRequest, WriteRequest};
 use computer_runtime::process::CommandSpec;
-use computer_runtime::search::{GlobRequest, GrepRequest, NameSearchRequest, WalkOptions};
+use computer_runtime::search::{GlobRequest, GrepRequest, NameSearchRequest, Stop, WalkOptions};
 use computer_runtime::{ComputerError, ComputerRuntime, EditRequest, format};
 use futures::future::BoxFuture;
 use serde::Serialize;
@@ -25,6 +25,8 @@ const MAX_COMMAND_TIMEOUT: Duration = Duration::from_secs(600);
 const MAX_GLOB_RESULTS: usize = 1000;
 const DEFAULT_SEARCH_RESULTS: u32 = 200;
 const DEFAULT_GREP_RESULTS: u32 = 200;
+/// The most results a model may ask a search or grep for.
+const MAX_RESULTS: u32 = 1000;
 const GREP_LINE_CHARS: usize = 500;
 
 /// Builds the runtime from the front end's services: it needs an `Arc<dyn ComputerRuntime>`.
@@ -101,8 +103,9 @@ impl LocalSystemRuntime {
                 let walk = WalkOptions {
                     include_hidden: args.include_hidden.unwrap_or(false),
                     include_ignored: false,
+                    stop: Stop::on(context.cancel.clone()),
                 };
-                let limit = args.limit.unwrap_or(DEFAULT_SEARCH_RESULTS) as usize;
+                let limit = args.limit.unwrap_or(DEFAULT_SEARCH_RESULTS).clamp(1, MAX_RESULTS) as usize;
                 let query = args.query;
                 let state = computer
                     .search(NameSearchRequest { query: query.clone(), root, walk, limit })
@@ -141,6 +144,7 @@ impl LocalSystemRuntime {
                 let walk = WalkOptions {
                     include_hidden: args.include_hidden.unwrap_or(false),
                     include_ignored: args.include_ignored.unwrap_or(false),
+                    stop: Stop::on(context.cancel.clone()),
                 };
                 let pattern = args.pattern;
                 let state = computer
@@ -162,8 +166,11 @@ impl LocalSystemRuntime {
                     walk: WalkOptions {
                         include_hidden: args.include_hidden.unwrap_or(false),
                         include_ignored: false,
+                        stop: Stop::on(context.cancel.clone()),
                     },
-                    max_matches: args.max_results.unwrap_or(DEFAULT_GREP_RESULTS).max(1) as usize,
+                    // The model names the cap, the runtime bounds it.
+                    max_matches: args.max_results.unwrap_or(DEFAULT_GREP_RESULTS).clamp(1, MAX_RESULTS)
+                        as usize,
                     max_line_chars: GREP_LINE_CHARS,
                 };
                 let state = computer.grep(request).await.map_err(failure)?;

@@ -198,3 +198,24 @@ fn escalation_always_asks_a_person() {
     assert!(rules[0].matchers.contains_key("escalate"));
     assert_eq!(rules.last().unwrap().policy, Intervention::Required);
 }
+
+#[tokio::test]
+async fn model_caps_are_clamped_and_walks_stop_when_the_call_does() {
+    let f = Fixture::new();
+    for i in 0..1100 {
+        f.write(&format!("f{i:04}.txt"), b"needle\n");
+    }
+    let out = f.call("grepContent", json!({"pattern": "needle", "maxResults": 1_000_000})).await;
+    assert!(out.success, "{}", out.content);
+    let state = out.state.unwrap();
+    assert_eq!(state["matches"].as_array().unwrap().len(), 1000, "the cap is bounded");
+    assert_eq!(state["truncated"], true);
+    let out = f.call("searchFiles", json!({"query": "f0", "limit": 1_000_000})).await;
+    assert!(out.state.unwrap()["paths"].as_array().unwrap().len() <= 1000);
+
+    // A call whose token has fired walks nothing.
+    let context = f.context();
+    context.cancel.cancel();
+    let out = f.runtime.execute("globFiles", json!({"pattern": "**/*.txt"}), &context).await;
+    assert_eq!(out.state.map(|s| s["paths"].as_array().map(Vec::len)), Some(Some(0)), "{}", out.content);
+}

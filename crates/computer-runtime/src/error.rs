@@ -23,6 +23,15 @@ pub enum ComputerError {
         /// The path.
         path: PathBuf,
     },
+    /// A FIFO, socket or device where a regular file was expected; it was not opened (opening a
+    /// FIFO blocks until someone writes to it).
+    #[error("{path} is a {what}, not a regular file; it was not opened")]
+    NotRegular {
+        /// The path.
+        path: PathBuf,
+        /// `FIFO`, `socket`, `character device` or `block device`.
+        what: &'static str,
+    },
     /// A file where a directory was expected.
     #[error("{path} is not a directory")]
     NotDirectory {
@@ -122,6 +131,7 @@ impl ComputerError {
             Self::PermissionDenied { .. } => ErrorKind::PermissionDenied,
             Self::AlreadyExists { .. } | Self::Edit(_) => ErrorKind::Conflict,
             Self::IsDirectory { .. }
+            | Self::NotRegular { .. }
             | Self::NotDirectory { .. }
             | Self::Binary { .. }
             | Self::TooLarge { .. }

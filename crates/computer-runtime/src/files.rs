@@ -79,12 +79,8 @@ pub struct ReadState {
 /// Not found, a directory, a binary file (a NUL byte in the first 8 KiB), an offset past the end.
 pub fn read(request: &ReadRequest, limits: ReadLimits) -> Result<ReadState, ComputerError> {
     let path = &request.path;
-    let metadata = fs::metadata(path).map_err(|e| ComputerError::io(path, e))?;
-    if metadata.is_dir() {
-        return Err(ComputerError::IsDirectory { path: path.clone() });
-    }
+    let (file, metadata) = open_regular(path)?;
     let size = metadata.len();
-    let file = File::open(path).map_err(|e| ComputerError::io(path, e))?;
     let mut reader = BufReader::with_capacity(64 * 1024, file);
     if looks_binary(reader.fill_buf().map_err(|e| ComputerError::io(path, e))?) {
         return Err(ComputerError::Binary { path: path.clone(), size });
@@ -332,6 +328,39 @@ pub fn text_lines(text: &str) -> u64 {
     newlines + u64::from(!text.is_empty() && !text.ends_with('\n'))
 }
 
+/// Opens a regular file for reading, and nothing else: a FIFO, socket or device is refused
+/// without being opened (a FIFO's open blocks until a writer comes, pinning a thread), and one
+/// swapped in after the check is caught by opening without blocking and checking again.
+pub(crate) fn open_regular(path: &Path) -> Result<(File, fs::Metadata), ComputerError> {
+    use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
+    let check = |metadata: &fs::Metadata| -> Result<(), ComputerError> {
+        let kind = metadata.file_type();
+        let what = if kind.is_dir() {
+            return Err(ComputerError::IsDirectory { path: path.to_path_buf() });
+        } else if kind.is_fifo() {
+            "FIFO"
+        } else if kind.is_socket() {
+            "socket"
+        } else if kind.is_char_device() {
+            "character device"
+        } else if kind.is_block_device() {
+            "block device"
+        } else {
+            return Ok(());
+        };
+        Err(ComputerError::NotRegular { path: path.to_path_buf(), what })
+    };
+    check(&fs::metadata(path).map_err(|e| ComputerError::io(path, e))?)?;
+    let file = fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY)
+        .open(path)
+        .map_err(|e| ComputerError::io(path, e))?;
+    let metadata = file.metadata().map_err(|e| ComputerError::io(path, e))?;
+    check(&metadata)?;
+    Ok((file, metadata))
+}
+
 /// Reads a whole text file for editing, refusing binary and oversized files.
 pub(crate) fn read_text_for_edit(path: &Path, limit: u64) -> Result<(String, fs::Metadata), ComputerError> {
     let metadata = fs::metadata(path).map_err(|e| ComputerError::io(path, e))?;
@@ -347,7 +376,8 @@ pub(crate) fn read_text_for_edit(path: &Path, limit: u64) -> Result<(String, fs:
         });
     }
     let mut bytes = Vec::with_capacity(metadata.len() as usize);
-    File::open(path).and_then(|mut f| f.read_to_end(&mut bytes)).map_err(|e| ComputerError::io(path, e))?;
+    let (mut file, _) = open_regular(path)?;
+    file.read_to_end(&mut bytes).map_err(|e| ComputerError::io(path, e))?;
     if looks_binary(&bytes) {
         return Err(ComputerError::Binary { path: path.to_path_buf(), size: metadata.len() });
     }

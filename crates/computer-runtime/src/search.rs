@@ -14,6 +14,7 @@ use grep_searcher::sinks::UTF8;
 use grep_searcher::{BinaryDetection, SearcherBuilder};
 use ignore::{WalkBuilder, WalkState};
 use serde::{Deserialize, Serialize};
+use tokio_util::sync::CancellationToken;
 
 use crate::error::ComputerError;
 
@@ -43,7 +44,36 @@ pub struct WalkOptions {
     /// Include files that ignore files exclude, and junk folders.
     #[serde(default)]
     pub include_ignored: bool,
+    /// Stops the walk when it fires (the call was cancelled or ran out of time), so a walk of a
+    /// huge tree gives its thread back instead of running on for nobody.
+    #[serde(skip)]
+    pub stop: Stop,
 }
+
+/// A cancellation a walk checks at every entry; the default never fires.
+#[derive(Debug, Clone, Default)]
+pub struct Stop(Option<CancellationToken>);
+
+impl Stop {
+    /// Stops when `token` fires.
+    pub fn on(token: CancellationToken) -> Self {
+        Self(Some(token))
+    }
+
+    /// Whether the walk should stop.
+    pub fn fired(&self) -> bool {
+        self.0.as_ref().is_some_and(CancellationToken::is_cancelled)
+    }
+}
+
+/// Every stop is alike: options compare by what they ask for, not by who may cancel them.
+impl PartialEq for Stop {
+    fn eq(&self, _: &Self) -> bool {
+        true
+    }
+}
+
+impl Eq for Stop {}
 
 fn walker(root: &Path, options: &WalkOptions) -> WalkBuilder {
     let mut builder = WalkBuilder::new(root);
@@ -56,13 +86,16 @@ fn walker(root: &Path, options: &WalkOptions) -> WalkBuilder {
         .parents(!options.include_ignored)
         .require_git(false)
         .follow_links(false);
-    if !options.include_ignored {
-        builder.filter_entry(|entry| {
-            !(entry.file_type().is_some_and(|t| t.is_dir())
+    let skip_junk = !options.include_ignored;
+    let stop = options.stop.clone();
+    // Once the stop fires every entry is pruned, so the walk ends at once.
+    builder.filter_entry(move |entry| {
+        !stop.fired()
+            && !(skip_junk
+                && entry.file_type().is_some_and(|t| t.is_dir())
                 && entry.depth() > 0
                 && JUNK_DIRS.iter().any(|junk| entry.file_name() == *junk))
-        });
-    }
+    });
     builder
 }
 
@@ -408,11 +441,17 @@ mod tests {
         assert_eq!(run("**/*.rs", WalkOptions::default()), ["src/lib.rs", "src/main.rs"]);
         assert_eq!(run("*.rs", WalkOptions::default()), Vec::<String>::new(), "`*` does not cross folders");
         assert_eq!(
-            run("**/*.rs", WalkOptions { include_hidden: true, include_ignored: false }),
+            run(
+                "**/*.rs",
+                WalkOptions { include_hidden: true, include_ignored: false, ..WalkOptions::default() }
+            ),
             [".hidden/secret.rs", "src/lib.rs", "src/main.rs"]
         );
         assert_eq!(
-            run("**/*.{rs,js}", WalkOptions { include_hidden: false, include_ignored: true }),
+            run(
+                "**/*.{rs,js}",
+                WalkOptions { include_hidden: false, include_ignored: true, ..WalkOptions::default() }
+            ),
             ["ignored/out.rs", "node_modules/pkg/index.js", "src/lib.rs", "src/main.rs"]
         );
         let absolute = format!("{}/src/*.rs", root.display());

@@ -174,3 +174,39 @@ async fn a_working_directory_swapped_for_a_link_is_refused() {
     assert!(error.to_string().contains("was moved or replaced"), "{error}");
     assert!(!outside.join("planted.txt").exists());
 }
+
+#[tokio::test]
+async fn fifos_sockets_and_devices_are_refused_without_being_opened() {
+    use computer_runtime::files::ReadRequest;
+    use computer_runtime::{ComputerError, ComputerRuntime, EditRequest, LocalComputer};
+    let (_dir, root) = root();
+    let fifo = root.join("pipe");
+    assert!(std::process::Command::new("mkfifo").arg(&fifo).status().unwrap().success());
+    let computer = LocalComputer::default();
+    for (path, what) in [(fifo.clone(), "FIFO"), (PathBuf::from("/dev/zero"), "character device")] {
+        // Opening a FIFO for reading would block until a writer comes: this must answer at once.
+        let read = tokio::time::timeout(
+            Duration::from_secs(5),
+            computer.read(ReadRequest { path: path.clone(), offset: None, limit: None }),
+        )
+        .await
+        .expect("a read of a FIFO must not block");
+        let error = read.unwrap_err();
+        assert!(matches!(error, ComputerError::NotRegular { .. }), "{error}");
+        assert_eq!(
+            error.to_string(),
+            format!("{} is a {what}, not a regular file; it was not opened", path.display())
+        );
+        let edit = EditRequest {
+            path: path.clone(),
+            edits: vec![computer_runtime::edit::EditSpec {
+                old_text: "a".into(),
+                new_text: "b".into(),
+                replace_all: false,
+            }],
+        };
+        let error =
+            tokio::time::timeout(Duration::from_secs(5), computer.edit(edit)).await.unwrap().unwrap_err();
+        assert!(matches!(error, ComputerError::NotRegular { .. }), "{error}");
+    }
+}
