@@ -24,6 +24,7 @@ use crate::auth::{Principal, Tenant};
 use crate::cluster::ClusterMessage;
 use crate::devices::DeviceInfo;
 use crate::error::{ApiError, ErrorBody, Json, Path, Query};
+use crate::limits::Resource;
 use crate::state::{AppState, RunsOn, SessionView};
 
 type AppRouter = OpenApiRouter<Arc<AppState>>;
@@ -255,6 +256,7 @@ async fn create_session(
 ) -> Result<(StatusCode, Json<SessionView>), ApiError> {
     principal.must_propose()?;
     let tenant = principal.tenant;
+    state.limits.check_sessions(state.tenant_session_count(&tenant))?;
     state.check_approval(request.approval_mode, &request.allow_list)?;
     let mut view = state.new_view(fresh_id("ses"));
     if let Some(dir) = &request.working_directory {
@@ -469,11 +471,15 @@ async fn submit_calls(
     let message_id = request.message_id.clone().unwrap_or_else(|| fresh_id("msg"));
     let batch =
         Batch { message_id: Some(message_id.clone()), calls, stopped_on_length: request.stopped_on_length };
+    let batch_slot = state.limits.take(&tenant, Resource::Batches)?;
+    let stream_slot =
+        if request.stream { Some(state.limits.take(&tenant, Resource::Streams)?) } else { None };
     // Subscribe before the batch starts, so no event is missed.
     let events = request.stream.then(|| entry.session.subscribe());
     let run_state = state.clone();
     let session = entry.session.clone();
     let handle = state.tasks.spawn(async move {
+        let _batch_slot = batch_slot;
         let started = Instant::now();
         // Boxed: the pipeline's future is large, and moving it into the task copied it.
         let results = Box::pin(run_state.executor.execute_batch(&session, batch)).await;
@@ -492,7 +498,9 @@ async fn submit_calls(
             let response = handle.await.map_err(ApiError::internal)?;
             Ok(Json(response).into_response())
         }
-        Some(events) => Ok(stream_batch(state.clone(), events, call_ids, handle).into_response()),
+        Some(events) => {
+            Ok(stream_batch(state.clone(), events, call_ids, handle, stream_slot).into_response())
+        }
     }
 }
 
@@ -511,8 +519,11 @@ fn stream_batch(
     mut events: tokio::sync::broadcast::Receiver<Event>,
     call_ids: Vec<String>,
     handle: tokio::task::JoinHandle<CallsResponse>,
+    slot: Option<crate::limits::Slot>,
 ) -> Sse<impl Stream<Item = Result<SseEvent, Infallible>>> {
     let stream = async_stream(move |tx| async move {
+        // The tenant's stream budget is given back when the stream ends.
+        let _slot = slot;
         tokio::pin!(handle);
         let mut open = true;
         loop {
@@ -578,11 +589,13 @@ async fn session_events(
     Path(id): Path<String>,
 ) -> Result<Response, ApiError> {
     let entry = state.session(&tenant, &id).await?;
+    let slot = state.limits.take(&tenant, Resource::Streams)?;
     let mut events = entry.session.subscribe();
     let shutdown = state.shutdown.clone();
     let stream = async_stream(move |tx| async move {
         // Held while watched, so the session is not evicted under its watcher.
         let _entry = entry;
+        let _slot = slot;
         loop {
             tokio::select! {
                 event = events.recv() => match event {
@@ -844,16 +857,29 @@ async fn ready(State(state): State<Arc<AppState>>) -> Result<Json<Value>, ApiErr
     if let Some(cluster) = &state.cluster {
         cluster.ping().await.map_err(|e| ApiError::unavailable(format!("redis: {e}")))?;
     }
-    Ok(Json(json!({"status": "ready", "instance_id": state.instance_id})))
+    // A tenant whose pool is full waits behind itself; say so, without naming tenants to a probe.
+    let starved = state.limits.starved().len();
+    Ok(Json(json!({"status": "ready", "instance_id": state.instance_id, "starved_tenant_pools": starved})))
 }
 
-/// Prometheus metrics.
+/// Prometheus metrics. With keys it takes one (of any tenant): the numbers span tenants. An
+/// operator who scrapes without a key serves them on an address of their own (`--metrics-listen`).
 #[utoipa::path(get, path = "/metrics", tag = "health",
-    responses((status = 200, description = "Prometheus text format", content_type = "text/plain")))]
-async fn metrics(State(state): State<Arc<AppState>>) -> impl IntoResponse {
+    responses((status = 200, description = "Prometheus text format", content_type = "text/plain"),
+        (status = 401, body = ErrorBody)))]
+async fn metrics(State(state): State<Arc<AppState>>, _caller: Tenant) -> impl IntoResponse {
+    metrics_text(&state)
+}
+
+/// The metrics as Prometheus text, for either address.
+pub fn metrics_text(state: &AppState) -> impl IntoResponse + use<> {
     let pending = state.broker.pending_count();
-    (
-        [(axum::http::header::CONTENT_TYPE, "text/plain; version=0.0.4")],
-        state.metrics.render(pending, state.session_count()),
-    )
+    let mut text = state.metrics.render(pending, state.session_count());
+    let starved = state.limits.starved().len();
+    text.push_str(
+        "# HELP toolhost_tenants_starved Tenants whose pool of tool runs on this machine is fully in use.\n",
+    );
+    text.push_str("# TYPE toolhost_tenants_starved gauge\n");
+    text.push_str(&format!("toolhost_tenants_starved {starved}\n"));
+    ([(axum::http::header::CONTENT_TYPE, "text/plain; version=0.0.4")], text)
 }

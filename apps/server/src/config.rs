@@ -203,6 +203,22 @@ pub struct ServeArgs {
     /// Let agent keys decide approvals (by default only approver and person keys may).
     #[arg(long, env = "TOOLHOST_AGENT_KEYS_DECIDE")]
     pub agent_keys_decide: bool,
+    /// Also serve `/metrics` without a key on this address (for a scraper on a private network);
+    /// with keys, `/metrics` on the main address takes a key.
+    #[arg(long, env = "TOOLHOST_METRICS_LISTEN")]
+    pub metrics_listen: Option<SocketAddr>,
+    /// Sessions one tenant may hold at once on an instance (past it: 429).
+    #[arg(long, env = "TOOLHOST_TENANT_SESSIONS", default_value_t = 1000)]
+    pub tenant_sessions: usize,
+    /// Batches one tenant may have in flight (past it: 429).
+    #[arg(long, env = "TOOLHOST_TENANT_BATCHES", default_value_t = 64)]
+    pub tenant_batches: usize,
+    /// Event streams one tenant may hold open (past it: 429).
+    #[arg(long, env = "TOOLHOST_TENANT_STREAMS", default_value_t = 32)]
+    pub tenant_streams: usize,
+    /// Tool runs one tenant may have on the server's machine at once; more wait their turn.
+    #[arg(long, env = "TOOLHOST_TENANT_RUNS", default_value_t = 16)]
+    pub tenant_runs: usize,
 }
 
 impl Default for ServeArgs {
@@ -318,6 +334,16 @@ impl ServeArgs {
     /// Whether sessions may turn the network on, and whether it is on by default.
     pub fn sandbox_network(&self, keys: &Keys) -> NetworkAccess {
         self.sandbox_network.unwrap_or(if keys.is_open() { NetworkAccess::On } else { NetworkAccess::Off })
+    }
+
+    /// Each tenant's budgets.
+    pub fn limits(&self) -> crate::limits::LimitConfig {
+        crate::limits::LimitConfig {
+            sessions: self.tenant_sessions.max(1),
+            batches: self.tenant_batches.max(1),
+            streams: self.tenant_streams.max(1),
+            runs: self.tenant_runs.max(1),
+        }
     }
 
     /// The approval modes sessions may choose.

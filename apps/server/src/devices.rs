@@ -30,8 +30,11 @@ use crate::metrics::Metrics;
 /// Where a session's calls run.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Route {
-    /// In the server's process.
-    Server,
+    /// In the server's process, in turn with the tenant's other runs there.
+    Server {
+        /// The session's tenant.
+        tenant: String,
+    },
     /// On a device of the tenant (devices of other tenants are never used): the named one, or any
     /// that runs the tool.
     Device {
@@ -713,6 +716,7 @@ pub struct Routed {
     tool: String,
     local: Arc<dyn ToolRuntime>,
     devices: Arc<Devices>,
+    limits: Arc<crate::limits::Limits>,
 }
 
 impl std::fmt::Debug for Routed {
@@ -723,8 +727,13 @@ impl std::fmt::Debug for Routed {
 
 impl Routed {
     /// Wraps a tool's in-process runtime.
-    pub fn new(tool: String, local: Arc<dyn ToolRuntime>, devices: Arc<Devices>) -> Self {
-        Self { tool, local, devices }
+    pub fn new(
+        tool: String,
+        local: Arc<dyn ToolRuntime>,
+        devices: Arc<Devices>,
+        limits: Arc<crate::limits::Limits>,
+    ) -> Self {
+        Self { tool, local, devices, limits }
     }
 }
 
@@ -741,7 +750,23 @@ impl ToolRuntime for Routed {
                     .dispatch(&tenant, device_id.as_deref(), &self.tool, api, arguments, context)
                     .await
             }),
-            Some(Route::Server) => self.local.execute(api, arguments, context),
+            // A tenant's runs on this machine take turns in the tenant's own pool: one whose calls
+            // hang (slow disks, huge trees) waits behind itself, never in front of another.
+            Some(Route::Server { tenant }) => Box::pin(async move {
+                let turn = tokio::select! {
+                    turn = self.limits.run_turn(&tenant) => turn,
+                    () = context.cancel.cancelled() => {
+                        return ToolOutput::error(
+                            ErrorKind::Cancelled,
+                            "The call was cancelled (or ran out of time) while waiting for a turn: this \
+                             tenant had as many calls running on the server as it may.",
+                        );
+                    }
+                };
+                let output = self.local.execute(api, arguments, context).await;
+                drop(turn);
+                output
+            }),
             // Only a session held here has a route; one that ended meanwhile runs nothing.
             None => Box::pin(async {
                 ToolOutput::error(ErrorKind::Cancelled, "The session ended before the call could run.")

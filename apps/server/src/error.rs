@@ -20,7 +20,8 @@ pub struct ErrorBody {
 #[derive(Debug, Clone, Serialize, ToSchema)]
 pub struct ErrorDetail {
     /// A stable code: `bad_request`, `invalid_json`, `payload_too_large`, `unsupported_media_type`,
-    /// `unauthorized`, `not_found`, `method_not_allowed`, `conflict`, `unavailable`, `internal`.
+    /// `unauthorized`, `forbidden`, `not_found`, `method_not_allowed`, `conflict`,
+    /// `too_many_requests`, `unavailable`, `internal`.
     pub code: String,
     /// A sentence for people.
     pub message: String,
@@ -32,12 +33,22 @@ pub struct ApiError {
     status: StatusCode,
     code: &'static str,
     message: String,
+    /// Seconds to wait before trying again (`Retry-After`), for 429.
+    retry_after: Option<u64>,
 }
 
 impl ApiError {
     /// An error with this status and code.
     pub fn new(status: StatusCode, code: &'static str, message: impl Into<String>) -> Self {
-        Self { status, code, message: message.into() }
+        Self { status, code, message: message.into(), retry_after: None }
+    }
+
+    /// 429 `too_many_requests` with `Retry-After`.
+    pub fn too_many(message: impl Into<String>, retry_after_secs: u64) -> Self {
+        Self {
+            retry_after: Some(retry_after_secs),
+            ..Self::new(StatusCode::TOO_MANY_REQUESTS, "too_many_requests", message)
+        }
     }
 
     /// 400 `bad_request`.
@@ -75,7 +86,11 @@ impl ApiError {
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let body = ErrorBody { error: ErrorDetail { code: self.code.to_owned(), message: self.message } };
-        (self.status, axum::Json(body)).into_response()
+        let mut response = (self.status, axum::Json(body)).into_response();
+        if let Some(seconds) = self.retry_after {
+            response.headers_mut().insert(axum::http::header::RETRY_AFTER, seconds.into());
+        }
+        response
     }
 }
 

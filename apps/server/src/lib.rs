@@ -10,7 +10,8 @@
 //! * [`api`]: the JSON API under `/v1` and its OpenAPI document; [`ws`]: the device socket;
 //! * [`auth`]: bearer keys bound to tenants; [`error`]: the one error body;
 //! * [`devices`]: client executors and the runtime that routes a session's calls to them;
-//! * [`cluster`]: several instances through Redis; [`metrics`]: Prometheus text.
+//! * [`cluster`]: several instances through Redis; [`metrics`]: Prometheus text;
+//! * [`limits`]: per-tenant budgets (sessions, batches, streams, tool runs on this machine).
 
 pub mod api;
 pub mod auth;
@@ -18,6 +19,7 @@ pub mod cluster;
 pub mod config;
 pub mod devices;
 pub mod error;
+pub mod limits;
 pub mod metrics;
 pub mod state;
 pub mod ws;
@@ -134,6 +136,17 @@ pub fn router(state: Arc<AppState>) -> Router {
         .layer(axum::middleware::from_fn_with_state(state.clone(), open_means_loopback))
         .layer(axum::middleware::from_fn_with_state(state.clone(), count_requests))
         .layer(DefaultBodyLimit::max(state.args.max_body_bytes))
+        .with_state(state)
+}
+
+/// Only `/metrics`, without a key: for an operator's own scraping address (`--metrics-listen`).
+pub fn metrics_router(state: Arc<AppState>) -> Router {
+    Router::new()
+        .route(
+            "/metrics",
+            axum::routing::get(|State(state): State<Arc<AppState>>| async move { api::metrics_text(&state) }),
+        )
+        .fallback(error::fallback)
         .with_state(state)
 }
 

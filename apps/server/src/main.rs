@@ -48,7 +48,21 @@ async fn main() -> anyhow::Result<()> {
         .init();
     let args = cli.serve;
     let listen = args.listen;
+    let metrics_listen = args.metrics_listen;
     let state = AppState::build(args).await?;
+    if let Some(address) = metrics_listen {
+        let listener = tokio::net::TcpListener::bind(address)
+            .await
+            .with_context(|| format!("listening for metrics on {address}"))?;
+        tracing::info!(address = %listener.local_addr()?, "metrics without a key");
+        let app = toolhost_server::metrics_router(state.clone());
+        let closing = state.closing.clone();
+        tokio::spawn(async move {
+            let _ = axum::serve(listener, app)
+                .with_graceful_shutdown(async move { closing.cancelled().await })
+                .await;
+        });
+    }
     let listener =
         tokio::net::TcpListener::bind(listen).await.with_context(|| format!("listening on {listen}"))?;
     tracing::info!(address = %listener.local_addr()?, open = state.keys.is_open(), "toolhost-server listening");

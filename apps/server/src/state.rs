@@ -135,6 +135,8 @@ pub struct AppState {
     pub sandboxing: Sandboxing,
     /// Approval modes sessions may choose.
     pub approval_modes: Vec<ApprovalMode>,
+    /// What each tenant may use at once.
+    pub limits: Arc<crate::limits::Limits>,
 }
 
 /// The operator's sandbox settings, resolved at start-up.
@@ -253,6 +255,7 @@ impl AppState {
         ));
 
         let sandboxing = sandboxing(&args, &keys, &database_url)?;
+        let limits = Arc::new(crate::limits::Limits::new(args.limits()));
         let args_modes = args.approval_modes(&keys);
         let computer = Arc::new(computer_runtime::LocalComputer::new(computer_runtime::LocalConfig {
             process: computer_runtime::process::ProcessConfig {
@@ -277,7 +280,8 @@ impl AppState {
             if !tools.contains(&manifest.identifier) {
                 continue;
             }
-            let routed = Arc::new(Routed::new(manifest.identifier.clone(), runtime, devices.clone()));
+            let routed =
+                Arc::new(Routed::new(manifest.identifier.clone(), runtime, devices.clone(), limits.clone()));
             toolbox.add_tool(manifest, routed)?;
         }
         for (name, audit) in builtin_tools::audits() {
@@ -310,6 +314,7 @@ impl AppState {
             computer,
             sandboxing,
             approval_modes: args_modes,
+            limits,
         });
         state.devices.spawn_reaper(state.closing.clone());
         if let Some(cluster) = &state.cluster {
@@ -401,7 +406,7 @@ impl AppState {
         }
         let session = self.executor.open_session(config);
         let route = match view.runs_on {
-            RunsOn::Server => Route::Server,
+            RunsOn::Server => Route::Server { tenant: tenant.to_owned() },
             RunsOn::Device => Route::Device { tenant: tenant.to_owned(), device_id: view.device_id.clone() },
         };
         self.devices.set_route(&view.id, route);
@@ -651,6 +656,16 @@ impl AppState {
     /// Sessions held in memory here.
     pub fn session_count(&self) -> usize {
         self.sessions.read().unwrap_or_else(|p| p.into_inner()).len()
+    }
+
+    /// Sessions of one tenant held here.
+    pub fn tenant_session_count(&self, tenant: &str) -> usize {
+        self.sessions
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .values()
+            .filter(|e| e.tenant == tenant)
+            .count()
     }
 
     /// A new session's view with its defaults.

@@ -607,3 +607,59 @@ async fn with_keys_the_shared_temp_folders_are_outside_every_session() {
     assert_eq!(server.call(&sid, "t3", "readFile", json!({"path": "notes.txt"})).await["status"], "executed");
     server.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tenant_past_its_budget_gets_429_and_metrics_take_a_key() {
+    let dir = tempfile::tempdir().unwrap();
+    let ws = workspace();
+    let mut args = common::args(dir.path());
+    let person = toolhost_server::auth::Role::Person;
+    args.api_keys = vec![toolhost_server::auth::stored_form_as("acme", person, "ops", "key-acme")];
+    args.workspace_roots = vec![toolhost_server::config::WorkspaceRoot::of("acme", ws.path())];
+    args.tenant_batches = 1;
+    args.tenant_sessions = 2;
+    let server = TestServer::start_with(dir, args).await.with_key("key-acme");
+    let sid = server.session(json!({"working_directory": ws.path()})).await;
+
+    // One batch waits for a person, and holds the tenant's only batch.
+    let waiting = {
+        let (client, url) = (server.client.clone(), server.url(&format!("/v1/sessions/{sid}/calls")));
+        let body = json!({"calls": [{"id": "w", "name": "readFile", "arguments": json!({"path": OUTSIDE}).to_string()}]});
+        tokio::spawn(async move {
+            client.post(url).bearer_auth("key-acme").json(&body).send().await.unwrap().status()
+        })
+    };
+    server.wait_for_approval("w").await;
+    let response = server
+        .client
+        .post(server.url(&format!("/v1/sessions/{sid}/calls")))
+        .bearer_auth("key-acme")
+        .json(&json!({"calls": [{"id": "x", "name": "readFile", "arguments": "{\"path\": \"notes.txt\"}"}]}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 429);
+    assert_eq!(response.headers()["retry-after"], "1");
+    let body: Value = response.json().await.unwrap();
+    assert_eq!(body["error"]["code"], "too_many_requests", "{body}");
+
+    // Sessions: two held, a third is refused.
+    server.session(json!({"working_directory": ws.path()})).await;
+    let (status, body) = server.post("/v1/sessions", json!({"working_directory": ws.path()})).await;
+    assert_eq!(status, 429, "{body}");
+
+    // Metrics: a key is needed on a server with keys.
+    let anonymous = server.client.get(server.url("/metrics")).send().await.unwrap();
+    assert_eq!(anonymous.status(), 401);
+    let keyed = server.client.get(server.url("/metrics")).bearer_auth("key-acme").send().await.unwrap();
+    assert_eq!(keyed.status(), 200);
+    assert!(keyed.text().await.unwrap().contains("toolhost_tenants_starved 0"));
+
+    let (_, pending) = server.get("/v1/approvals").await;
+    let approval = pending[0]["id"].as_str().unwrap().to_owned();
+    let (status, body) =
+        server.post(&format!("/v1/approvals/{approval}"), json!({"decision": {"kind": "deny"}})).await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(tokio::time::timeout(Duration::from_secs(20), waiting).await.unwrap().unwrap(), 200);
+    server.stop().await;
+}

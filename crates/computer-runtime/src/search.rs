@@ -90,11 +90,14 @@ fn walker(root: &Path, options: &WalkOptions) -> WalkBuilder {
     let stop = options.stop.clone();
     // Once the stop fires every entry is pruned, so the walk ends at once.
     builder.filter_entry(move |entry| {
-        !stop.fired()
-            && !(skip_junk
-                && entry.file_type().is_some_and(|t| t.is_dir())
-                && entry.depth() > 0
-                && JUNK_DIRS.iter().any(|junk| entry.file_name() == *junk))
+        if stop.fired() {
+            return false;
+        }
+        let junk = skip_junk
+            && entry.file_type().is_some_and(|t| t.is_dir())
+            && entry.depth() > 0
+            && JUNK_DIRS.iter().any(|junk| entry.file_name() == *junk);
+        !junk
     });
     builder
 }
