@@ -203,6 +203,10 @@ pub struct ServeArgs {
     /// Let agent keys decide approvals (by default only approver and person keys may).
     #[arg(long, env = "TOOLHOST_AGENT_KEYS_DECIDE")]
     pub agent_keys_decide: bool,
+    /// Folder for the server's own state on this host (the ledger of the process groups its
+    /// commands run in, swept at start-up after a crash). Default: the data directory.
+    #[arg(long, env = "TOOLHOST_STATE_DIR")]
+    pub state_dir: Option<PathBuf>,
     /// Also serve `/metrics` without a key on this address (for a scraper on a private network);
     /// with keys, `/metrics` on the main address takes a key.
     #[arg(long, env = "TOOLHOST_METRICS_LISTEN")]
@@ -302,6 +306,26 @@ impl ServeArgs {
         let dir = strategy.data_dir().join("toolhost");
         std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
         Ok(format!("sqlite://{}", dir.join("journal.db").display()))
+    }
+
+    /// The folder for this host's server state: `--state-dir`, or `toolhost` in the data directory.
+    ///
+    /// # Errors
+    ///
+    /// No data directory, or it cannot be created.
+    pub fn state_dir(&self) -> anyhow::Result<PathBuf> {
+        let dir = match &self.state_dir {
+            Some(dir) => dir.clone(),
+            None => {
+                use etcetera::BaseStrategy as _;
+                etcetera::choose_base_strategy()
+                    .context("finding the data directory")?
+                    .data_dir()
+                    .join("toolhost")
+            }
+        };
+        std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+        Ok(dir)
     }
 
     /// The shutdown grace.

@@ -254,7 +254,19 @@ impl AppState {
             config.default_timeout,
         ));
 
-        let sandboxing = sandboxing(&args, &keys, &database_url)?;
+        let state_dir = args.state_dir()?;
+        let sandboxing = sandboxing(&args, &keys, &database_url, &state_dir)?;
+        // Commands a crashed server on this host left running die before its calls are marked
+        // abandoned (the executor's reconciler runs at start, below).
+        let ledgers = state_dir.join("processes");
+        let swept = computer_runtime::ledger::Ledger::sweep(&ledgers, &instance_id);
+        if swept.ledgers > 0 {
+            tracing::warn!(
+                ledgers = swept.ledgers,
+                killed = swept.killed.len(),
+                "killed the process groups that stopped servers on this host left running"
+            );
+        }
         let limits = Arc::new(crate::limits::Limits::new(args.limits()));
         let args_modes = args.approval_modes(&keys);
         let computer = Arc::new(computer_runtime::LocalComputer::new(computer_runtime::LocalConfig {
@@ -268,6 +280,7 @@ impl AppState {
                     },
                 },
                 max_job_lifetime: Duration::from_secs(args.job_lifetime_secs),
+                ledger: Some((ledgers, instance_id.clone())),
                 ..Default::default()
             },
             ..Default::default()
@@ -691,8 +704,14 @@ impl AppState {
 }
 
 /// The operator's sandbox settings: what tenants may choose, and what no command may read.
-fn sandboxing(args: &ServeArgs, keys: &Keys, database_url: &str) -> anyhow::Result<Sandboxing> {
+fn sandboxing(
+    args: &ServeArgs,
+    keys: &Keys,
+    database_url: &str,
+    state_dir: &Path,
+) -> anyhow::Result<Sandboxing> {
     let mut deny_read = args.sandbox_deny_read.clone();
+    deny_read.push(state_dir.to_path_buf());
     // The journal (and the server's other data beside it) and the keys are never a command's.
     if let Some(path) = database_url.strip_prefix("sqlite://") {
         let path = Path::new(path.split('?').next().unwrap_or(path));

@@ -27,13 +27,35 @@ impl Drop for Server {
     }
 }
 
+/// Whether a process is alive (not a zombie).
+fn alive(pid: u64) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| {
+        stat.rsplit(')').next().and_then(|rest| rest.split_whitespace().next()) != Some("Z")
+    })
+}
+
+/// Waits up to five seconds for `pid` to be gone.
+async fn gone(pid: u64) -> bool {
+    for _ in 0..100 {
+        if !alive(pid) {
+            return true;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    false
+}
+
 fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
 }
 
 impl Server {
     async fn start() -> Self {
-        let dir = tempfile::tempdir().unwrap();
+        Self::start_in(tempfile::tempdir().unwrap()).await
+    }
+
+    /// Starts the server on the folders of `dir` (a restart reuses them).
+    async fn start_in(dir: tempfile::TempDir) -> Self {
         let root = std::fs::canonicalize(dir.path()).unwrap();
         let (data, root_a, root_b) = (root.join("data"), root.join("acme"), root.join("globex"));
         for folder in [&data, &root_a, &root_b] {
@@ -58,6 +80,7 @@ impl Server {
         let child = Command::new(env!("CARGO_BIN_EXE_toolhost-server"))
             .env("TOOLHOST_LISTEN", format!("127.0.0.1:{port}"))
             .env("TOOLHOST_DATABASE_URL", format!("sqlite://{}/journal.db", data.display()))
+            .env("TOOLHOST_STATE_DIR", &data)
             .env("TOOLHOST_API_KEYS", &keys)
             .env(
                 "TOOLHOST_ALLOW_LIST_PERMITS",
@@ -84,6 +107,13 @@ impl Server {
             tokio::time::sleep(Duration::from_millis(25)).await;
         }
         panic!("the server did not start");
+    }
+
+    /// Kills the server with SIGKILL and hands back its folders.
+    fn crash(mut self) -> tempfile::TempDir {
+        self.child.kill().unwrap();
+        self.child.wait().unwrap();
+        std::mem::replace(&mut self._dir, tempfile::tempdir().unwrap())
     }
 
     async fn request(
@@ -208,8 +238,18 @@ async fn a_hostile_tenant_gets_its_folder_and_nothing_else() {
         assert_eq!(stolen["output"]["error"]["kind"], "not_found", "{stolen}");
         assert!(!content(&stolen).contains("are: cmd-"), "no ids are listed: {stolen}");
     }
-    let polled = server.call("key-acme", &acme, "getCommandOutput", json!({"commandId": job})).await;
-    assert!(content(&polled).contains("still running") && content(&polled).contains("acme-job"), "{polled}");
+    // The output so far came with the start; later polls bring only what is new.
+    let mut seen = content(&started).to_owned();
+    for _ in 0..100 {
+        let polled = server.call("key-acme", &acme, "getCommandOutput", json!({"commandId": job})).await;
+        assert!(content(&polled).contains("still running"), "{polled}");
+        seen.push_str(content(&polled));
+        if seen.contains("acme-job") {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(seen.contains("acme-job"), "its owner reads the job's output: {seen}");
 
     // A signal cannot reach another tenant's process either.
     let pid = started["output"]["state"]["pid"].as_u64().unwrap();
@@ -314,4 +354,49 @@ async fn an_agent_key_cannot_approve_its_own_calls_or_widen_its_session() {
     let denied = server.run("key-acme", &open, "curl http://127.0.0.1:1/x").await;
     assert_eq!(denied["status"], "blocked", "{denied}");
     assert!(content(&denied).contains("no downloads"), "{denied}");
+}
+
+#[tokio::test]
+async fn commands_die_with_a_killed_server() {
+    let server = Server::start().await;
+    let session = server.open("key-acme", &server.root_a).await;
+    // A background job whose shell has a child of its own (a grandchild of the server).
+    let started = server
+        .call(
+            "key-acme",
+            &session,
+            "runCommand",
+            json!({"command": "sleep 300 & echo child=$!; wait", "background": true}),
+        )
+        .await;
+    assert!(succeeded(&started), "{started}");
+    let shell = started["output"]["state"]["pid"].as_u64().unwrap();
+    let mut child = None;
+    for _ in 0..100 {
+        let polled = server
+            .call(
+                "key-acme",
+                &session,
+                "getCommandOutput",
+                json!({"commandId": started["output"]["state"]["command_id"]}),
+            )
+            .await;
+        if let Some(pid) =
+            content(&polled).split("child=").nth(1).and_then(|rest| rest.split_whitespace().next())
+        {
+            child = pid.parse::<u64>().ok();
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let child = child.expect("the job printed its child's pid");
+    assert!(alive(shell) && alive(child));
+
+    // SIGKILL: no shutdown code runs. The shell dies with its parent at once...
+    let dir = server.crash();
+    assert!(gone(shell).await, "the job's shell outlived the server");
+    // ...and what it started is killed by the next start on this host, from the ledger.
+    let restarted = Server::start_in(dir).await;
+    assert!(gone(child).await, "the job's child {child} outlived the restart");
+    drop(restarted);
 }

@@ -26,6 +26,7 @@ pub mod env;
 mod error;
 pub mod files;
 pub mod format;
+pub mod ledger;
 mod local;
 pub mod process;
 pub mod scope;

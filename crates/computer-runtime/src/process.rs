@@ -84,6 +84,9 @@ pub struct ProcessConfig {
     pub sandbox: SandboxSettings,
     /// How long a background job may run before its group is killed.
     pub max_job_lifetime: Duration,
+    /// Where to keep the ledger of live process groups (`root`, this process's instance id), so
+    /// that a later start on this host kills what a crash left running (see [`crate::ledger`]).
+    pub ledger: Option<(PathBuf, String)>,
 }
 
 impl Default for ProcessConfig {
@@ -99,6 +102,7 @@ impl Default for ProcessConfig {
             env: EnvPolicy::default(),
             sandbox: SandboxSettings::default(),
             max_job_lifetime: Duration::from_secs(3600),
+            ledger: None,
         }
     }
 }
@@ -297,6 +301,7 @@ pub struct ProcessManager {
     /// The environment every command starts from, filtered once.
     env: Vec<(OsString, OsString)>,
     jobs: Mutex<HashMap<String, Job>>,
+    ledger: Option<crate::ledger::Ledger>,
     /// The lazily created default output directory (see [`ProcessConfig::output_dir`]).
     default_dir: Mutex<Option<tempfile::TempDir>>,
 }
@@ -360,10 +365,20 @@ impl ProcessManager {
         Self {
             sandbox: Sandbox::new(config.sandbox),
             env: config.env.from_current_process(),
+            // Without a ledger, only the parent-death signal ties commands to this process.
+            ledger: config
+                .ledger
+                .as_ref()
+                .and_then(|(root, instance)| crate::ledger::Ledger::open(root, instance).ok()),
             config,
             jobs: Mutex::new(HashMap::new()),
             default_dir: Mutex::new(None),
         }
+    }
+
+    /// The ledger of live process groups, when one was asked for and could be opened.
+    pub fn ledger(&self) -> Option<&crate::ledger::Ledger> {
+        self.ledger.as_ref()
     }
 
     /// The sandbox commands are run in (what the kernel offers, what the operator requires).
@@ -431,6 +446,10 @@ impl ProcessManager {
             }
         };
         guard.armed = false;
+        // Processes the command left running keep the group (and its ledger entry) alive.
+        if !group_exists(pgid) {
+            self.forget_group(pgid);
+        }
         let duration_ms = millis(started.elapsed());
 
         let end = file_len(&file)?;
@@ -528,6 +547,7 @@ impl ProcessManager {
             let (running, exit) = job.status();
             if !running && !job.group_gone && !group_exists(job.pgid) {
                 job.group_gone = true;
+                self.forget_group(job.pgid);
             }
             let end = file_len(&job.file)?;
             // Claim the range under the lock so concurrent polls never
@@ -572,6 +592,9 @@ impl ProcessManager {
         };
 
         let removed = self.jobs().remove(command_id);
+        if removed.is_some() {
+            self.forget_group(pgid);
+        }
         let Some(job) = removed else {
             // A concurrent kill removed it (and returns its output).
             return Err(ProcessError::NoSuchCommand {
@@ -625,7 +648,14 @@ impl ProcessManager {
         for (id, _) in &targets {
             if let Some(job) = jobs.remove(id) {
                 let _ = std::fs::remove_file(&job.output_path);
+                self.forget_group(job.pgid);
             }
+        }
+    }
+
+    fn forget_group(&self, pgid: i32) {
+        if let Some(ledger) = &self.ledger {
+            ledger.forget(pgid);
         }
     }
 
@@ -721,6 +751,7 @@ impl ProcessManager {
             .process_group(0)
             // Last resort if the Child is dropped without being reaped.
             .kill_on_drop(true);
+        die_with_parent(command.as_std_mut());
         prepared.install(command.as_std_mut());
         let child = command
             .spawn()
@@ -737,6 +768,9 @@ impl ProcessManager {
             context: "reading the pid of the new process".into(),
             source: io::Error::other(format!("pid {pid} out of range")),
         })?;
+        if let Some(ledger) = &self.ledger {
+            ledger.record(pgid);
+        }
         Ok(Spawned {
             child,
             pid,
@@ -871,9 +905,27 @@ fn group_exists(pgid: i32) -> bool {
     }
 }
 
+/// The shell gets `SIGKILL` when the thread that started it goes away (this process exiting,
+/// killed or not): a command does not run on for nobody after a crash. What the shell started
+/// outlives it only until the next start sweeps the ledger.
+#[allow(unsafe_code)]
+fn die_with_parent(command: &mut std::process::Command) {
+    use std::os::unix::process::CommandExt;
+    // SAFETY: prctl with integer arguments is async-signal-safe and touches no memory of ours.
+    unsafe {
+        command.pre_exec(|| {
+            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0) == 0 {
+                Ok(())
+            } else {
+                Err(io::Error::last_os_error())
+            }
+        });
+    }
+}
+
 /// Sends `signal` to every process in the group `pgid`.
 #[allow(unsafe_code)]
-fn signal_group(pgid: i32, signal: libc::c_int) -> io::Result<()> {
+pub(crate) fn signal_group(pgid: i32, signal: libc::c_int) -> io::Result<()> {
     // killpg(0) would hit our own group and killpg(1) init's.
     if pgid <= 1 {
         return Err(io::Error::from(io::ErrorKind::InvalidInput));

@@ -47,8 +47,14 @@ impl Session {
     }
 
     async fn start(&self, m: &ProcessManager, command: &str) -> String {
+        self.start_with_output(m, command).await.0
+    }
+
+    /// Starts a background job: its id and the output it printed so far.
+    async fn start_with_output(&self, m: &ProcessManager, command: &str) -> (String, String) {
         let spec = CommandSpec { background: true, ..self.spec(command) };
-        m.run(spec, &CancellationToken::new()).await.unwrap().command_id.unwrap()
+        let state = m.run(spec, &CancellationToken::new()).await.unwrap();
+        (state.command_id.unwrap(), state.output.text)
     }
 }
 
@@ -63,7 +69,7 @@ async fn jobs_belong_to_their_session() {
     let (_dir, root) = root();
     let m = manager();
     let (a, b) = (Session::new(&root, "a"), Session::new(&root, "b"));
-    let job_a = a.start(&m, "echo from-a; sleep 30").await;
+    let (job_a, first_output) = a.start_with_output(&m, "echo from-a; sleep 30").await;
     let job_b = b.start(&m, "sleep 30").await;
 
     assert!(job_a.starts_with("cmd-") && job_a.len() == 4 + 24, "{job_a}");
@@ -78,7 +84,8 @@ async fn jobs_belong_to_their_session() {
         assert!(listed.contains(&job_b) && !listed.contains(&job_a), "{message}");
     }
     // A's job is untouched by B's tries.
-    let mut seen = String::new();
+    // The output so far came with the start; polls bring only what is new.
+    let mut seen = first_output;
     let mut polled = m.output(a.id, &job_a).await.unwrap();
     for _ in 0..200 {
         seen.push_str(&polled.new_output.text);

@@ -23,6 +23,7 @@ pub fn args(dir: &std::path::Path) -> ServeArgs {
     let mut args = ServeArgs::default();
     args.listen = "127.0.0.1:0".parse().unwrap();
     args.database_url = Some(format!("sqlite://{}/journal.db", dir.display()));
+    args.state_dir = Some(dir.join("state"));
     args.shutdown_grace_secs = 5;
     args.device_reconnect_grace_ms = 1000;
     args
