@@ -395,6 +395,9 @@ impl AppState {
                 // Tenants share the server's temp folders: with keys, they are outside every
                 // session; an open (single-user, loopback) server keeps them in, like a laptop.
                 exclude_temp: !self.keys.is_open(),
+                // A device's files are on the device, which audits its own paths.
+                paths_elsewhere: view.runs_on == RunsOn::Device,
+                ..SessionPolicy::default()
             },
             sequential: view.sequential,
             // The budget runs from the session's creation, also when another instance (or a

@@ -54,7 +54,10 @@ async fn serve_device(state: Arc<AppState>, tenant: String, socket: WebSocket) {
     let first = tokio::time::timeout(REGISTER_WITHIN, stream.next()).await;
     let (device_id, tools, boot) = match first {
         Ok(Some(Ok(Message::Text(frame)))) => match DeviceMessage::parse(&frame) {
-            Ok(DeviceMessage::Register { device_id, tools, boot }) => (device_id, tools, boot),
+            Ok(DeviceMessage::Register { device_id, tools, boot, working_directory }) => {
+                tracing::info!(device = %device_id, folder = ?working_directory, "device registering");
+                (device_id, tools, boot)
+            }
             Ok(_) => return refuse(&mut sink, "the first frame must be `register`").await,
             Err(error) => return refuse(&mut sink, &error.to_string()).await,
         },

@@ -7,8 +7,8 @@ use std::time::{Duration, Instant};
 
 use client_executor::DeviceMessage;
 use common::{
-    TestServer, next_execute, next_message, raw_device, send, spawn_device, submit, wait_for_device,
-    workspace,
+    OUTSIDE, TestServer, next_execute, next_message, raw_device, send, spawn_device, spawn_device_in, submit,
+    wait_for_device, workspace,
 };
 use serde_json::json;
 use tool_core::ToolOutput;
@@ -215,7 +215,12 @@ async fn devices_need_a_key_of_their_tenant_and_a_proper_registration() {
     let (mut socket, _) = tokio_tungstenite::connect_async(request).await.unwrap();
     send(
         &mut socket,
-        &DeviceMessage::Register { device_id: "d".into(), tools: vec!["no-such-tool".into()], boot: None },
+        &DeviceMessage::Register {
+            device_id: "d".into(),
+            tools: vec!["no-such-tool".into()],
+            boot: None,
+            working_directory: None,
+        },
     )
     .await;
     match next_message(&mut socket).await {
@@ -253,5 +258,40 @@ async fn a_restarted_device_is_not_sent_what_its_previous_run_had() {
         tokio::time::timeout(Duration::from_millis(500), next_message(&mut second)).await.is_err(),
         "nothing is sent to the new process"
     );
+    server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_device_decides_for_its_own_machine() {
+    let server = TestServer::start().await;
+    let mine = workspace();
+    std::fs::write(mine.path().join("notes.txt"), "on the device").unwrap();
+    let (stop, device) = spawn_device_in(&server.base, None, "laptop", Some(mine.path()));
+    wait_for_device(&server, "laptop").await;
+    // The session names another folder: the device keeps its own.
+    let elsewhere = workspace();
+    let sid = server
+        .session(
+            json!({"working_directory": elsewhere.path(), "runs_on": "device", "approval_mode": "auto_run"}),
+        )
+        .await;
+    let read = server.call(&sid, "d1", "readFile", json!({"path": "notes.txt"})).await;
+    assert_eq!(read["output"]["content"], "on the device", "{read}");
+
+    // The server lets a path it cannot judge through (auto-run); the device audits it on its own
+    // disk, finds it outside its folder, and — no one being at the device — blocks it.
+    let outside = server.call(&sid, "d2", "readFile", json!({"path": OUTSIDE})).await;
+    assert_ne!(outside["status"], "executed", "{outside}");
+    assert!(
+        outside["output"]["content"].as_str().unwrap().contains("Blocked by security/privacy"),
+        "{outside}"
+    );
+    assert!(
+        outside["output"]["state"]["reason"].as_str().unwrap().contains("outside the working directory"),
+        "{outside}"
+    );
+
+    stop.cancel();
+    device.await.unwrap();
     server.stop().await;
 }

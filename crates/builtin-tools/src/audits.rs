@@ -33,6 +33,11 @@ pub fn path_scope(input: &AuditInput<'_>) -> AuditVerdict {
     };
     roots.extend(input.session_temp.map(Path::to_path_buf));
     let scope = PathScope::new(roots);
+    // Resolving a device's paths on this machine's disk would judge the wrong files: the device,
+    // which runs the call, audits them against its own folder.
+    if input.paths_elsewhere {
+        return AuditVerdict::Pass;
+    }
     let paths: Vec<&str> =
         input.api.path_params.iter().flat_map(|param| param.select(input.arguments)).collect();
     // The session's folder was pinned when it opened: if it no longer resolves to itself, a

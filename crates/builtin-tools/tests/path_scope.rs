@@ -16,6 +16,7 @@ fn verdict(api: LocalSystemApi, arguments: Value, working_directory: Option<&Pat
         working_directory,
         temp_in_scope: true,
         session_temp: None,
+        paths_elsewhere: false,
     })
 }
 
@@ -32,6 +33,7 @@ fn a_session_that_excludes_temp_folders_asks_for_them() {
         working_directory: Some(work.path()),
         temp_in_scope: true,
         session_temp: None,
+        paths_elsewhere: false,
     };
     assert_eq!(audit(&shared), AuditVerdict::Pass);
     let private = AuditInput { temp_in_scope: false, ..shared };

@@ -46,6 +46,12 @@ pub struct DeviceConfig {
     pub tools: Option<Vec<String>>,
     /// Only read-tier calls run here; write and exec calls are blocked on the device.
     pub read_only: bool,
+    /// How this device decides (default `auto_run`: what the server approved runs unless the
+    /// device's own audits flag it — a path outside its folder, a dangerous command — which is
+    /// then blocked, since no one is at the device to ask).
+    pub approval_mode: ApprovalMode,
+    /// The folder calls run in here; the server cannot move it. `None` takes the session's.
+    pub working_directory: Option<PathBuf>,
     /// The sandbox this device runs commands in: its own choice, never the server's (default:
     /// `workspace-write` with the network on, as on a person's own machine).
     pub sandbox: tool_core::SandboxPolicy,
@@ -62,6 +68,8 @@ impl DeviceConfig {
             device_id: device_id.into(),
             tools: None,
             read_only: false,
+            approval_mode: ApprovalMode::AutoRun,
+            working_directory: None,
             sandbox: tool_core::SandboxPolicy::workspace_write().with_network(tool_core::NetworkAccess::On),
             reconnect_delay: Duration::from_millis(500),
         }
@@ -101,21 +109,30 @@ pub enum DeviceError {
     },
 }
 
-/// The device trusts the server's approval: the server's pipeline asked its people (or its policy)
-/// before it sent the call, so a question on the device is answered "allow once, by the server".
-/// Read-only devices still block write and exec calls before any question.
+/// The server's approval is necessary, not sufficient: a device decides for its own machine. Its
+/// own pipeline audits paths on its own disk against its own folder, runs the shell audit, applies
+/// its own mode, and whatever it would have to ask about is blocked — this device has no person to
+/// ask (a front end with a person gives its own broker instead). This broker is the last guard
+/// should a question reach it anyway: it denies.
 #[derive(Debug, Default)]
-pub struct ServerApproved;
+pub struct NoOneToAsk;
 
 #[async_trait]
-impl ApprovalBroker for ServerApproved {
+impl ApprovalBroker for NoOneToAsk {
     async fn wait(
         &self,
         _request: &tool_executor::approval::ApprovalRequest,
         _cancel: &CancellationToken,
         _timeout: Duration,
     ) -> Option<Decided> {
-        Some(Decided { decision: Decision::AllowOnce, by: Some("server".into()) })
+        Some(Decided {
+            decision: Decision::DenyWithMessage {
+                message:
+                    "the device's own policy needs a person to approve this, and no one is at the device"
+                        .into(),
+            },
+            by: Some("device".into()),
+        })
     }
 }
 
@@ -137,7 +154,7 @@ pub fn builtin_executor() -> Result<Executor, String> {
     for (name, audit) in builtin_tools::audits() {
         toolbox.add_audit(*name, *audit);
     }
-    Ok(Executor::builder(Arc::new(toolbox)).broker(Arc::new(ServerApproved)).build())
+    Ok(Executor::builder(Arc::new(toolbox)).broker(Arc::new(NoOneToAsk)).build())
 }
 
 enum Request {
@@ -148,6 +165,8 @@ enum Request {
 struct Shared {
     executor: Executor,
     read_only: bool,
+    mode: ApprovalMode,
+    working_directory: Option<PathBuf>,
     sandbox: tool_core::SandboxPolicy,
     requests: Mutex<HashMap<String, Request>>,
     outbox: mpsc::UnboundedSender<DeviceMessage>,
@@ -168,6 +187,8 @@ pub async fn run(
     let shared = Arc::new(Shared {
         executor,
         read_only: config.read_only,
+        mode: config.approval_mode,
+        working_directory: config.working_directory.clone(),
         sandbox: config.sandbox.clone(),
         requests: Mutex::default(),
         outbox,
@@ -218,6 +239,7 @@ pub async fn run(
             device_id: config.device_id.clone(),
             tools: tools.clone(),
             boot: Some(boot.clone()),
+            working_directory: config.working_directory.as_ref().map(|d| d.display().to_string()),
         };
         if socket.send(Message::text(register.to_text())).await.is_err() {
             // Broken at once: the same pause as any lost connection.
@@ -308,12 +330,17 @@ fn on_execute(shared: &Arc<Shared>, request: ExecuteRequest) {
             Some(Request::Running(_)) => return,
             None => {}
         }
-        let mode = if shared.read_only { ApprovalMode::ReadOnly } else { ApprovalMode::Manual };
+        let mode = if shared.read_only { ApprovalMode::ReadOnly } else { shared.mode };
+        // The device's folder is its own: the server cannot move it.
+        let working_directory = shared
+            .working_directory
+            .clone()
+            .or_else(|| request.working_directory.as_ref().map(PathBuf::from));
         let session = shared.executor.open_session(SessionConfig {
             id: request.session_id.clone(),
             tenant: "device".into(),
-            working_directory: request.working_directory.as_ref().map(PathBuf::from),
-            policy: SessionPolicy { mode, allow_list: Vec::new(), exclude_temp: false },
+            working_directory,
+            policy: SessionPolicy { mode, no_person: true, ..SessionPolicy::default() },
             sandbox: shared.sandbox.clone(),
             active_tools: Some(vec![request.tool.clone()]),
             ..SessionConfig::default()

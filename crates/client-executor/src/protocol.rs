@@ -64,6 +64,9 @@ pub enum DeviceMessage {
         /// start are not sent again (that process may have run them), they fail instead.
         #[serde(default)]
         boot: Option<String>,
+        /// The folder the device runs calls in (its own choice; shown to its tenant).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        working_directory: Option<String>,
     },
     /// The one result of a request.
     ToolResult {

@@ -73,6 +73,8 @@ pub struct AuditInput<'a> {
     pub temp_in_scope: bool,
     /// The session's own temp folder (where its commands' full output is kept): always inside.
     pub session_temp: Option<&'a Path>,
+    /// The paths live on another machine that audits them (a device): not resolvable here.
+    pub paths_elsewhere: bool,
 }
 
 /// What a dynamic audit decided.

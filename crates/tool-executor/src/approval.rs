@@ -92,6 +92,14 @@ pub struct SessionPolicy {
     /// by default they are inside, as on a person's own machine.
     #[serde(default)]
     pub exclude_temp: bool,
+    /// No person can be asked here, whatever the mode: what would ask is blocked (a device with
+    /// no one at it runs what its own policy lets run, never what it would have to ask about).
+    #[serde(default)]
+    pub no_person: bool,
+    /// The session's files live on another machine (a device), which audits its paths itself:
+    /// here the path-scope audit cannot resolve them and lets them pass to it.
+    #[serde(default)]
+    pub paths_elsewhere: bool,
 }
 
 impl SessionPolicy {
@@ -187,6 +195,7 @@ pub fn decide(toolbox: &Toolbox, input: &DecisionInput<'_>) -> Verdict {
                     working_directory: input.working_directory,
                     temp_in_scope: !input.policy.exclude_temp,
                     session_temp: input.temp_directory,
+                    paths_elsewhere: input.policy.paths_elsewhere,
                 };
                 // An audit that panics fails closed: the call asks.
                 std::panic::catch_unwind(|| audit_fn(&audit_input))
@@ -459,6 +468,7 @@ mod tests {
             mode: ApprovalMode::AllowList,
             allow_list: vec!["fs/readFile".into(), "todo".into(), "web/*".into()],
             exclude_temp: false,
+            ..SessionPolicy::default()
         };
         let cases = [
             ("fs", "readFile", true),

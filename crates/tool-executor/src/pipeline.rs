@@ -1103,7 +1103,7 @@ impl Executor {
                 return granted(session, "remembered", "remembered decision");
             }
         }
-        if session.config.policy.mode == ApprovalMode::Headless {
+        if session.config.policy.mode == ApprovalMode::Headless || session.config.policy.no_person {
             session.emit(Event::Blocked { call_id: call.call_id.clone(), reason: reason.clone() });
             let output = ToolOutput::error(ErrorKind::Blocked, BLOCKED_CONTENT)
                 .with_state(json!({"type": "blocked", "reason": reason}));

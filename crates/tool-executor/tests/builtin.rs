@@ -30,7 +30,7 @@ fn open(executor: &Executor, dir: &std::path::Path, mode: ApprovalMode) -> Arc<S
         id: format!("s-{mode:?}"),
         tenant: "t".into(),
         working_directory: Some(dir.to_path_buf()),
-        policy: SessionPolicy { mode, allow_list: vec![], exclude_temp: false },
+        policy: SessionPolicy { mode, allow_list: vec![], exclude_temp: false, ..SessionPolicy::default() },
         ..SessionConfig::default()
     })
 }

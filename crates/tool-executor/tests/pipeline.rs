@@ -40,7 +40,7 @@ fn session(f: &Fixture, id: &str, mode: ApprovalMode) -> Arc<Session> {
     f.executor.open_session(SessionConfig {
         id: id.into(),
         tenant: "tenant-a".into(),
-        policy: SessionPolicy { mode, allow_list: vec![], exclude_temp: false },
+        policy: SessionPolicy { mode, allow_list: vec![], exclude_temp: false, ..SessionPolicy::default() },
         ..SessionConfig::default()
     })
 }
@@ -398,7 +398,12 @@ async fn approvals_once_session_always_and_read_only() {
     assert_eq!(remembered[0].argument_prefix.as_deref(), Some("cargo test"));
     let headless = f.executor.open_session(SessionConfig {
         id: "always-2".into(),
-        policy: SessionPolicy { mode: ApprovalMode::Headless, allow_list: vec![], exclude_temp: false },
+        policy: SessionPolicy {
+            mode: ApprovalMode::Headless,
+            allow_list: vec![],
+            exclude_temp: false,
+            ..SessionPolicy::default()
+        },
         ..config
     });
     let r =
@@ -434,6 +439,7 @@ async fn dangerous_commands_ask_even_in_auto_run_and_rules_decide() {
             mode: ApprovalMode::Headless,
             allow_list: vec!["test/shell".into()],
             exclude_temp: false,
+            ..SessionPolicy::default()
         },
         ..SessionConfig::default()
     });
@@ -638,7 +644,12 @@ async fn the_operators_deny_list_holds_in_every_mode() {
         let s = executor.open_session(SessionConfig {
             id: format!("deny-{mode:?}"),
             tenant: "tenant-a".into(),
-            policy: SessionPolicy { mode, allow_list: vec!["test".into()], exclude_temp: false },
+            policy: SessionPolicy {
+                mode,
+                allow_list: vec!["test".into()],
+                exclude_temp: false,
+                ..SessionPolicy::default()
+            },
             ..SessionConfig::default()
         });
         let r =
@@ -651,7 +662,12 @@ async fn the_operators_deny_list_holds_in_every_mode() {
     let s = executor.open_session(SessionConfig {
         id: "deny-other".into(),
         tenant: "tenant-a".into(),
-        policy: SessionPolicy { mode: ApprovalMode::AutoRun, allow_list: vec![], exclude_temp: false },
+        policy: SessionPolicy {
+            mode: ApprovalMode::AutoRun,
+            allow_list: vec![],
+            exclude_temp: false,
+            ..SessionPolicy::default()
+        },
         ..SessionConfig::default()
     });
     let r = executor.execute(&s, None, call("c1", "shell", r#"{"command": "ls"}"#)).await;

@@ -159,6 +159,7 @@ pub async fn raw_device_boot(
         device_id: device_id.into(),
         tools: tools.iter().map(|t| (*t).to_owned()).collect(),
         boot: boot.map(str::to_owned),
+        working_directory: None,
     };
     socket.send(tokio_tungstenite::tungstenite::Message::text(register.to_text())).await.unwrap();
     match next_message(&mut socket).await {
@@ -205,8 +206,19 @@ pub fn spawn_device(
     key: Option<&str>,
     device_id: &str,
 ) -> (tokio_util::sync::CancellationToken, tokio::task::JoinHandle<()>) {
+    spawn_device_in(base, key, device_id, None)
+}
+
+/// A device with a folder of its own (the server's sessions cannot move it).
+pub fn spawn_device_in(
+    base: &str,
+    key: Option<&str>,
+    device_id: &str,
+    folder: Option<&std::path::Path>,
+) -> (tokio_util::sync::CancellationToken, tokio::task::JoinHandle<()>) {
     let mut config = client_executor::device::DeviceConfig::new(base, device_id);
     config.api_key = key.map(str::to_owned);
+    config.working_directory = folder.map(std::path::Path::to_path_buf);
     config.reconnect_delay = Duration::from_millis(100);
     let executor = client_executor::device::builtin_executor().unwrap();
     let token = tokio_util::sync::CancellationToken::new();

@@ -1,7 +1,10 @@
 //! `toolhost-device`: runs a server's calls on this machine (the reference client executor).
 //!
 //! ```text
-//! toolhost-device --server http://127.0.0.1:8080 --device-id laptop [--api-key KEY] [--read-only]
+//! toolhost-device --server http://127.0.0.1:8080 --device-id laptop [--working-directory DIR]
+//!     [--approval-mode auto_run|read_only|headless] [--sandbox MODE] [--network on|off] [--read-only]
+//!
+//! The key is read from `TOOLHOST_API_KEY` (or `--api-key`, which leaves it in the process list).
 //! ```
 
 use std::time::Duration;
@@ -30,6 +33,15 @@ struct Args {
     /// Run only read-tier calls; block writes and commands.
     #[arg(long)]
     read_only: bool,
+    /// The folder calls run in on this machine (default: the current folder); a server's session
+    /// cannot move it, and paths outside it are blocked here.
+    #[arg(long, env = "TOOLHOST_DEVICE_FOLDER")]
+    working_directory: Option<std::path::PathBuf>,
+    /// How this device decides: `auto_run` (default: what the server approved runs unless this
+    /// device's own audits flag it; flagged calls are blocked, no one being here to ask),
+    /// `read_only` or `headless` (only what needs no approval at all).
+    #[arg(long, env = "TOOLHOST_DEVICE_APPROVAL_MODE", default_value = "auto_run")]
+    approval_mode: tool_executor::ApprovalMode,
     /// The sandbox commands run in here: `workspace-write` (default), `read-only` or `off`.
     #[arg(long, env = "TOOLHOST_DEVICE_SANDBOX", default_value = "workspace-write")]
     sandbox: tool_core::SandboxMode,
@@ -52,6 +64,13 @@ async fn main() -> anyhow::Result<()> {
     config.api_key = args.api_key;
     config.tools = (!args.tools.is_empty()).then_some(args.tools);
     config.read_only = args.read_only;
+    config.approval_mode = args.approval_mode;
+    let folder = match args.working_directory {
+        Some(folder) => folder,
+        None => std::env::current_dir().context("finding the current folder")?,
+    };
+    config.working_directory =
+        Some(std::fs::canonicalize(&folder).with_context(|| format!("using {}", folder.display()))?);
     config.sandbox = tool_core::SandboxPolicy { mode: args.sandbox, ..tool_core::SandboxPolicy::default() }
         .with_network(args.network);
     config.reconnect_delay = Duration::from_secs(1);
