@@ -181,10 +181,23 @@ pub fn run(state: &RunState) -> String {
         let _ = writeln!(out, "{} in {} ms.", exit_line(exit), state.duration_ms);
     }
     push_output(&mut out, &state.output, &state.output_path);
+    dropped_notice(&mut out, state.dropped_bytes);
     if let Some(report) = &state.sandbox {
         sandbox_notice(&mut out, state, report);
     }
     out.trim_end().to_owned()
+}
+
+/// Says that the spill file was kept bounded by dropping the middle of the output.
+fn dropped_notice(out: &mut String, dropped: u64) {
+    if dropped > 0 {
+        let _ = write!(
+            out,
+            "\n[The output was too large to keep whole: {dropped} bytes from its middle were dropped; \
+             the first MiB and the end are kept. Redirect a command's output to a file in the working \
+             directory to keep all of it.]"
+        );
+    }
 }
 
 /// What a model can do about a command the sandbox stopped: the words the kernel's refusals
@@ -241,6 +254,7 @@ pub fn output(state: &OutputState) -> String {
     } else {
         push_output(&mut out, &state.new_output, &state.output_path);
     }
+    dropped_notice(&mut out, state.dropped_bytes);
     out.trim_end().to_owned()
 }
 

@@ -36,6 +36,7 @@ use std::os::unix::fs::{DirBuilderExt, FileExt, PermissionsExt};
 use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
 use std::process::{ExitStatus, Stdio};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
@@ -84,6 +85,9 @@ pub struct ProcessConfig {
     pub sandbox: SandboxSettings,
     /// How long a background job may run before its group is killed.
     pub max_job_lifetime: Duration,
+    /// The most disk a command's spill file may use: past it, the middle of the output is dropped
+    /// (punched out of the file), keeping its first MiB and its end, and the result says so.
+    pub max_output_bytes: u64,
     /// Where to keep the ledger of live process groups (`root`, this process's instance id), so
     /// that a later start on this host kills what a crash left running (see [`crate::ledger`]).
     pub ledger: Option<(PathBuf, String)>,
@@ -103,6 +107,7 @@ impl Default for ProcessConfig {
             sandbox: SandboxSettings::default(),
             max_job_lifetime: Duration::from_secs(3600),
             ledger: None,
+            max_output_bytes: 64 * 1024 * 1024,
         }
     }
 }
@@ -191,6 +196,13 @@ pub struct RunState {
     /// The sandbox the command ran in; `None` when it ran unsandboxed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sandbox: Option<Report>,
+    /// Bytes dropped from the middle of the output to keep the spill file bounded.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub dropped_bytes: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 /// The result of [`ProcessManager::output`].
@@ -206,6 +218,9 @@ pub struct OutputState {
     pub new_output: CapturedOutput,
     /// The file holding the full output.
     pub output_path: PathBuf,
+    /// Bytes dropped so far from the middle of the output to keep the spill file bounded.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub dropped_bytes: u64,
 }
 
 /// The result of [`ProcessManager::kill`].
@@ -321,6 +336,8 @@ struct Job {
     /// cannot be re-populated once empty, so from then on its id may belong
     /// to an unrelated process and must not be signalled.
     group_gone: bool,
+    /// What was dropped from the spill file's middle.
+    trim: Trim,
 }
 
 impl Job {
@@ -430,11 +447,14 @@ impl ProcessManager {
 
         // Only the direct child is awaited: see the module docs for why this
         // cannot hang on grandchildren that hold the output open.
+        let trim = self.trim_for(&file);
         let outcome = tokio::select! {
             status = child.wait() => Outcome::Exited(status.map_err(io_error("waiting for the command"))?),
             () = tokio::time::sleep(spec.timeout) => Outcome::TimedOut,
             () = cancel.cancelled() => Outcome::Cancelled,
+            () = trim.watch() => unreachable!("the trim watch never ends"),
         };
+        trim.check();
         let (exit, timed_out, cancelled) = match outcome {
             Outcome::Exited(status) => (Some(ExitInfo::from(status)), false, false),
             Outcome::TimedOut | Outcome::Cancelled => {
@@ -455,6 +475,7 @@ impl ProcessManager {
         let end = file_len(&file)?;
         let output = self.capture(Arc::clone(&file), output_path.clone(), 0, end).await?;
         Ok(RunState {
+            dropped_bytes: trim.dropped(),
             command_id: None,
             background: false,
             exit,
@@ -479,8 +500,11 @@ impl ProcessManager {
         // hold the machine for ever.
         let (exit_tx, exit_rx) = watch::channel(None);
         let (lifetime, grace) = (self.config.max_job_lifetime, self.config.kill_grace);
+        let trim = self.trim_for(&file);
+        let watched = trim.clone();
         tokio::spawn(async move {
             let exit = tokio::select! {
+                () = watched.watch() => unreachable!("the trim watch never ends"),
                 status = child.wait() => status.map_or_else(|_| ExitInfo::unknown(), ExitInfo::from),
                 () = tokio::time::sleep(lifetime) => {
                     terminate_group(pgid, grace, async {
@@ -506,6 +530,7 @@ impl ProcessManager {
             read_offset: end,
             exit: exit_rx,
             group_gone: false,
+            trim: trim.clone(),
         };
         self.jobs().insert(id.clone(), job);
 
@@ -521,6 +546,7 @@ impl ProcessManager {
             duration_ms: millis(started.elapsed()),
             pid,
             sandbox,
+            dropped_bytes: trim.dropped(),
         })
     }
 
@@ -535,7 +561,7 @@ impl ProcessManager {
     /// [`ProcessError::NoSuchCommand`] for an unknown (or already killed) id, or
     /// one of another owner; [`ProcessError::Io`] if the spill file cannot be read.
     pub async fn output(&self, owner: &str, command_id: &str) -> Result<OutputState, ProcessError> {
-        let (file, output_path, start, end, running, exit) = {
+        let (file, output_path, start, end, running, exit, dropped_bytes) = {
             let mut jobs = self.jobs();
             let known = owned_ids(&jobs, owner);
             let job = jobs
@@ -549,15 +575,23 @@ impl ProcessManager {
                 job.group_gone = true;
                 self.forget_group(job.pgid);
             }
+            job.trim.check();
             let end = file_len(&job.file)?;
             // Claim the range under the lock so concurrent polls never
-            // return the same bytes twice.
-            let start = job.read_offset.min(end);
+            // return the same bytes twice; what was punched out is skipped.
+            let start = job.read_offset.max(job.trim.hole_end()).min(end);
             job.read_offset = end;
-            (Arc::clone(&job.file), job.output_path.clone(), start, end, running, exit)
+            (Arc::clone(&job.file), job.output_path.clone(), start, end, running, exit, job.trim.dropped())
         };
         let new_output = self.capture(file, output_path.clone(), start, end).await?;
-        Ok(OutputState { command_id: command_id.to_owned(), running, exit, new_output, output_path })
+        Ok(OutputState {
+            command_id: command_id.to_owned(),
+            running,
+            exit,
+            new_output,
+            output_path,
+            dropped_bytes,
+        })
     }
 
     /// Kills a background command's process group (`SIGTERM`, then `SIGKILL`
@@ -603,7 +637,7 @@ impl ProcessManager {
             });
         };
         let end = file_len(&job.file)?;
-        let start = job.read_offset.min(end);
+        let start = job.read_offset.max(job.trim.hole_end()).min(end);
         let new_output = self.capture(job.file, job.output_path.clone(), start, end).await;
         // Forgotten: its output goes with it (the descriptor we hold keeps
         // the capture above readable).
@@ -650,6 +684,14 @@ impl ProcessManager {
                 let _ = std::fs::remove_file(&job.output_path);
                 self.forget_group(job.pgid);
             }
+        }
+    }
+
+    fn trim_for(&self, file: &Arc<File>) -> Trim {
+        Trim {
+            file: Arc::clone(file),
+            cap: self.config.max_output_bytes.max(2 * KEEP_HEAD),
+            hole: Arc::new(AtomicU64::new(0)),
         }
     }
 
@@ -847,6 +889,80 @@ fn file_len(file: &File) -> Result<u64, ProcessError> {
 async fn wait_for_exit(mut exit: ExitWatch) -> Option<ExitInfo> {
     // An error means the waiter task is gone; there is nothing left to wait for.
     exit.wait_for(Option::is_some).await.ok().and_then(|exit| exit.clone())
+}
+
+// ---------------------------------------------------------------------------
+// Bounded spill files
+// ---------------------------------------------------------------------------
+
+/// The start of the output a trimmed spill file keeps whole.
+const KEEP_HEAD: u64 = 1024 * 1024;
+
+/// Filesystem block: holes are punched in whole blocks.
+const BLOCK: u64 = 4096;
+
+/// How often a running command's spill file is measured.
+const TRIM_EVERY: Duration = Duration::from_millis(250);
+
+/// Keeps a spill file's disk use under `cap` while its command writes: once it is larger, the
+/// middle is punched out (a sparse hole that reads as zeros and takes no disk), keeping the first
+/// [`KEEP_HEAD`] bytes and the last `cap - KEEP_HEAD`. The command writes on undisturbed (the
+/// file's length and offset do not change); readers skip the hole.
+#[derive(Debug, Clone)]
+struct Trim {
+    file: Arc<File>,
+    cap: u64,
+    /// Where the punched-out region ends (0: nothing punched).
+    hole: Arc<AtomicU64>,
+}
+
+impl Trim {
+    async fn watch(&self) {
+        loop {
+            tokio::time::sleep(TRIM_EVERY).await;
+            self.check();
+        }
+    }
+
+    fn hole_end(&self) -> u64 {
+        self.hole.load(Ordering::Acquire)
+    }
+
+    fn hole_start() -> u64 {
+        KEEP_HEAD.div_ceil(BLOCK) * BLOCK
+    }
+
+    /// Bytes punched out so far.
+    fn dropped(&self) -> u64 {
+        self.hole_end().saturating_sub(Self::hole_start())
+    }
+
+    fn check(&self) {
+        let Ok(len) = self.file.metadata().map(|m| m.len()) else { return };
+        if len <= self.cap {
+            return;
+        }
+        let start = Self::hole_start();
+        let end = (len - (self.cap - KEEP_HEAD)) / BLOCK * BLOCK;
+        let from = self.hole_end().max(start);
+        if end > from && punch_hole(&self.file, from, end - from).is_ok() {
+            self.hole.store(end, Ordering::Release);
+        }
+    }
+}
+
+/// Deallocates `len` bytes at `offset` without changing the file's size.
+#[allow(unsafe_code)]
+fn punch_hole(file: &File, offset: u64, len: u64) -> io::Result<()> {
+    use std::os::fd::AsRawFd;
+    let (Ok(offset), Ok(len)) = (libc::off_t::try_from(offset), libc::off_t::try_from(len)) else {
+        return Err(io::Error::from(io::ErrorKind::InvalidInput));
+    };
+    // SAFETY: fallocate takes a descriptor we own for the call's duration and plain integers.
+    let rc = unsafe {
+        libc::fallocate(file.as_raw_fd(), libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_KEEP_SIZE, offset, len)
+    };
+    if rc == 0 { Ok(()) } else { Err(io::Error::last_os_error()) }
 }
 
 // ---------------------------------------------------------------------------

@@ -217,3 +217,29 @@ async fn fifos_sockets_and_devices_are_refused_without_being_opened() {
         assert!(matches!(error, ComputerError::NotRegular { .. }), "{error}");
     }
 }
+
+#[tokio::test]
+async fn a_huge_output_keeps_its_head_and_tail_within_the_cap() {
+    use std::os::unix::fs::MetadataExt;
+    let (_dir, root) = root();
+    let m =
+        ProcessManager::new(ProcessConfig { max_output_bytes: 4 * 1024 * 1024, ..ProcessConfig::default() });
+    let a = Session::new(&root, "a");
+    // 40 MiB, then a last line: far past the 4 MiB cap, paced so the trimming keeps up.
+    let command = "echo FIRST; for i in $(seq 1 40); do head -c 1048576 /dev/zero | tr '\\0' x; echo; sleep 0.02; done; echo LAST";
+    let state = a.run(&m, command).await;
+    assert_eq!(state.exit.as_ref().map(|e| e.success), Some(true), "{}", state.output.text);
+    let meta = std::fs::metadata(&state.output_path).unwrap();
+    assert!(meta.len() > 40 * 1024 * 1024, "the file keeps its length ({} bytes)", meta.len());
+    let on_disk = meta.blocks() * 512;
+    assert!(on_disk <= 6 * 1024 * 1024, "{on_disk} bytes on disk for a 4 MiB cap");
+    assert!(state.dropped_bytes > 30 * 1024 * 1024, "{}", state.dropped_bytes);
+    assert!(state.output.text.starts_with("FIRST\n"), "the head is kept");
+    assert!(state.output.text.trim_end().ends_with("LAST"), "the tail is kept");
+    let text = computer_runtime::format::run(&state);
+    assert!(
+        text.contains("bytes from its middle were dropped"),
+        "{}",
+        &text[text.len().saturating_sub(400)..]
+    );
+}
