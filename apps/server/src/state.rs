@@ -121,7 +121,7 @@ pub struct AppState {
     /// Sessions held here.
     pub sessions: RwLock<HashMap<String, Arc<SessionEntry>>>,
     /// Sessions ended through this instance: a load that raced the end never holds them again.
-    ended: std::sync::Mutex<std::collections::HashSet<String>>,
+    ended: std::sync::Mutex<EndedSessions>,
     /// Batches in flight (spawned, so a client that goes away cannot drop a call half-way).
     pub tasks: TaskTracker,
     /// Fires when shutdown starts: no new calls, readiness fails, event streams close.
@@ -512,7 +512,7 @@ impl AppState {
     /// Marks a session ended here (a load racing the end will not hold it: [`Self::hold`] checks
     /// under the same lock order), cancels its calls if it is held, and forgets it.
     fn forget(&self, tenant: &str, id: &str) {
-        self.ended.lock().unwrap_or_else(|p| p.into_inner()).insert(id.to_owned());
+        self.ended.lock().unwrap_or_else(|p| p.into_inner()).insert(id);
         let mut sessions = self.sessions.write().unwrap_or_else(|p| p.into_inner());
         if sessions.get(id).is_some_and(|entry| entry.tenant == tenant)
             && let Some(entry) = sessions.remove(id)
@@ -749,5 +749,34 @@ fn announce_sandbox(computer: &computer_runtime::LocalComputer, sandboxing: &San
         tracing::warn!(%support, missing = %missing.join("; "), "the sandbox is only partly enforced on this kernel (best effort allowed)");
     } else {
         tracing::warn!(%support, missing = %missing.join("; "), "this kernel cannot enforce the default sandbox: commands will be refused (allow --sandbox-best-effort, or --sandbox-modes off)");
+    }
+}
+
+/// Sessions ended through this instance, newest kept: the set only closes the short race between
+/// an end and a load of the same session, so the oldest can be forgotten (the journal still says
+/// they ended). Bounded, so ending sessions for ever does not grow memory for ever.
+#[derive(Debug, Default)]
+pub struct EndedSessions {
+    ids: std::collections::HashSet<String>,
+    order: std::collections::VecDeque<String>,
+}
+
+impl EndedSessions {
+    /// How many are remembered at most.
+    pub const CAP: usize = 100_000;
+
+    fn insert(&mut self, id: &str) {
+        if self.ids.insert(id.to_owned()) {
+            self.order.push_back(id.to_owned());
+            while self.order.len() > Self::CAP {
+                if let Some(oldest) = self.order.pop_front() {
+                    self.ids.remove(&oldest);
+                }
+            }
+        }
+    }
+
+    fn contains(&self, id: &str) -> bool {
+        self.ids.contains(id)
     }
 }

@@ -101,16 +101,42 @@ mod runtime {
 
     /// Keeps each session's list; shared by every runtime a registry builds.
     #[derive(Debug, Clone, Default)]
-    pub struct TodoStore(Arc<Mutex<HashMap<String, Vec<TodoItem>>>>);
+    pub struct TodoStore(Arc<Mutex<Lists>>);
+
+    /// Each session's list, with when it was last written.
+    #[derive(Debug, Default)]
+    struct Lists {
+        by_session: HashMap<String, (u64, Vec<TodoItem>)>,
+        writes: u64,
+    }
+
+    /// Sessions whose lists are kept; past it, the least recently written tenth is forgotten, so
+    /// a caller opening endless sessions cannot grow the server's memory without bound.
+    pub const MAX_SESSIONS: usize = 10_000;
 
     impl TodoStore {
         /// The current list of a session.
         pub fn list(&self, session_id: &str) -> Vec<TodoItem> {
-            self.0.lock().unwrap_or_else(|p| p.into_inner()).get(session_id).cloned().unwrap_or_default()
+            let lists = self.0.lock().unwrap_or_else(|p| p.into_inner());
+            lists.by_session.get(session_id).map(|(_, todos)| todos.clone()).unwrap_or_default()
+        }
+
+        /// How many sessions have a list.
+        pub fn sessions(&self) -> usize {
+            self.0.lock().unwrap_or_else(|p| p.into_inner()).by_session.len()
         }
 
         fn replace(&self, session_id: &str, todos: Vec<TodoItem>) {
-            self.0.lock().unwrap_or_else(|p| p.into_inner()).insert(session_id.to_owned(), todos);
+            let mut lists = self.0.lock().unwrap_or_else(|p| p.into_inner());
+            lists.writes += 1;
+            let tick = lists.writes;
+            lists.by_session.insert(session_id.to_owned(), (tick, todos));
+            if lists.by_session.len() > MAX_SESSIONS {
+                let mut ticks: Vec<u64> = lists.by_session.values().map(|(tick, _)| *tick).collect();
+                ticks.sort_unstable();
+                let cutoff = ticks[MAX_SESSIONS / 10];
+                lists.by_session.retain(|_, (tick, _)| *tick > cutoff);
+            }
         }
     }
 
@@ -190,7 +216,7 @@ mod runtime {
 }
 
 #[cfg(feature = "runtime")]
-pub use runtime::{TodoRuntime, TodoStore, runtime};
+pub use runtime::{MAX_SESSIONS, TodoRuntime, TodoStore, runtime};
 
 #[cfg(feature = "render")]
 mod render {
@@ -245,6 +271,21 @@ mod tests {
     use super::*;
     use serde_json::json;
     use tool_core::{CallContext, ErrorKind, RenderHooks, ToolRuntime};
+
+    #[tokio::test]
+    async fn the_store_forgets_the_least_recently_written_sessions_past_its_cap() {
+        let store = TodoStore::default();
+        let runtime = TodoRuntime::new(store.clone());
+        let list = json!({"todos": [{"content": "a", "status": "pending"}]});
+        for i in 0..=MAX_SESSIONS {
+            let context = CallContext::new("c", format!("s{i}"));
+            assert!(runtime.execute("todo_write", list.clone(), &context).await.success);
+        }
+        assert!(store.sessions() <= MAX_SESSIONS, "{} sessions kept", store.sessions());
+        assert!(store.sessions() >= MAX_SESSIONS * 8 / 10);
+        assert!(store.list("s0").is_empty(), "the oldest was forgotten");
+        assert_eq!(store.list(&format!("s{MAX_SESSIONS}")).len(), 1, "the newest is kept");
+    }
 
     #[tokio::test]
     async fn replaces_the_whole_list_per_session() {
