@@ -50,6 +50,8 @@ use tool_core::sandbox::{NetworkAccess, SandboxMode, SandboxPolicy};
 #[cfg(target_os = "linux")]
 mod linux;
 pub mod paths;
+#[cfg(target_os = "linux")]
+pub mod protect;
 
 pub use paths::Grants;
 
@@ -90,6 +92,19 @@ impl Support {
         #[cfg(not(target_os = "linux"))]
         {
             Self { landlock_abi: None, seccomp: false }
+        }
+    }
+
+    /// Whether a command can get a mount namespace of its own, to keep protected folders inside
+    /// its writable ones read-only (probed once per process).
+    pub fn mount_namespace() -> bool {
+        #[cfg(target_os = "linux")]
+        {
+            protect::available()
+        }
+        #[cfg(not(target_os = "linux"))]
+        {
+            false
         }
     }
 
@@ -181,6 +196,9 @@ pub struct Report {
     /// What the policy asked for and the kernel could not give (best effort only).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub missing: Vec<String>,
+    /// Folders inside writable ones kept read-only (`.git/hooks`, `.git/config`, `.toolhost`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub protected: Vec<PathBuf>,
 }
 
 /// The sandbox of one process: the operator's settings and what the kernel offers.
@@ -226,7 +244,7 @@ impl Sandbox {
     /// [`SandboxError::Unsupported`] (see [`check`](Self::check)) and [`SandboxError::Setup`] when
     /// the kernel refuses the rules.
     pub fn prepare(&self, policy: &SandboxPolicy, layout: &Layout) -> Result<Prepared, SandboxError> {
-        let missing = self.check(policy)?;
+        let mut missing = self.check(policy)?;
         if policy.is_off() {
             return Ok(Prepared { inner: None, report: None });
         }
@@ -244,15 +262,36 @@ impl Sandbox {
                 None => None,
             };
             let filters = if self.support.seccomp { linux::filters(policy.network)? } else { Vec::new() };
+            let mut protected = Vec::new();
+            if policy.mode == SandboxMode::WorkspaceWrite {
+                let mut roots = vec![layout.working_directory.clone()];
+                roots.extend(policy.writable_roots.iter().cloned());
+                protected = protect::protected_paths(&roots);
+            }
+            if !protected.is_empty() && !Support::mount_namespace() {
+                let what = "read-only .git/hooks, .git/config and .toolhost inside the writable folders \
+                            (no mount namespace can be made here)";
+                if self.settings.enforcement == Enforcement::Required {
+                    return Err(SandboxError::Unsupported {
+                        mode: policy.mode,
+                        missing: vec![what.to_owned()],
+                    });
+                }
+                missing.push(what.to_owned());
+                protected.clear();
+            }
+            let protect = protect::Plan::new(&protected)
+                .map_err(|error| SandboxError::Setup(format!("protected folders: {error}")))?;
             let report = Report {
                 mode: policy.mode,
                 network: policy.network,
                 filesystem: landlock.is_some(),
                 syscalls: !filters.is_empty(),
                 missing,
+                protected,
             };
             Ok(Prepared {
-                inner: Some(std::sync::Arc::new(Inner { landlock, filters })),
+                inner: Some(std::sync::Arc::new(Inner { protect, landlock, filters })),
                 report: Some(report),
             })
         }
@@ -266,6 +305,8 @@ impl Sandbox {
 
 #[derive(Debug)]
 struct Inner {
+    #[cfg(target_os = "linux")]
+    protect: protect::Plan,
     #[cfg(target_os = "linux")]
     landlock: Option<std::os::fd::OwnedFd>,
     #[cfg(target_os = "linux")]
@@ -295,7 +336,12 @@ impl Prepared {
             // SAFETY: the hook runs in the child between fork and exec; `linux::enter` makes only
             // system calls on data prepared here, allocates nothing and takes no lock.
             unsafe {
-                command.pre_exec(move || linux::enter(inner.landlock.as_ref(), &inner.filters));
+                command.pre_exec(move || {
+                    // The mount namespace first: it needs the capabilities `enter` drops, and the
+                    // system calls its filter forbids.
+                    inner.protect.apply()?;
+                    linux::enter(inner.landlock.as_ref(), &inner.filters)
+                });
             }
         }
         #[cfg(not(target_os = "linux"))]

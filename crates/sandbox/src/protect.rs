@@ -1,0 +1,169 @@
+//! Folders inside a writable tree that stay read-only: a repository's hooks and configuration, and
+//! the project's Toolhost configuration.
+//!
+//! A command that may write in the working directory could otherwise plant a git hook (or set
+//! `core.hooksPath` / `core.fsmonitor` in `.git/config`) that runs, unsandboxed, the next time the
+//! person uses git there — or rewrite the project's Toolhost configuration to widen its own rules.
+//! Landlock only grants, so it cannot take a subfolder back out of a writable tree. Instead the
+//! command gets a mount namespace of its own in which each protected path is bind-mounted
+//! read-only over itself: writes there fail with "Read-only file system", for the command and
+//! everything it starts, and nothing changes for anyone else.
+//!
+//! Root (with `CAP_SYS_ADMIN`) makes the namespace directly; anyone else through a user namespace
+//! that maps only their own ids. Both happen in the child, before its capabilities are dropped and
+//! before the seccomp filter forbids `mount` and `unshare`.
+
+use std::ffi::CString;
+use std::io;
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+
+/// What is protected inside each writable root.
+pub const PROTECTED: &[&str] = &[".git/hooks", ".git/config", ".toolhost"];
+
+/// The protected paths that exist under `roots`.
+pub fn protected_paths(roots: &[PathBuf]) -> Vec<PathBuf> {
+    roots
+        .iter()
+        .flat_map(|root| PROTECTED.iter().map(move |relative| root.join(relative)))
+        // A link could point anywhere; only what really is there is bound.
+        .filter(|path| std::fs::symlink_metadata(path).is_ok_and(|meta| !meta.file_type().is_symlink()))
+        .collect()
+}
+
+/// Everything the child needs, made before the fork.
+#[derive(Debug)]
+pub struct Plan {
+    paths: Vec<CString>,
+    uid_map: Vec<u8>,
+    gid_map: Vec<u8>,
+}
+
+impl Plan {
+    /// A plan for `paths` (nothing happens in the child when it is empty).
+    ///
+    /// # Errors
+    ///
+    /// A path with a NUL byte.
+    pub fn new(paths: &[PathBuf]) -> io::Result<Self> {
+        let paths = paths
+            .iter()
+            .map(|path| CString::new(path.as_os_str().as_bytes()).map_err(io::Error::other))
+            .collect::<io::Result<_>>()?;
+        // SAFETY: getuid and getgid cannot fail and touch no memory.
+        #[allow(unsafe_code)]
+        let (uid, gid) = unsafe { (libc::getuid(), libc::getgid()) };
+        Ok(Self {
+            paths,
+            uid_map: format!("{uid} {uid} 1\n").into_bytes(),
+            gid_map: format!("{gid} {gid} 1\n").into_bytes(),
+        })
+    }
+
+    /// Whether there is anything to protect.
+    pub fn is_empty(&self) -> bool {
+        self.paths.is_empty()
+    }
+
+    /// In the child between fork and exec: a mount namespace with every path bound read-only.
+    /// Only system calls on the data prepared in [`Plan::new`].
+    #[allow(unsafe_code)]
+    pub fn apply(&self) -> io::Result<()> {
+        if self.paths.is_empty() {
+            return Ok(());
+        }
+        let check = |rc: libc::c_int| if rc < 0 { Err(io::Error::last_os_error()) } else { Ok(()) };
+        // SAFETY: plain system calls on NUL-terminated strings and buffers owned by `self`, which
+        // outlives the call; nothing allocates or takes a lock.
+        unsafe {
+            if libc::unshare(libc::CLONE_NEWNS) != 0 {
+                // Not privileged: a user namespace that maps only our own ids grants the right to
+                // mount inside it, and nothing outside.
+                check(libc::unshare(libc::CLONE_NEWUSER | libc::CLONE_NEWNS))?;
+                write_file(c"/proc/self/setgroups", b"deny")?;
+                write_file(c"/proc/self/uid_map", &self.uid_map)?;
+                write_file(c"/proc/self/gid_map", &self.gid_map)?;
+            }
+            // Our mounts stay ours: nothing propagates back to the host's namespace.
+            check(libc::mount(
+                std::ptr::null(),
+                c"/".as_ptr(),
+                std::ptr::null(),
+                libc::MS_REC | libc::MS_PRIVATE,
+                std::ptr::null(),
+            ))?;
+            for path in &self.paths {
+                check(libc::mount(
+                    path.as_ptr(),
+                    path.as_ptr(),
+                    std::ptr::null(),
+                    libc::MS_BIND,
+                    std::ptr::null(),
+                ))?;
+                // A remount must keep the flags the mount was given (nosuid, nodev… are locked in
+                // a user namespace), adding read-only.
+                let mut stat: libc::statvfs = std::mem::zeroed();
+                check(libc::statvfs(path.as_ptr(), &raw mut stat))?;
+                let kept = [
+                    (libc::ST_NOSUID, libc::MS_NOSUID),
+                    (libc::ST_NODEV, libc::MS_NODEV),
+                    (libc::ST_NOEXEC, libc::MS_NOEXEC),
+                    (libc::ST_NOATIME, libc::MS_NOATIME),
+                    (libc::ST_NODIRATIME, libc::MS_NODIRATIME),
+                    (libc::ST_RELATIME, libc::MS_RELATIME),
+                ]
+                .iter()
+                .filter(|(st, _)| stat.f_flag & st != 0)
+                .fold(0, |flags, (_, ms)| flags | ms);
+                check(libc::mount(
+                    std::ptr::null(),
+                    path.as_ptr(),
+                    std::ptr::null(),
+                    libc::MS_REMOUNT | libc::MS_BIND | libc::MS_RDONLY | kept,
+                    std::ptr::null(),
+                ))?;
+            }
+        }
+        Ok(())
+    }
+}
+
+#[allow(unsafe_code)]
+unsafe fn write_file(path: &std::ffi::CStr, bytes: &[u8]) -> io::Result<()> {
+    // SAFETY: the caller is in the child between fork and exec; open/write/close on a path and a
+    // buffer that live for the call.
+    unsafe {
+        let fd = libc::open(path.as_ptr(), libc::O_WRONLY | libc::O_CLOEXEC);
+        if fd < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        let written = libc::write(fd, bytes.as_ptr().cast(), bytes.len());
+        let error = io::Error::last_os_error();
+        libc::close(fd);
+        if usize::try_from(written).ok() == Some(bytes.len()) { Ok(()) } else { Err(error) }
+    }
+}
+
+/// Whether this process can make a mount namespace for a child (probed once, by running `true`
+/// with a protected folder of its own).
+pub fn available() -> bool {
+    static AVAILABLE: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *AVAILABLE.get_or_init(|| {
+        let Ok(dir) = tempfile::tempdir() else { return false };
+        let probe = dir.path().join("probe");
+        if std::fs::create_dir(&probe).is_err() {
+            return false;
+        }
+        let Ok(plan) = Plan::new(std::slice::from_ref(&probe)) else { return false };
+        let mut command = std::process::Command::new("/bin/sh");
+        command.args(["-c", "! touch \"$0/x\" 2>/dev/null"]).arg(&probe);
+        // SAFETY: as in `Prepared::install`: only system calls on prepared data.
+        #[allow(unsafe_code)]
+        unsafe {
+            use std::os::unix::process::CommandExt;
+            command.pre_exec(move || plan.apply());
+        }
+        command.stdout(std::process::Stdio::null()).stderr(std::process::Stdio::null());
+        command.status().is_ok_and(|status| status.success()) && !Path::new(&probe).join("x").exists()
+    })
+}
