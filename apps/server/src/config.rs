@@ -138,10 +138,12 @@ pub struct ServeArgs {
     /// Largest request body, in bytes.
     #[arg(long, env = "TOOLHOST_MAX_BODY_BYTES", default_value_t = 2 * 1024 * 1024)]
     pub max_body_bytes: usize,
-    /// An accepted API key as `TENANT:SHA256HEX` (see `hash-key`; repeatable, or comma-separated).
+    /// An accepted API key as `TENANT[/ROLE[/NAME]]:SHA256HEX` (see `new-key` and `hash-key`;
+    /// repeatable, or comma-separated). ROLE is `agent` (the default: proposes calls), `approver`
+    /// (decides them) or `person` (both); NAME is recorded as who decided.
     #[arg(long = "api-key", env = "TOOLHOST_API_KEYS", value_delimiter = ',', hide_env_values = true)]
     pub api_keys: Vec<String>,
-    /// A file of `TENANT:SHA256HEX` lines (`#` starts a comment).
+    /// A file of `TENANT[/ROLE[/NAME]]:SHA256HEX` lines (`#` starts a comment).
     #[arg(long, env = "TOOLHOST_API_KEYS_FILE")]
     pub api_keys_file: Option<PathBuf>,
     /// Seconds calls in flight may take to finish at shutdown before they are cancelled.
