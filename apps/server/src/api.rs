@@ -471,6 +471,16 @@ async fn submit_calls(
     let message_id = request.message_id.clone().unwrap_or_else(|| fresh_id("msg"));
     let batch =
         Batch { message_id: Some(message_id.clone()), calls, stopped_on_length: request.stopped_on_length };
+    // Questions no one answers pile up: past the tenant's budget, no new batch may add to them.
+    let waiting = state.broker.pending(&tenant, None).len();
+    if waiting >= state.args.tenant_approvals.max(1) {
+        return Err(ApiError::too_many(
+            format!(
+                "this tenant has {waiting} approvals waiting for a person, the most it may; decide or let them expire"
+            ),
+            5,
+        ));
+    }
     let batch_slot = state.limits.take(&tenant, Resource::Batches)?;
     let stream_slot =
         if request.stream { Some(state.limits.take(&tenant, Resource::Streams)?) } else { None };

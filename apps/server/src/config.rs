@@ -213,6 +213,12 @@ pub struct ServeArgs {
     /// with keys, `/metrics` on the main address takes a key.
     #[arg(long, env = "TOOLHOST_METRICS_LISTEN")]
     pub metrics_listen: Option<SocketAddr>,
+    /// Seconds a session may go unused before it is ended (its jobs killed, its temp folder removed).
+    #[arg(long, env = "TOOLHOST_SESSION_IDLE_SECS", default_value_t = 86_400)]
+    pub session_idle_secs: u64,
+    /// Approvals one tenant may have waiting at once: a batch submitted past it gets 429.
+    #[arg(long, env = "TOOLHOST_TENANT_APPROVALS", default_value_t = 256)]
+    pub tenant_approvals: usize,
     /// Sessions one tenant may hold at once on an instance (past it: 429).
     #[arg(long, env = "TOOLHOST_TENANT_SESSIONS", default_value_t = 1000)]
     pub tenant_sessions: usize,

@@ -88,6 +88,8 @@ pub struct SessionEntry {
     pub session: Arc<Session>,
     /// What the API shows.
     pub view: SessionView,
+    /// When it was last asked for (Unix milliseconds): idle sessions expire.
+    pub last_used: std::sync::atomic::AtomicI64,
 }
 
 impl std::fmt::Debug for SessionEntry {
@@ -330,6 +332,7 @@ impl AppState {
             limits,
         });
         state.devices.spawn_reaper(state.closing.clone());
+        state.spawn_idle_reaper();
         if let Some(cluster) = &state.cluster {
             let weak = Arc::downgrade(&state);
             cluster.spawn(state.closing.clone(), move |message| {
@@ -426,7 +429,12 @@ impl AppState {
             RunsOn::Device => Route::Device { tenant: tenant.to_owned(), device_id: view.device_id.clone() },
         };
         self.devices.set_route(&view.id, route);
-        let entry = Arc::new(SessionEntry { tenant: tenant.to_owned(), session, view });
+        let entry = Arc::new(SessionEntry {
+            tenant: tenant.to_owned(),
+            session,
+            view,
+            last_used: std::sync::atomic::AtomicI64::new(now_ms()),
+        });
         sessions.insert(entry.view.id.clone(), entry.clone());
         entry
     }
@@ -440,7 +448,49 @@ impl AppState {
             ..SessionConfig::default()
         });
         session.cancel();
-        Arc::new(SessionEntry { tenant: tenant.to_owned(), session, view })
+        Arc::new(SessionEntry {
+            tenant: tenant.to_owned(),
+            session,
+            view,
+            last_used: std::sync::atomic::AtomicI64::new(now_ms()),
+        })
+    }
+
+    /// Ends, every so often, the sessions held here that nobody used for `--session-idle-secs`:
+    /// their jobs are killed and their temp folders removed, as when they are ended by hand.
+    fn spawn_idle_reaper(self: &Arc<Self>) {
+        let idle_ms = i64::try_from(self.args.session_idle_secs.saturating_mul(1000)).unwrap_or(i64::MAX);
+        let every = Duration::from_millis(u64::try_from(idle_ms / 4).unwrap_or(60_000).clamp(200, 60_000));
+        let weak = Arc::downgrade(self);
+        let closing = self.closing.clone();
+        tokio::spawn(async move {
+            loop {
+                tokio::select! {
+                    () = tokio::time::sleep(every) => {}
+                    () = closing.cancelled() => return,
+                }
+                let Some(state) = weak.upgrade() else { return };
+                let cutoff = now_ms().saturating_sub(idle_ms);
+                let idle: Vec<(String, String)> = state
+                    .sessions
+                    .read()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .values()
+                    // Held only by the map: no batch, stream or request is using it.
+                    .filter(|e| Arc::strong_count(e) == 1 && Arc::strong_count(&e.session) == 1)
+                    .filter(|e| e.last_used.load(std::sync::atomic::Ordering::Relaxed) < cutoff)
+                    .map(|e| (e.tenant.clone(), e.view.id.clone()))
+                    .collect();
+                for (tenant, id) in idle {
+                    match state.end_session(&tenant, &id).await {
+                        Ok(_) => tracing::info!(session = %id, "ended an idle session"),
+                        Err(error) => {
+                            tracing::debug!(session = %id, ?error, "an idle session could not be ended")
+                        }
+                    }
+                }
+            }
+        });
     }
 
     /// Forgets held sessions that nothing uses (no batch, stream or request holds them); they are
@@ -470,6 +520,7 @@ impl AppState {
             if entry.tenant != tenant {
                 return Err(ApiError::not_found("session", id));
             }
+            entry.last_used.store(now_ms(), std::sync::atomic::Ordering::Relaxed);
             return Ok(entry);
         }
         let record =

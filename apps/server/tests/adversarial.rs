@@ -258,6 +258,30 @@ async fn a_hostile_tenant_gets_its_folder_and_nothing_else() {
     let polled = server.call("key-acme", &acme, "getCommandOutput", json!({"commandId": job})).await;
     assert!(content(&polled).contains("still running"), "{polled}");
 
+    // A command's full output is in the session's own folders, closed to everyone else.
+    let ran = server.run("key-globex", &globex, "echo spilled").await;
+    let spill = PathBuf::from(ran["output"]["state"]["output_path"].as_str().unwrap());
+    use std::os::unix::fs::PermissionsExt;
+    let mode = |path: &Path| std::fs::metadata(path).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode(&spill), 0o600, "{spill:?}");
+    assert_eq!(mode(spill.parent().unwrap()), 0o700);
+    assert_eq!(mode(spill.parent().unwrap().parent().unwrap()), 0o700);
+    let peek = server.run("key-acme", &acme, &format!("cat {}", spill.display())).await;
+    assert!(!succeeded(&peek), "another tenant reads no one's output: {peek}");
+
+    // Reads of FIFOs fail at once and pin nothing: the other tenant goes on as before.
+    let fifo = server.root_b.join("trap");
+    assert!(Command::new("mkfifo").arg(&fifo).status().unwrap().success());
+    let reads = (0..48).map(|_| server.call("key-globex", &globex, "readFile", json!({"path": "trap"})));
+    let results =
+        tokio::time::timeout(Duration::from_secs(20), futures::future::join_all(reads)).await.unwrap();
+    for result in &results {
+        assert!(content(result).contains("is a FIFO, not a regular file"), "{result}");
+    }
+    std::fs::write(server.root_a.join("fine.txt"), "still served\n").unwrap();
+    let fine = server.call("key-acme", &acme, "readFile", json!({"path": "fine.txt"})).await;
+    assert!(content(&fine).contains("still served"), "{fine}");
+
     // Keyed tenants cannot turn the sandbox off or the network on.
     let (status, body) = server
         .session("key-globex", json!({"working_directory": server.root_b, "sandbox": {"mode": "off"}}))

@@ -663,3 +663,53 @@ async fn a_tenant_past_its_budget_gets_429_and_metrics_take_a_key() {
     assert_eq!(tokio::time::timeout(Duration::from_secs(20), waiting).await.unwrap().unwrap(), 200);
     server.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn waiting_approvals_are_bounded_and_idle_sessions_expire() {
+    let dir = tempfile::tempdir().unwrap();
+    let ws = workspace();
+    let mut args = common::args(dir.path());
+    let person = toolhost_server::auth::Role::Person;
+    args.api_keys = vec![toolhost_server::auth::stored_form_as("acme", person, "ops", "key-acme")];
+    args.workspace_roots = vec![toolhost_server::config::WorkspaceRoot::of("acme", ws.path())];
+    args.tenant_approvals = 1;
+    args.session_idle_secs = 1;
+    let server = TestServer::start_with(dir, args).await.with_key("key-acme");
+    let sid = server.session(json!({"working_directory": ws.path()})).await;
+    let waiting = common::submit(
+        &server,
+        &sid,
+        json!([{"id": "w", "name": "readFile", "arguments": json!({"path": OUTSIDE}).to_string()}]),
+    );
+    let approval = server.wait_for_approval("w").await;
+    let (status, body) = server
+        .post(
+            &format!("/v1/sessions/{sid}/calls"),
+            json!({"calls": [{"id": "x", "name": "readFile", "arguments": "{\"path\": \"notes.txt\"}"}]}),
+        )
+        .await;
+    assert_eq!(status, 429, "{body}");
+    assert!(body["error"]["message"].as_str().unwrap().contains("approvals waiting"), "{body}");
+    server.post(&format!("/v1/approvals/{approval}"), json!({"decision": {"kind": "deny"}})).await;
+    assert_eq!(
+        tokio::time::timeout(Duration::from_secs(20), waiting).await.unwrap().unwrap()["results"][0]["status"],
+        "denied"
+    );
+
+    // A session nobody uses is ended after the idle time (here one second).
+    let idle = server.session(json!({"working_directory": ws.path()})).await;
+    let mut ended = false;
+    for _ in 0..100 {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        let (_, rows) = server.get(&format!("/v1/journal?session_id={idle}")).await;
+        assert_eq!(rows, json!([]));
+        if !server.state.sessions.read().unwrap().contains_key(&idle) {
+            ended = true;
+            break;
+        }
+    }
+    assert!(ended, "the idle session was not ended");
+    let (status, view) = server.get(&format!("/v1/sessions/{idle}")).await;
+    assert_eq!((status, view["status"].as_str()), (200, Some("ended")), "{view}");
+    server.stop().await;
+}
