@@ -608,17 +608,27 @@ async fn with_keys_the_shared_temp_folders_are_outside_every_session() {
     server.stop().await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_tenant_past_its_budget_gets_429_and_metrics_take_a_key() {
+/// A keyed server with one tenant, `acme`, whose person key is `key-acme`, and its workspace.
+async fn acme_with(
+    configure: impl FnOnce(&mut toolhost_server::ServeArgs),
+) -> (TestServer, tempfile::TempDir) {
     let dir = tempfile::tempdir().unwrap();
     let ws = workspace();
     let mut args = common::args(dir.path());
     let person = toolhost_server::auth::Role::Person;
     args.api_keys = vec![toolhost_server::auth::stored_form_as("acme", person, "ops", "key-acme")];
     args.workspace_roots = vec![toolhost_server::config::WorkspaceRoot::of("acme", ws.path())];
-    args.tenant_batches = 1;
-    args.tenant_sessions = 2;
-    let server = TestServer::start_with(dir, args).await.with_key("key-acme");
+    configure(&mut args);
+    (TestServer::start_with(dir, args).await.with_key("key-acme"), ws)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tenant_past_its_budget_gets_429_and_metrics_take_a_key() {
+    let (server, ws) = acme_with(|args| {
+        args.tenant_batches = 1;
+        args.tenant_sessions = 2;
+    })
+    .await;
     let sid = server.session(json!({"working_directory": ws.path()})).await;
 
     // One batch waits for a person, and holds the tenant's only batch.
@@ -666,15 +676,11 @@ async fn a_tenant_past_its_budget_gets_429_and_metrics_take_a_key() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn waiting_approvals_are_bounded_and_idle_sessions_expire() {
-    let dir = tempfile::tempdir().unwrap();
-    let ws = workspace();
-    let mut args = common::args(dir.path());
-    let person = toolhost_server::auth::Role::Person;
-    args.api_keys = vec![toolhost_server::auth::stored_form_as("acme", person, "ops", "key-acme")];
-    args.workspace_roots = vec![toolhost_server::config::WorkspaceRoot::of("acme", ws.path())];
-    args.tenant_approvals = 1;
-    args.session_idle_secs = 1;
-    let server = TestServer::start_with(dir, args).await.with_key("key-acme");
+    let (server, ws) = acme_with(|args| {
+        args.tenant_approvals = 1;
+        args.session_idle_secs = 1;
+    })
+    .await;
     let sid = server.session(json!({"working_directory": ws.path()})).await;
     let waiting = common::submit(
         &server,
