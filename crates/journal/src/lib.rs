@@ -116,7 +116,7 @@ mod sqlite;
 
 pub use instance::{current_instance, host_name, new_instance_id};
 pub use postgres::PostgresJournal;
-pub use sqlite::SqliteJournal;
+pub use sqlite::{SqliteJournal, SqliteTuning};
 
 /// Opens the journal a URL names and runs its migrations.
 ///

@@ -37,6 +37,22 @@ const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
 /// checkpoints keep the server's p99 lowest; see docs/benchmarks.md).
 const CHECKPOINT_EVERY: Duration = Duration::from_millis(50);
 
+/// How the SQLite journal keeps its write-ahead log small.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SqliteTuning {
+    /// Past this size the write-ahead log is checkpointed whole and truncated (`TRUNCATE`), which
+    /// waits for readers and briefly holds the writer. Below it, checkpoints are `PASSIVE` and
+    /// never wait. Under constant writes a `PASSIVE` checkpoint never lets the log start over, so
+    /// without this bound it grows without end (2.3 GB in 25 s of load was measured).
+    pub wal_truncate_bytes: u64,
+}
+
+impl Default for SqliteTuning {
+    fn default() -> Self {
+        Self { wal_truncate_bytes: 32 * 1024 * 1024 }
+    }
+}
+
 const ATTEMPT_COLUMNS: &str = "tenant, key, call_id, message_id, session_id, parent_call_id, user_id, agent_id, \
      tool, api, function_name, arguments, tier, instance_id, status, result, error_kind, error, decision, decided_by, \
      duration_ms, exit_status, attempted_at, updated_at";
@@ -166,6 +182,15 @@ impl SqliteJournal {
     /// [`JournalError::Database`] for a URL SQLite cannot parse or a file it cannot open,
     /// [`JournalError::Migrate`] when the migrations fail.
     pub async fn open(url: &str) -> Result<Self, JournalError> {
+        Self::open_with(url, SqliteTuning::default()).await
+    }
+
+    /// [`open`](Self::open) with its write-ahead log bounded by `tuning`.
+    ///
+    /// # Errors
+    ///
+    /// As [`open`](Self::open).
+    pub async fn open_with(url: &str, tuning: SqliteTuning) -> Result<Self, JournalError> {
         let options = SqliteConnectOptions::from_str(url)?.busy_timeout(BUSY_TIMEOUT).create_if_missing(true);
         let in_memory = url.contains(":memory:") || url.contains("mode=memory");
         let mut checkpointer = None;
@@ -184,6 +209,8 @@ impl SqliteJournal {
                 // Checkpoints run on a connection of their own (below), so the writer's commits
                 // never wait for one (with its fsync) to finish.
                 .pragma("wal_autocheckpoint", "0")
+                // When a checkpoint lets the log start over, a file larger than this is cut back.
+                .pragma("journal_size_limit", tuning.wal_truncate_bytes.to_string())
                 .statement_cache_capacity(512);
             let mut connection = write_options.connect().await?;
             MIGRATOR.run(&mut connection).await?;
@@ -197,7 +224,8 @@ impl SqliteJournal {
         let (writer, queue) = mpsc::channel(4 * MAX_BATCH);
         tokio::spawn(write_loop(connection, queue));
         if let Some(checkpointer) = checkpointer {
-            tokio::spawn(checkpoint_loop(checkpointer, writer.downgrade()));
+            let wal = wal_path(url);
+            tokio::spawn(checkpoint_loop(checkpointer, writer.downgrade(), wal, tuning));
         }
         Ok(Self { writer, reads })
     }
@@ -298,8 +326,15 @@ impl std::fmt::Debug for Pending {
 /// Copies committed pages from the write-ahead log into the database every [`CHECKPOINT_EVERY`],
 /// without blocking the writer or readers (`PASSIVE`), until the journal is dropped. A checkpoint
 /// that finds readers in the way does what it can and the next one goes on; a busy database is
-/// not an error here.
-async fn checkpoint_loop(mut connection: SqliteConnection, alive: mpsc::WeakSender<Pending>) {
+/// not an error here. When the log has grown past [`SqliteTuning::wal_truncate_bytes`] (writes
+/// never paused long enough for it to start over), one `TRUNCATE` checkpoint waits for the
+/// readers, copies everything and empties the file.
+async fn checkpoint_loop(
+    mut connection: SqliteConnection,
+    alive: mpsc::WeakSender<Pending>,
+    wal: Option<std::path::PathBuf>,
+    tuning: SqliteTuning,
+) {
     let mut ticks = tokio::time::interval(CHECKPOINT_EVERY);
     ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
@@ -307,8 +342,21 @@ async fn checkpoint_loop(mut connection: SqliteConnection, alive: mpsc::WeakSend
         if alive.strong_count() == 0 {
             return;
         }
-        let _ = sqlx::query("PRAGMA wal_checkpoint(PASSIVE)").execute(&mut connection).await;
+        let size = wal.as_ref().and_then(|wal| std::fs::metadata(wal).ok()).map_or(0, |m| m.len());
+        let checkpoint = if size > tuning.wal_truncate_bytes {
+            "PRAGMA wal_checkpoint(TRUNCATE)"
+        } else {
+            "PRAGMA wal_checkpoint(PASSIVE)"
+        };
+        let _ = sqlx::query(checkpoint).execute(&mut connection).await;
     }
+}
+
+/// The write-ahead log of a `sqlite://PATH[?…]` database: `PATH-wal`.
+fn wal_path(url: &str) -> Option<std::path::PathBuf> {
+    let path = url.strip_prefix("sqlite://").or_else(|| url.strip_prefix("sqlite:"))?;
+    let path = path.split('?').next()?;
+    (!path.is_empty()).then(|| std::path::PathBuf::from(format!("{path}-wal")))
 }
 
 async fn write_loop(mut connection: WriteConnection, mut queue: mpsc::Receiver<Pending>) {
