@@ -213,6 +213,11 @@ pub struct ServeArgs {
     /// with keys, `/metrics` on the main address takes a key.
     #[arg(long, env = "TOOLHOST_METRICS_LISTEN")]
     pub metrics_listen: Option<SocketAddr>,
+    /// Days the journal keeps settled calls, decided approvals and ended sessions (0: for ever).
+    /// Older rows are pruned in small batches every ten minutes; open calls, pending approvals,
+    /// active sessions and remembered decisions are kept.
+    #[arg(long, env = "TOOLHOST_JOURNAL_RETENTION_DAYS", default_value_t = 30)]
+    pub journal_retention_days: u64,
     /// Seconds a session may go unused before it is ended (its jobs killed, its temp folder removed).
     #[arg(long, env = "TOOLHOST_SESSION_IDLE_SECS", default_value_t = 86_400)]
     pub session_idle_secs: u64,

@@ -333,6 +333,7 @@ impl AppState {
         });
         state.devices.spawn_reaper(state.closing.clone());
         state.spawn_idle_reaper();
+        state.spawn_pruner();
         if let Some(cluster) = &state.cluster {
             let weak = Arc::downgrade(&state);
             cluster.spawn(state.closing.clone(), move |message| {
@@ -488,6 +489,31 @@ impl AppState {
                             tracing::debug!(session = %id, ?error, "an idle session could not be ended")
                         }
                     }
+                }
+            }
+        });
+    }
+
+    /// Prunes the journal past `--journal-retention-days`, at start and every ten minutes, in
+    /// batches of a thousand rows with a pause between them so writers are never held up.
+    fn spawn_pruner(self: &Arc<Self>) {
+        let days = self.args.journal_retention_days;
+        if days == 0 {
+            return;
+        }
+        let keep_ms = i64::try_from(days.saturating_mul(86_400_000)).unwrap_or(i64::MAX);
+        let (journal, closing) = (self.journal.clone(), self.closing.clone());
+        tokio::spawn(async move {
+            loop {
+                let before = now_ms().saturating_sub(keep_ms);
+                match journal::prune_all(journal.as_ref(), before, 1000, Duration::from_millis(50)).await {
+                    Ok(0) => {}
+                    Ok(pruned) => tracing::info!(pruned, days, "pruned the journal"),
+                    Err(error) => tracing::warn!(%error, "pruning the journal failed; trying again later"),
+                }
+                tokio::select! {
+                    () = tokio::time::sleep(Duration::from_secs(600)) => {}
+                    () = closing.cancelled() => return,
                 }
             }
         });

@@ -593,6 +593,36 @@ pub trait Journal: Send + Sync + std::fmt::Debug {
     async fn get_session(&self, tenant: &str, id: &str) -> Result<Option<SessionRecord>, JournalError>;
     /// Ends a session; returns whether it was active.
     async fn end_session(&self, tenant: &str, id: &str) -> Result<bool, JournalError>;
+
+    /// Deletes up to `limit` rows older than `before_ms` that nothing will move again: settled
+    /// calls (by when they were attempted), decided approvals and ended sessions, for every
+    /// tenant. A call still `proposed`, a pending approval, an active session and remembered
+    /// decisions are never pruned. Returns how many rows went; call again until it returns less
+    /// than `limit` (small batches keep the writer free between them).
+    async fn prune(&self, before_ms: i64, limit: u32) -> Result<u64, JournalError>;
+}
+
+/// Prunes everything [`Journal::prune`] may before `before_ms`, `batch` rows at a time, pausing
+/// `pause` between batches so that writers are never held for long. Returns how many rows went.
+///
+/// # Errors
+///
+/// The journal's error; what was deleted before it stays deleted.
+pub async fn prune_all(
+    journal: &dyn Journal,
+    before_ms: i64,
+    batch: u32,
+    pause: Duration,
+) -> Result<u64, JournalError> {
+    let mut total = 0;
+    loop {
+        let deleted = journal.prune(before_ms, batch).await?;
+        total += deleted;
+        if deleted < u64::from(batch) {
+            return Ok(total);
+        }
+        tokio::time::sleep(pause).await;
+    }
 }
 
 /// Removes NUL and other control characters (but newlines and tabs) from text that will be

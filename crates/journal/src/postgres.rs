@@ -91,6 +91,14 @@ const PUT_SESSION: &str = "INSERT INTO sessions (id, tenant, user_id, config, st
 const END_SESSION: &str = "UPDATE sessions SET status = 'ended', ended_at = $3 \
      WHERE tenant = $1 AND id = $2 AND status = 'active'";
 
+const PRUNE_ATTEMPTS: &str = "DELETE FROM tool_call_attempts WHERE ctid IN (SELECT ctid FROM tool_call_attempts \
+     WHERE status IN ('executed', 'confirmed', 'compensated', 'failed', 'blocked', 'denied', 'abandoned') \
+     AND attempted_at < $1 LIMIT $2)";
+const PRUNE_APPROVALS: &str = "DELETE FROM pending_approvals WHERE ctid IN (SELECT ctid FROM pending_approvals \
+     WHERE status <> 'pending' AND created_at < $1 LIMIT $2)";
+const PRUNE_SESSIONS: &str = "DELETE FROM sessions WHERE ctid IN (SELECT ctid FROM sessions \
+     WHERE status = 'ended' AND ended_at < $1 LIMIT $2)";
+
 const GET_ATTEMPT: &str = "SELECT tenant, key, call_id, message_id, session_id, parent_call_id, user_id, agent_id, \
      tool, api, function_name, arguments::text AS arguments, tier, instance_id, status, result::text AS result, \
      error_kind, error, decision, decided_by, duration_ms, exit_status, attempted_at, updated_at \
@@ -470,5 +478,23 @@ impl Journal for PostgresJournal {
             .execute(&self.pool)
             .await?;
         Ok(moved(done))
+    }
+
+    async fn prune(&self, before_ms: i64, limit: u32) -> Result<u64, JournalError> {
+        // Each statement is a batch of its own: short transactions, no long lock on the table.
+        let mut deleted = 0u64;
+        for statement in [PRUNE_ATTEMPTS, PRUNE_APPROVALS, PRUNE_SESSIONS] {
+            let left = u64::from(limit).saturating_sub(deleted);
+            if left == 0 {
+                break;
+            }
+            let done = sqlx::query(statement)
+                .bind(before_ms)
+                .bind(i64::try_from(left).unwrap_or(i64::MAX))
+                .execute(&self.pool)
+                .await?;
+            deleted += done.rows_affected();
+        }
+        Ok(deleted)
     }
 }

@@ -138,6 +138,14 @@ const PUT_SESSION: &str = "INSERT INTO sessions (id, tenant, user_id, config, st
 const END_SESSION: &str = "UPDATE sessions SET status = 'ended', ended_at = ?3 \
      WHERE tenant = ?1 AND id = ?2 AND status = 'active'";
 
+const PRUNE_ATTEMPTS: &str = "DELETE FROM tool_call_attempts WHERE rowid IN (SELECT rowid FROM tool_call_attempts \
+     WHERE status IN ('executed', 'confirmed', 'compensated', 'failed', 'blocked', 'denied', 'abandoned') \
+     AND attempted_at < ?1 LIMIT ?2)";
+const PRUNE_APPROVALS: &str = "DELETE FROM pending_approvals WHERE rowid IN (SELECT rowid FROM pending_approvals \
+     WHERE status <> 'pending' AND created_at < ?1 LIMIT ?2)";
+const PRUNE_SESSIONS: &str = "DELETE FROM sessions WHERE rowid IN (SELECT rowid FROM sessions \
+     WHERE status = 'ended' AND ended_at < ?1 LIMIT ?2)";
+
 const GET_ATTEMPT: &str = "SELECT tenant, key, call_id, message_id, session_id, parent_call_id, user_id, agent_id, \
      tool, api, function_name, arguments, tier, instance_id, status, result, error_kind, error, decision, decided_by, \
      duration_ms, exit_status, attempted_at, updated_at FROM tool_call_attempts WHERE tenant = ?1 AND key = ?2";
@@ -284,6 +292,7 @@ enum Op {
     Revoke { tenant: String, id: String },
     PutSession(SessionValues),
     EndSession { tenant: String, id: String, now: i64 },
+    Prune { before: i64, limit: u32 },
 }
 
 impl Op {
@@ -309,6 +318,7 @@ enum Outcome {
     Done,
     Moved(bool),
     Abandoned(Vec<(String, String)>),
+    Deleted(u64),
 }
 
 struct Pending {
@@ -753,6 +763,22 @@ async fn run_one(conn: &mut SqliteConnection, op: &Op) -> Result<Outcome, sqlx::
                 .execute(&mut *conn)
                 .await?,
         ),
+        Op::Prune { before, limit } => {
+            let mut deleted = 0u64;
+            for statement in [PRUNE_ATTEMPTS, PRUNE_APPROVALS, PRUNE_SESSIONS] {
+                let left = u64::from(*limit).saturating_sub(deleted);
+                if left == 0 {
+                    break;
+                }
+                let done = sqlx::query(statement)
+                    .bind(*before)
+                    .bind(i64::try_from(left).unwrap_or(i64::MAX))
+                    .execute(&mut *conn)
+                    .await?;
+                deleted += done.rows_affected();
+            }
+            Outcome::Deleted(deleted)
+        }
     })
 }
 
@@ -940,6 +966,13 @@ impl Journal for SqliteJournal {
 
     async fn end_session(&self, tenant: &str, id: &str) -> Result<bool, JournalError> {
         self.write_moved(Op::EndSession { tenant: clean(tenant), id: clean(id), now: now_ms() }).await
+    }
+
+    async fn prune(&self, before_ms: i64, limit: u32) -> Result<u64, JournalError> {
+        match self.write(Op::Prune { before: before_ms, limit }).await? {
+            Outcome::Deleted(deleted) => Ok(deleted),
+            other => Err(JournalError::Corrupt(format!("the writer answered {other:?} to a prune"))),
+        }
     }
 }
 

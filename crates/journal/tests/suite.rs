@@ -94,6 +94,7 @@ suite!(
     reconcile_abandons_dead_instances_only,
     concurrent_calls_all_settle,
     a_failing_write_fails_alone,
+    pruning_takes_only_what_is_settled_and_old,
 );
 
 fn attempt(tenant: &str, message_id: Option<&str>, call_id: &str) -> NewAttempt {
@@ -133,6 +134,78 @@ fn keys(rows: &[Attempt]) -> Vec<&str> {
 
 mod cases {
     use super::*;
+
+    pub async fn pruning_takes_only_what_is_settled_and_old(j: &Arc<dyn Journal>) {
+        // Five settled calls and one still open.
+        for n in 0..5 {
+            let key = j.propose(&attempt("tenant-a", Some("m"), &format!("done{n}"))).await.unwrap().key;
+            assert!(
+                j.settle("tenant-a", &key, &settled(AttemptStatus::Executed, json!({"n": n}))).await.unwrap()
+            );
+        }
+        j.propose(&attempt("tenant-b", Some("m"), "open")).await.unwrap();
+        // A decided approval and a pending one; an ended session and an active one; a remembered
+        // decision.
+        j.insert_approval(&approval("tenant-a", "decided", "s")).await.unwrap();
+        assert!(
+            j.decide_approval("tenant-a", "decided", "approved", &json!({"kind": "allow_once"}), None)
+                .await
+                .unwrap()
+        );
+        j.insert_approval(&approval("tenant-a", "waiting", "s")).await.unwrap();
+        for id in ["ended", "active"] {
+            let session = SessionRecord {
+                id: id.into(),
+                tenant: "tenant-a".into(),
+                user_id: None,
+                config: json!({}),
+                status: "active".into(),
+                created_at: 1,
+                ended_at: None,
+            };
+            j.put_session(&session).await.unwrap();
+        }
+        assert!(j.end_session("tenant-a", "ended").await.unwrap());
+        j.remember(&remembered("tenant-a", "always", "p")).await.unwrap();
+
+        // A cutoff before all of it prunes nothing.
+        assert_eq!(j.prune(1, 100).await.unwrap(), 0);
+        // Past all of it, in batches of two: everything settled, decided and ended goes.
+        let later = journal_now() + 60_000;
+        let mut batches = Vec::new();
+        loop {
+            let deleted = j.prune(later, 2).await.unwrap();
+            batches.push(deleted);
+            if deleted < 2 {
+                break;
+            }
+        }
+        assert_eq!(batches.iter().sum::<u64>(), 7, "5 calls, 1 approval, 1 session: {batches:?}");
+        assert!(batches.iter().all(|&b| b <= 2), "{batches:?}");
+        let all = AttemptFilter { limit: Some(100), ..AttemptFilter::default() };
+        assert!(j.query("tenant-a", &all).await.unwrap().is_empty());
+        let open = j.query("tenant-b", &all).await.unwrap();
+        assert_eq!(
+            (open.len(), open[0].status),
+            (1, AttemptStatus::Proposed),
+            "an open call is never pruned"
+        );
+        assert!(j.get_approval("tenant-a", "decided").await.unwrap().is_none());
+        assert_eq!(j.get_approval("tenant-a", "waiting").await.unwrap().unwrap().status, "pending");
+        assert!(j.get_session("tenant-a", "ended").await.unwrap().is_none());
+        assert!(j.get_session("tenant-a", "active").await.unwrap().is_some());
+        assert_eq!(j.remembered("tenant-a", None).await.unwrap().len(), 1, "remembered decisions stay");
+        // The helper does the same in one call.
+        let key = j.propose(&attempt("tenant-a", Some("m2"), "late")).await.unwrap().key;
+        j.settle("tenant-a", &key, &settled(AttemptStatus::Failed, json!({}))).await.unwrap();
+        let pruned = journal::prune_all(j.as_ref(), later, 1, Duration::from_millis(1)).await.unwrap();
+        assert_eq!(pruned, 1);
+    }
+
+    fn journal_now() -> i64 {
+        i64::try_from(std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis())
+            .unwrap()
+    }
 
     pub async fn round_trip_with_every_field(j: &Arc<dyn Journal>) {
         let new = NewAttempt {
