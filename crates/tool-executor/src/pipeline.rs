@@ -576,8 +576,19 @@ impl Executor {
             Some(journal) => match journal.propose(&attempt).await {
                 Ok(outcome) if outcome.created => true,
                 Ok(_) => {
+                    // A retry of a message (its client lost the answer) gets the stored result of
+                    // the same call, as payment APIs answer a repeated idempotency key.
+                    if let Some(result) = replayed(journal.as_ref(), &attempt, &call, &tool, &api).await {
+                        session.emit(Event::Finished {
+                            call_id: call_id.clone(),
+                            output: result.output.clone(),
+                        });
+                        return Err(result);
+                    }
                     let message = format!(
-                        "the call `{call_id}` of this message was already made; it is not run twice. Use a new call id to run it again."
+                        "the call `{call_id}` of this message was already made (with other arguments, or it is \
+                         still running); it is not run twice. Use a new call id to run it again, or retry later \
+                         for its result."
                     );
                     let output = ToolOutput::error(ErrorKind::Conflict, message);
                     session.emit(Event::Failed { call_id: call_id.clone(), output: output.clone() });
@@ -1432,6 +1443,44 @@ fn unknown_tool_message(names: &ToolNames, name: &str, unknown_so_far: u32) -> S
             closest.iter().map(|n| format!("`{n}`")).collect::<Vec<_>>().join(", ")
         )
     }
+}
+
+/// The stored result of the same call made earlier under the same key (same session, tool, API
+/// and arguments), once it has settled; `None` for a call still running or a different one.
+async fn replayed(
+    journal: &dyn journal::Journal,
+    attempt: &journal::NewAttempt,
+    call: &RawCall,
+    tool: &str,
+    api: &str,
+) -> Option<CallResult> {
+    let row = journal.get(&attempt.tenant, &attempt.key()).await.ok().flatten()?;
+    let mut arguments = attempt.arguments.clone();
+    journal::strip_controls_json(&mut arguments);
+    let same = row.session_id == attempt.session_id
+        && row.tool == tool
+        && row.api == api
+        && row.arguments == arguments;
+    if !same || !row.status.is_settled() {
+        return None;
+    }
+    let stored = row.result.unwrap_or(Value::Null);
+    let content = stored.get("content").and_then(Value::as_str).unwrap_or_default().to_owned();
+    let state = stored.get("state").filter(|s| !s.is_null()).cloned();
+    let error = row.error_kind.as_deref().map(|kind| tool_core::ToolError {
+        kind: serde_json::from_value(Value::String(kind.to_owned())).unwrap_or(ErrorKind::Internal),
+        message: row.error.clone().unwrap_or_default(),
+    });
+    let success = matches!(row.status, AttemptStatus::Executed | AttemptStatus::Confirmed);
+    Some(CallResult {
+        call_id: call.id.clone(),
+        name: call.name.clone(),
+        tool: Some(tool.to_owned()),
+        api: Some(api.to_owned()),
+        status: row.status,
+        output: ToolOutput { content, state, success, error },
+        duration_ms: row.duration_ms.and_then(|ms| u64::try_from(ms).ok()).unwrap_or(0),
+    })
 }
 
 /// What a session grant of a command covers: the prefix a person named, else the command itself

@@ -510,8 +510,24 @@ async fn replays_and_duplicates_do_not_run_twice() {
         ErrorKind::UnknownTool,
         "`tool/api` is only for nested calls"
     );
-    let again = f.executor.execute_batch(&s, Batch { calls: vec![call("c", "noop", "{}")], ..batch }).await;
-    assert_eq!(again[0].output.error.as_ref().unwrap().kind, ErrorKind::Conflict);
+    // A retried message (its client lost the answer) gets the stored result of the same call,
+    // without running it again...
+    let again =
+        f.executor.execute_batch(&s, Batch { calls: vec![call("c", "noop", "{}")], ..batch.clone() }).await;
+    assert_eq!(again[0].status, AttemptStatus::Executed, "{}", again[0].output.content);
+    assert_eq!(again[0].output.content, results[0].output.content);
+    assert!(again[0].output.success);
+    // ...but the same id with other arguments is a conflict, not a replay.
+    let other = f
+        .executor
+        .execute_batch(&s, Batch { calls: vec![call("c", "echo", r#"{"text": "x"}"#)], ..batch })
+        .await;
+    assert_eq!(
+        other[0].output.error.as_ref().unwrap().kind,
+        ErrorKind::Conflict,
+        "{}",
+        other[0].output.content
+    );
     assert_eq!(f.probe.runs.load(Ordering::SeqCst), 1, "ran once");
 }
 
