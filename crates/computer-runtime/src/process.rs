@@ -773,7 +773,7 @@ impl ProcessManager {
         let layout = Layout {
             working_directory: spec.cwd.clone(),
             temp_directory: spec.sandbox.temp_directory.clone(),
-            output_files: vec![spill.path().to_owned()],
+            output_files: vec![std::os::fd::AsRawFd::as_raw_fd(spill.as_file())],
         };
         let prepared = self.sandbox.prepare(&spec.sandbox.policy, &layout)?;
 

@@ -144,9 +144,11 @@ pub struct Layout {
     pub working_directory: PathBuf,
     /// The session's own temp folder.
     pub temp_directory: Option<PathBuf>,
-    /// Files the command must be able to reopen for writing (its own output files, reached
-    /// through `/dev/stdout` or `/proc/self/fd`).
-    pub output_files: Vec<PathBuf>,
+    /// Descriptors of files the command must be able to reopen for writing (its own output
+    /// files, reached through `/dev/stdout` or `/proc/self/fd`). They are granted by descriptor,
+    /// never by path: a path in a folder the command can write could be swapped for a link to
+    /// any file before the grant is made. The caller keeps them open until `prepare` returns.
+    pub output_files: Vec<std::os::fd::RawFd>,
 }
 
 /// Why a command cannot be sandboxed.
@@ -258,7 +260,12 @@ impl Sandbox {
         #[cfg(target_os = "linux")]
         {
             let landlock = match self.support.landlock_abi {
-                Some(abi) => Some(linux::ruleset(&Grants::of(policy, layout), policy.network, abi)?),
+                Some(abi) => Some(linux::ruleset(
+                    &Grants::of(policy, layout),
+                    &layout.output_files,
+                    policy.network,
+                    abi,
+                )?),
                 None => None,
             };
             let filters = if self.support.seccomp { linux::filters(policy.network)? } else { Vec::new() };

@@ -58,20 +58,18 @@ fn target_arch() -> Option<TargetArch> {
 }
 
 fn abi_of(version: u8) -> ABI {
-    match version {
-        1 => ABI::V1,
-        2 => ABI::V2,
-        3 => ABI::V3,
-        4 => ABI::V4,
-        5 => ABI::V5,
-        6 => ABI::V6,
-        // The crate knows up to V10; what this kernel offers beyond V7 is not needed yet.
-        _ => ABI::V7,
-    }
+    // Every ABI the crate knows (a newer kernel is treated as the newest known): from ABI 9 on,
+    // connecting to a Unix socket by path needs a grant too.
+    ABI::from(i32::from(version))
 }
 
 /// A Landlock ruleset for the grants, ready to be applied by `landlock_restrict_self`.
-pub fn ruleset(grants: &Grants, network: NetworkAccess, version: u8) -> Result<OwnedFd, SandboxError> {
+pub fn ruleset(
+    grants: &Grants,
+    output_files: &[std::os::fd::RawFd],
+    network: NetworkAccess,
+    version: u8,
+) -> Result<OwnedFd, SandboxError> {
     let abi = abi_of(version);
     let build = || -> Result<Option<OwnedFd>, landlock::RulesetError> {
         let mut ruleset = Ruleset::default().set_compatibility(CompatLevel::HardRequirement);
@@ -91,6 +89,12 @@ pub fn ruleset(grants: &Grants, network: NetworkAccess, version: u8) -> Result<O
         // The system trees are opened once per resolved set and shared by every command.
         for (fd, is_dir) in system_fds(&grants.system).iter() {
             created = created.add_rule(PathBeneath::new(fd, if *is_dir { read } else { read & file }))?;
+        }
+        // The command's own output files, by descriptor (an `O_PATH` open of the descriptor's
+        // magic link names the very file, whatever its path has become).
+        for fd in output_files {
+            let Ok(path_fd) = PathFd::new(format!("/proc/self/fd/{fd}")) else { continue };
+            created = created.add_rule(PathBeneath::new(path_fd, file))?;
         }
         for (paths, access) in [(&grants.read, read), (&grants.write, all), (&grants.files, all)] {
             for path in paths {

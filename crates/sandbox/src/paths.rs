@@ -55,7 +55,8 @@ pub struct Grants {
     pub read: Vec<PathBuf>,
     /// Readable and writable trees.
     pub write: Vec<PathBuf>,
-    /// Single files opened for reading and writing (devices, the command's own output files).
+    /// Devices opened for reading and writing (the command's own output files are granted by
+    /// descriptor, see [`Layout::output_files`]).
     pub files: Vec<PathBuf>,
 }
 
@@ -87,7 +88,6 @@ impl Grants {
         let files = DEVICES
             .iter()
             .map(Path::new)
-            .chain(layout.output_files.iter().map(PathBuf::as_path))
             .filter_map(canonical)
             .collect::<BTreeSet<_>>()
             .into_iter()
@@ -179,14 +179,12 @@ fn expand(root: PathBuf, denied: &[PathBuf], out: &mut BTreeSet<PathBuf>, depth:
         return;
     }
     for entry in entries.flatten() {
-        // `root` is canonical, so only a link needs resolving (the file type comes with the
-        // directory entry, without a system call): a link to the denied folder must not grant it.
-        let path = match entry.file_type() {
-            Ok(kind) if !kind.is_symlink() => Some(entry.path()),
-            _ => canonical(&entry.path()),
-        };
-        if let Some(path) = path {
-            expand(path, denied, out, depth + 1);
+        // Links are never followed: a link inside a granted tree (one a command may have made)
+        // must not grant its target, and a loop of links must not be walked. Through a link the
+        // kernel checks the target on its own, which is then granted only if it is itself.
+        match entry.file_type() {
+            Ok(kind) if !kind.is_symlink() => expand(entry.path(), denied, out, depth + 1),
+            _ => {}
         }
     }
 }
@@ -232,6 +230,24 @@ mod tests {
         // The system secrets are carved out of /etc.
         assert!(!grants.readable().any(|p| p == Path::new("/etc") || p.starts_with("/etc/ssh")));
         assert!(grants.readable().any(|p| p == Path::new("/etc/passwd")));
+    }
+
+    #[test]
+    fn links_inside_a_carved_tree_are_never_followed() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = fs::canonicalize(dir.path()).unwrap();
+        fs::create_dir_all(root.join("work/secret")).unwrap();
+        fs::create_dir_all(root.join("work/src")).unwrap();
+        // Made by a command: a link out, and two links that loop.
+        std::os::unix::fs::symlink("/etc", root.join("work/escape")).unwrap();
+        std::os::unix::fs::symlink(".", root.join("work/a")).unwrap();
+        std::os::unix::fs::symlink(".", root.join("work/b")).unwrap();
+        let policy =
+            SandboxPolicy { deny_read: vec![root.join("work/secret")], ..SandboxPolicy::workspace_write() };
+        let layout =
+            Layout { working_directory: root.join("work"), temp_directory: None, output_files: vec![] };
+        let grants = Grants::of(&policy, &layout);
+        assert_eq!(grants.write, vec![root.join("work/src")], "only the real folder, not the links");
     }
 
     #[test]

@@ -245,3 +245,27 @@ fn a_repositorys_hooks_and_config_stay_read_only_inside_the_workspace() {
     let mounts = fs::read_to_string("/proc/self/mountinfo").unwrap();
     assert!(!mounts.contains(&b.work.join(".git/hooks").display().to_string()), "nothing leaked to the host");
 }
+
+#[test]
+fn an_output_file_is_granted_by_descriptor_not_by_its_path() {
+    use std::os::fd::AsRawFd;
+    let b = Box_::new();
+    // The command's output file, whose path is then swapped for a link to a file outside.
+    let spill_path = b.work.join("run.log");
+    let spill = fs::File::create(&spill_path).unwrap();
+    fs::rename(&spill_path, b.work.join("run.log.moved")).unwrap();
+    let target = b.outside.join("secret.txt");
+    std::os::unix::fs::symlink(&target, &spill_path).unwrap();
+
+    let layout = Layout { output_files: vec![spill.as_raw_fd()], ..b.layout() };
+    let prepared =
+        Sandbox::new(SandboxSettings::default()).prepare(&SandboxPolicy::read_only(), &layout).unwrap();
+    let mut command = Command::new("/bin/bash");
+    let script = format!("echo through-stdout > /dev/stdout; echo pwned > {}", target.display());
+    command.args(["-c", &script]).current_dir(&b.work).stdout(spill.try_clone().unwrap());
+    prepared.install(&mut command);
+    let status = command.status().unwrap();
+    assert!(!status.success(), "the write to the link's target was denied");
+    assert_eq!(fs::read_to_string(&target).unwrap(), "outside secret\n");
+    assert_eq!(fs::read_to_string(b.work.join("run.log.moved")).unwrap(), "through-stdout\n");
+}
