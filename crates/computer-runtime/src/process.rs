@@ -36,7 +36,7 @@ use std::os::unix::fs::{DirBuilderExt, FileExt, PermissionsExt};
 use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
 use std::process::{ExitStatus, Stdio};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
@@ -53,6 +53,9 @@ use crate::env::EnvPolicy;
 /// `SIGKILL` cannot be caught, so this only matters for processes stuck in
 /// uninterruptible sleep; we give up rather than hang the caller.
 const REAP_AFTER_KILL: Duration = Duration::from_secs(5);
+
+/// How often a finished job's group is checked for emptiness.
+const GROUP_WATCH_INTERVAL: Duration = Duration::from_millis(500);
 
 /// How often to check whether the rest of a process group has gone.
 const GROUP_POLL_INTERVAL: Duration = Duration::from_millis(20);
@@ -334,8 +337,9 @@ struct Job {
     exit: ExitWatch,
     /// The child has exited and its process group was seen empty. A group
     /// cannot be re-populated once empty, so from then on its id may belong
-    /// to an unrelated process and must not be signalled.
-    group_gone: bool,
+    /// to an unrelated process and must not be signalled. Set by the waiter
+    /// task (which watches the group after the child exits) or by a poll.
+    group_gone: Arc<AtomicBool>,
     /// What was dropped from the spill file's middle.
     trim: Trim,
 }
@@ -502,6 +506,8 @@ impl ProcessManager {
         let (lifetime, grace) = (self.config.max_job_lifetime, self.config.kill_grace);
         let trim = self.trim_for(&file);
         let watched = trim.clone();
+        let gone = Arc::new(AtomicBool::new(false));
+        let watched_gone = gone.clone();
         tokio::spawn(async move {
             let exit = tokio::select! {
                 () = watched.watch() => unreachable!("the trim watch never ends"),
@@ -516,6 +522,16 @@ impl ProcessManager {
             };
             // Nobody listening just means the job was already removed.
             let _ = exit_tx.send(Some(exit));
+            // What the command started may live on in its group. Once the group is empty its id
+            // can be handed to any new process: from then on it must never be signalled, so the
+            // group is watched until it empties (or the job is forgotten).
+            while !exit_tx.is_closed() {
+                if !group_exists(pgid) {
+                    watched_gone.store(true, Ordering::Release);
+                    break;
+                }
+                tokio::time::sleep(GROUP_WATCH_INTERVAL).await;
+            }
         });
 
         // Status first, then length: if the child has exited, everything it
@@ -529,7 +545,7 @@ impl ProcessManager {
             output_path: output_path.clone(),
             read_offset: end,
             exit: exit_rx,
-            group_gone: false,
+            group_gone: gone,
             trim: trim.clone(),
         };
         self.jobs().insert(id.clone(), job);
@@ -571,8 +587,8 @@ impl ProcessManager {
             // Status first, then length: once we report "not running", this
             // poll contains everything the child wrote.
             let (running, exit) = job.status();
-            if !running && !job.group_gone && !group_exists(job.pgid) {
-                job.group_gone = true;
+            if !running && !job.group_gone.load(Ordering::Acquire) && !group_exists(job.pgid) {
+                job.group_gone.store(true, Ordering::Release);
                 self.forget_group(job.pgid);
             }
             job.trim.check();
@@ -615,7 +631,7 @@ impl ProcessManager {
                 });
             };
             let (running, exit) = job.status();
-            (job.pgid, job.group_gone, job.exit.clone(), running, exit)
+            (job.pgid, job.group_gone.load(Ordering::Acquire), job.exit.clone(), running, exit)
         };
         // The job stays registered while we wait, so if this future is
         // dropped half-way the manager's Drop still kills the group.
@@ -667,7 +683,9 @@ impl ProcessManager {
         let targets: Vec<(String, Option<(i32, ExitWatch)>)> = self
             .jobs()
             .iter()
-            .map(|(id, job)| (id.clone(), (!job.group_gone).then(|| (job.pgid, job.exit.clone()))))
+            .map(|(id, job)| {
+                (id.clone(), (!job.group_gone.load(Ordering::Acquire)).then(|| (job.pgid, job.exit.clone())))
+            })
             .collect();
         let grace = self.config.kill_grace;
         futures::future::join_all(
@@ -848,7 +866,7 @@ impl Drop for ProcessManager {
     fn drop(&mut self) {
         // Synchronous best effort: no grace period, there is no runtime to wait on.
         let jobs = self.jobs.get_mut().unwrap_or_else(PoisonError::into_inner);
-        for job in jobs.values().filter(|job| !job.group_gone) {
+        for job in jobs.values().filter(|job| !job.group_gone.load(Ordering::Acquire)) {
             let _ = signal_group(job.pgid, libc::SIGKILL);
         }
     }
@@ -1087,7 +1105,16 @@ fn capture_range(
     } else {
         head = read_at_most(file, start, limits.head_bytes)?;
         tail = read_at_most(file, end - limits.tail_bytes as u64, limits.tail_bytes)?;
-        (newlines, ends_with_newline) = scan_newlines(file, start, end)?;
+        // Lines are counted by reading the range; a huge (or sparse: a command can seek its
+        // output a petabyte ahead) range is only sampled at both ends, so a capture never reads
+        // more than a bounded amount, and the line count is then a lower bound.
+        (newlines, ends_with_newline) = if total_bytes > MAX_LINE_SCAN {
+            let (first, _) = scan_newlines(file, start, start + MAX_LINE_SCAN / 2)?;
+            let (last, ends) = scan_newlines(file, end - MAX_LINE_SCAN / 2, end)?;
+            (first + last, ends)
+        } else {
+            scan_newlines(file, start, end)?
+        };
         trim_head(&mut head);
         trim_tail(&mut tail);
         omitted_bytes = total_bytes.saturating_sub((head.len() + tail.len()) as u64);
@@ -1131,6 +1158,9 @@ fn capture_range(
     }
     Ok(CapturedOutput { text, total_bytes, total_lines, truncated: gap, omitted_bytes })
 }
+
+/// The most of an output range a capture reads to count its lines.
+const MAX_LINE_SCAN: u64 = 256 * 1024 * 1024;
 
 /// Reads up to `len` bytes at `offset`; fewer if the file ends first.
 fn read_at_most(file: &File, offset: u64, len: usize) -> io::Result<Vec<u8>> {

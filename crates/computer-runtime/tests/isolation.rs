@@ -243,3 +243,21 @@ async fn a_huge_output_keeps_its_head_and_tail_within_the_cap() {
         &text[text.len().saturating_sub(400)..]
     );
 }
+
+#[tokio::test]
+async fn a_sparse_output_a_terabyte_long_is_captured_at_once() {
+    let (_dir, root) = root();
+    let m = manager();
+    let a = Session::new(&root, "a");
+    // The command seeks its output a terabyte ahead and writes a last word there.
+    let command = "echo first; python3 -c 'import os; os.lseek(1, 1 << 40, 1); os.write(1, b\"last\\n\")'";
+    let state =
+        tokio::time::timeout(Duration::from_secs(60), a.run(&m, command)).await.expect("captured in time");
+    assert_eq!(state.exit.as_ref().map(|e| e.success), Some(true), "{}", state.output.text);
+    assert!(state.output.total_bytes > 1 << 40);
+    assert!(
+        state.output.text.starts_with("first\n") && state.output.text.trim_end().ends_with("last"),
+        "{:?}",
+        &state.output.text[..40]
+    );
+}
