@@ -173,6 +173,11 @@ pub struct ServeArgs {
     /// folder and the keys file are always on the list.
     #[arg(long = "sandbox-deny-read", env = "TOOLHOST_SANDBOX_DENY_READ", value_delimiter = ',')]
     pub sandbox_deny_read: Vec<PathBuf>,
+    /// A TCP port commands may never connect to, even with the network on (repeatable, or
+    /// comma-separated): other instances' or services' ports on this host. This server's own
+    /// ports are always closed to its commands.
+    #[arg(long = "sandbox-block-port", env = "TOOLHOST_SANDBOX_BLOCK_PORTS", value_delimiter = ',')]
+    pub sandbox_block_ports: Vec<u16>,
     /// A variable of the server's environment that commands inherit, besides PATH, HOME, LANG,
     /// LC_*, TERM, TZ, USER, LOGNAME and SHELL (repeatable; `*` wildcards). Names that look like
     /// secrets (*KEY*, *TOKEN*, *SECRET*, *PASSWORD*, TOOLHOST_*…) and URLs with credentials are

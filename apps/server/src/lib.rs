@@ -162,6 +162,9 @@ pub async fn serve(
     listener: tokio::net::TcpListener,
     signal: impl Future<Output = ()> + Send + 'static,
 ) -> anyhow::Result<()> {
+    if let Ok(address) = listener.local_addr() {
+        state.sandboxing.block_port(address.port());
+    }
     let app = router(state.clone());
     let shutdown = state.shutdown.clone();
     let server = axum::serve(listener, app).with_graceful_shutdown(async move {

@@ -55,6 +55,7 @@ async fn main() -> anyhow::Result<()> {
             .await
             .with_context(|| format!("listening for metrics on {address}"))?;
         tracing::info!(address = %listener.local_addr()?, "metrics without a key");
+        state.sandboxing.block_port(listener.local_addr()?.port());
         let app = toolhost_server::metrics_router(state.clone());
         let closing = state.closing.clone();
         tokio::spawn(async move {

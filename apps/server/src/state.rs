@@ -154,6 +154,9 @@ pub struct Sandboxing {
     pub deny_read: Vec<PathBuf>,
     /// Every session's own temp folder lives in here (0700; removed at exit).
     temp_root: tempfile::TempDir,
+    /// TCP ports no command may connect to: this server's own (added when it listens) and the
+    /// operator's `--sandbox-block-port`.
+    blocked_ports: RwLock<Vec<u16>>,
 }
 
 impl Sandboxing {
@@ -178,7 +181,18 @@ impl Sandboxing {
             reads: self.reads,
             deny_read: self.deny_read.clone(),
             allow_escalation: self.modes.contains(&SandboxMode::Off),
+            blocked_ports: self.blocked_ports.read().unwrap_or_else(|p| p.into_inner()).clone(),
             ..SandboxPolicy::default()
+        }
+    }
+
+    /// Closes a port this server listens on to every command started from now on: with the
+    /// network on, a command could otherwise call the server's own API (on an open server, as the
+    /// person at it) to open an unsandboxed session or approve its own calls.
+    pub fn block_port(&self, port: u16) {
+        let mut ports = self.blocked_ports.write().unwrap_or_else(|p| p.into_inner());
+        if !ports.contains(&port) {
+            ports.push(port);
         }
     }
 }
@@ -810,6 +824,7 @@ fn sandboxing(
         reads: if keys.is_open() { ReadAccess::Anywhere } else { ReadAccess::Confined },
         deny_read,
         temp_root,
+        blocked_ports: RwLock::new(args.sandbox_block_ports.clone()),
     })
 }
 

@@ -719,3 +719,24 @@ async fn waiting_approvals_are_bounded_and_idle_sessions_expire() {
     assert_eq!((status, view["status"].as_str()), (200, Some("ended")), "{view}");
     server.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_command_cannot_reach_its_own_servers_api() {
+    // An open server: its sessions have the network on, and its API trusts whoever calls.
+    let server = TestServer::start().await;
+    let ws = workspace();
+    let sid = server.session(json!({"working_directory": ws.path(), "approval_mode": "auto_run"})).await;
+    let (_, view) = server.get(&format!("/v1/sessions/{sid}")).await;
+    assert_eq!(view["sandbox"]["network"], "on", "{view}");
+    let port = server.base.rsplit(':').next().unwrap();
+    let elsewhere = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let command = format!(
+        "exec 3<>/dev/tcp/127.0.0.1/{port} && echo reached-the-api; exec 4<>/dev/tcp/127.0.0.1/{} && echo reached-elsewhere",
+        elsewhere.local_addr().unwrap().port()
+    );
+    let result = server.call(&sid, "net", "runCommand", json!({"command": command})).await;
+    let content = result["output"]["content"].as_str().unwrap();
+    assert!(!content.contains("reached-the-api") && content.contains("Permission denied"), "{result}");
+    assert!(content.contains("reached-elsewhere"), "the rest of the network is on: {result}");
+    server.stop().await;
+}

@@ -269,6 +269,25 @@ impl Sandbox {
                 None => None,
             };
             let filters = if self.support.seccomp { linux::filters(policy.network)? } else { Vec::new() };
+            // With the network off every TCP port is closed already; with it on, the blocked ones
+            // are closed by a layer of their own.
+            let ports = match (policy.network, policy.blocked_ports.is_empty(), self.support.landlock_abi) {
+                (NetworkAccess::On, false, Some(abi)) if abi >= 4 => {
+                    Some(linux::blocked_ports(&policy.blocked_ports)?)
+                }
+                (NetworkAccess::On, false, _) => {
+                    let what = "closing the server's own ports to commands (needs Landlock ABI 4)";
+                    if self.settings.enforcement == Enforcement::Required {
+                        return Err(SandboxError::Unsupported {
+                            mode: policy.mode,
+                            missing: vec![what.to_owned()],
+                        });
+                    }
+                    missing.push(what.to_owned());
+                    None
+                }
+                _ => None,
+            };
             let mut protected = Vec::new();
             if policy.mode == SandboxMode::WorkspaceWrite {
                 let mut roots = vec![layout.working_directory.clone()];
@@ -298,7 +317,7 @@ impl Sandbox {
                 protected,
             };
             Ok(Prepared {
-                inner: Some(std::sync::Arc::new(Inner { protect, landlock, filters })),
+                inner: Some(std::sync::Arc::new(Inner { protect, landlock, ports, filters })),
                 report: Some(report),
             })
         }
@@ -316,6 +335,8 @@ struct Inner {
     protect: protect::Plan,
     #[cfg(target_os = "linux")]
     landlock: Option<std::os::fd::OwnedFd>,
+    #[cfg(target_os = "linux")]
+    ports: Option<std::sync::Arc<std::os::fd::OwnedFd>>,
     #[cfg(target_os = "linux")]
     filters: Vec<seccompiler::BpfProgram>,
 }
@@ -347,7 +368,7 @@ impl Prepared {
                     // The mount namespace first: it needs the capabilities `enter` drops, and the
                     // system calls its filter forbids.
                     inner.protect.apply()?;
-                    linux::enter(inner.landlock.as_ref(), &inner.filters)
+                    linux::enter(inner.landlock.as_ref(), inner.ports.as_deref(), &inner.filters)
                 });
             }
         }

@@ -130,6 +130,41 @@ fn system_fds(system: &Arc<[PathBuf]>) -> SystemFds {
     fds
 }
 
+/// A Landlock ruleset (its own layer, stacked on the filesystem one) that lets TCP connect to
+/// every port but `blocked`. Landlock only grants, so that is 65 535 rules: built once per set
+/// of ports and kept, since a ruleset can restrict any number of processes.
+pub fn blocked_ports(blocked: &[u16]) -> Result<Arc<OwnedFd>, SandboxError> {
+    static CACHE: Mutex<Vec<(Vec<u16>, Arc<OwnedFd>)>> = Mutex::new(Vec::new());
+    let mut key = blocked.to_vec();
+    key.sort_unstable();
+    key.dedup();
+    let mut cache = CACHE.lock().unwrap_or_else(PoisonError::into_inner);
+    if let Some((_, fd)) = cache.iter().find(|(ports, _)| *ports == key) {
+        return Ok(fd.clone());
+    }
+    let build = || -> Result<Option<OwnedFd>, landlock::RulesetError> {
+        let mut created = Ruleset::default()
+            .set_compatibility(CompatLevel::HardRequirement)
+            .handle_access(AccessNet::ConnectTcp)?
+            .create()?;
+        for port in 0..=u16::MAX {
+            if key.binary_search(&port).is_err() {
+                created = created.add_rule(landlock::NetPort::new(port, AccessNet::ConnectTcp))?;
+            }
+        }
+        Ok(created.into())
+    };
+    let fd = match build() {
+        Ok(Some(fd)) => Arc::new(fd),
+        Ok(None) => return Err(SandboxError::Setup("the kernel created no Landlock ruleset".into())),
+        Err(error) => {
+            return Err(SandboxError::Setup(format!("building the blocked-ports ruleset: {error}")));
+        }
+    };
+    cache.push((key, fd.clone()));
+    Ok(fd)
+}
+
 fn is_dir(path: &Path) -> bool {
     std::fs::metadata(path).is_ok_and(|meta| meta.is_dir())
 }
@@ -267,7 +302,7 @@ const SECBIT_NO_CAP_AMBIENT_RAISE_LOCKED: libc::c_ulong = 1 << 7;
 /// `no_new_privs` (so no setuid or file-capability binary gives them back), enter the Landlock
 /// domain, then install the seccomp filters. Each step is inherited across exec and fork, so the
 /// whole process group — children, grandchildren, background jobs — stays in the box.
-pub fn enter(landlock: Option<&OwnedFd>, filters: &[BpfProgram]) -> io::Result<()> {
+pub fn enter(landlock: Option<&OwnedFd>, ports: Option<&OwnedFd>, filters: &[BpfProgram]) -> io::Result<()> {
     let check = |rc: libc::c_long| if rc < 0 { Err(io::Error::last_os_error()) } else { Ok(()) };
     // SAFETY: every call below is a plain system call on integers or on pointers to data that lives
     // for the duration of the call; none allocates or takes a lock.
@@ -295,7 +330,8 @@ pub fn enter(landlock: Option<&OwnedFd>, filters: &[BpfProgram]) -> io::Result<(
         check(libc::syscall(libc::SYS_capset, &raw mut header, data.as_ptr()))?;
 
         check(libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0).into())?;
-        if let Some(fd) = landlock {
+        // Each ruleset is a layer of its own: an access must pass both.
+        for fd in [landlock, ports].into_iter().flatten() {
             check(libc::syscall(libc::SYS_landlock_restrict_self, fd.as_raw_fd(), 0u32))?;
         }
     }

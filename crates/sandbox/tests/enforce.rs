@@ -269,3 +269,19 @@ fn an_output_file_is_granted_by_descriptor_not_by_its_path() {
     assert_eq!(fs::read_to_string(&target).unwrap(), "outside secret\n");
     assert_eq!(fs::read_to_string(b.work.join("run.log.moved")).unwrap(), "through-stdout\n");
 }
+
+#[test]
+fn the_servers_own_port_stays_closed_with_the_network_on() {
+    let b = Box_::new();
+    let server = TcpListener::bind("127.0.0.1:0").unwrap();
+    let other = TcpListener::bind("127.0.0.1:0").unwrap();
+    let (blocked, open) = (server.local_addr().unwrap().port(), other.local_addr().unwrap().port());
+    let policy = SandboxPolicy { blocked_ports: vec![blocked], ..write().with_network(NetworkAccess::On) };
+    let started = std::time::Instant::now();
+    let text = b.denied(&policy, &format!("exec 3<>/dev/tcp/127.0.0.1/{blocked}"));
+    eprintln!("first command with a blocked port: {:?}", started.elapsed());
+    assert!(text.contains("Permission denied"), "{text}");
+    b.denied(&policy, &format!("exec 3<>/dev/tcp/localhost/{blocked}"));
+    let text = b.ok(&policy, &format!("exec 3<>/dev/tcp/127.0.0.1/{open} && echo connected"));
+    assert!(text.contains("connected"));
+}

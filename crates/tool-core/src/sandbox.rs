@@ -141,6 +141,10 @@ pub struct SandboxPolicy {
     /// Whether a call may ask a person to run one command outside the sandbox.
     #[serde(default)]
     pub allow_escalation: bool,
+    /// TCP ports commands may never connect to, even with the network on: the server's own API,
+    /// which a command could otherwise use to open an unsandboxed session or approve itself.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub blocked_ports: Vec<u16>,
 }
 
 impl SandboxPolicy {
