@@ -42,7 +42,7 @@
 #![deny(missing_docs)]
 
 use std::fmt;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 use tool_core::sandbox::{NetworkAccess, SandboxMode, SandboxPolicy};
@@ -289,25 +289,57 @@ impl Sandbox {
                 _ => None,
             };
             let mut protected = Vec::new();
+            let mut roots = Vec::new();
             if policy.mode == SandboxMode::WorkspaceWrite {
-                let mut roots = vec![layout.working_directory.clone()];
+                roots.push(layout.working_directory.clone());
                 roots.extend(policy.writable_roots.iter().cloned());
                 protected = protect::protected_paths(&roots);
             }
-            if !protected.is_empty() && !Support::mount_namespace() {
-                let what = "read-only .git/hooks, .git/config and .toolhost inside the writable folders \
-                            (no mount namespace can be made here)";
-                if self.settings.enforcement == Enforcement::Required {
-                    return Err(SandboxError::Unsupported {
-                        mode: policy.mode,
-                        missing: vec![what.to_owned()],
-                    });
+            let protect = if Support::mount_namespace() {
+                // Writable: the writable roots, the session's temp folder and the folders of the
+                // command's own output files (which Landlock still governs file by file).
+                let mut writable = roots.clone();
+                writable.extend(layout.temp_directory.iter().cloned());
+                writable.extend(layout.output_files.iter().filter_map(|fd| {
+                    std::fs::read_link(format!("/proc/self/fd/{fd}")).ok()?.parent().map(Path::to_path_buf)
+                }));
+                writable.retain(|dir| std::fs::symlink_metadata(dir).is_ok_and(|meta| meta.is_dir()));
+                writable.sort();
+                writable.dedup();
+                let pinned: Vec<PathBuf> = roots
+                    .iter()
+                    .map(|root| root.join(".git"))
+                    .filter(|git| std::fs::symlink_metadata(git).is_ok_and(|meta| meta.is_dir()))
+                    .collect();
+                protect::Plan::new(&protected)
+                    .and_then(|plan| plan.sealing(&writable, &pinned, &layout.working_directory))
+            } else {
+                // Without a namespace, root keeps the power of its uid over the system's files
+                // (chmod, chown), and protected folders cannot be kept read-only.
+                // SAFETY: geteuid cannot fail and touches no memory.
+                #[allow(unsafe_code)]
+                let root = unsafe { libc::geteuid() } == 0;
+                let mut lacking = Vec::new();
+                if !protected.is_empty() {
+                    lacking
+                        .push("read-only .git/hooks, .git/config and .toolhost inside the writable folders");
                 }
-                missing.push(what.to_owned());
+                if root {
+                    lacking.push(
+                        "a read-only filesystem outside the writable folders, for commands run as root",
+                    );
+                }
+                if !lacking.is_empty() {
+                    let what = format!("{} (no mount namespace can be made here)", lacking.join(" and "));
+                    if self.settings.enforcement == Enforcement::Required {
+                        return Err(SandboxError::Unsupported { mode: policy.mode, missing: vec![what] });
+                    }
+                    missing.push(what);
+                }
                 protected.clear();
+                protect::Plan::new(&[])
             }
-            let protect = protect::Plan::new(&protected)
-                .map_err(|error| SandboxError::Setup(format!("protected folders: {error}")))?;
+            .map_err(|error| SandboxError::Setup(format!("protected folders: {error}")))?;
             let report = Report {
                 mode: policy.mode,
                 network: policy.network,

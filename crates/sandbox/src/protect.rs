@@ -9,6 +9,14 @@
 //! read-only over itself: writes there fail with "Read-only file system", for the command and
 //! everything it starts, and nothing changes for anyone else.
 //!
+//! The same namespace seals the rest of the filesystem: everything but the writable folders is
+//! remounted read-only, so what Landlock does not govern — `chmod`, `chown`, timestamps, extended
+//! attributes — cannot touch files outside either. That matters most for a server running as root:
+//! a command keeps uid 0 (without capabilities), and uid 0 owns the system's files.
+//!
+//! A repository's `.git` folder is bound over itself too (writable): a mountpoint cannot be
+//! renamed, so `mv .git elsewhere` cannot carry the repository out from under its read-only hooks.
+//!
 //! Root (with `CAP_SYS_ADMIN`) makes the namespace directly; anyone else through a user namespace
 //! that maps only their own ids. Both happen in the child, before its capabilities are dropped and
 //! before the seccomp filter forbids `mount` and `unshare`.
@@ -32,11 +40,35 @@ pub fn protected_paths(roots: &[PathBuf]) -> Vec<PathBuf> {
 }
 
 /// Everything the child needs, made before the fork.
-#[derive(Debug)]
+#[derive(Debug, Default)]
 pub struct Plan {
+    /// Bound read-only over themselves.
     paths: Vec<CString>,
+    /// Bound over themselves and left writable: `.git` folders, pinned so they cannot be renamed.
+    pinned: Vec<CString>,
+    /// Folders left writable when the rest is sealed read-only; empty: nothing is sealed.
+    writable: Vec<CString>,
+    /// Entered again once the mounts are made: the working directory the child was given still
+    /// points into the mounts as they were, which are read-only now.
+    cwd: Option<CString>,
     uid_map: Vec<u8>,
     gid_map: Vec<u8>,
+}
+
+/// `struct mount_attr` of `mount_setattr(2)`.
+#[repr(C)]
+struct MountAttr {
+    attr_set: u64,
+    attr_clr: u64,
+    propagation: u64,
+    userns_fd: u64,
+}
+
+const MOUNT_ATTR_RDONLY: u64 = 0x1;
+const AT_RECURSIVE: libc::c_uint = 0x8000;
+
+fn c_paths(paths: &[PathBuf]) -> io::Result<Vec<CString>> {
+    paths.iter().map(|path| CString::new(path.as_os_str().as_bytes()).map_err(io::Error::other)).collect()
 }
 
 impl Plan {
@@ -46,30 +78,39 @@ impl Plan {
     ///
     /// A path with a NUL byte.
     pub fn new(paths: &[PathBuf]) -> io::Result<Self> {
-        let paths = paths
-            .iter()
-            .map(|path| CString::new(path.as_os_str().as_bytes()).map_err(io::Error::other))
-            .collect::<io::Result<_>>()?;
         // SAFETY: getuid and getgid cannot fail and touch no memory.
         #[allow(unsafe_code)]
         let (uid, gid) = unsafe { (libc::getuid(), libc::getgid()) };
         Ok(Self {
-            paths,
+            paths: c_paths(paths)?,
             uid_map: format!("{uid} {uid} 1\n").into_bytes(),
             gid_map: format!("{gid} {gid} 1\n").into_bytes(),
+            ..Self::default()
         })
     }
 
-    /// Whether there is anything to protect.
+    /// Also seals everything but `writable` read-only, and pins the `.git` folders among `pinned`.
+    ///
+    /// # Errors
+    ///
+    /// A path with a NUL byte.
+    pub fn sealing(mut self, writable: &[PathBuf], pinned: &[PathBuf], cwd: &Path) -> io::Result<Self> {
+        self.writable = c_paths(writable)?;
+        self.pinned = c_paths(pinned)?;
+        self.cwd = Some(CString::new(cwd.as_os_str().as_bytes()).map_err(io::Error::other)?);
+        Ok(self)
+    }
+
+    /// Whether there is anything to do.
     pub fn is_empty(&self) -> bool {
-        self.paths.is_empty()
+        self.paths.is_empty() && self.writable.is_empty()
     }
 
     /// In the child between fork and exec: a mount namespace with every path bound read-only.
     /// Only system calls on the data prepared in [`Plan::new`].
     #[allow(unsafe_code)]
     pub fn apply(&self) -> io::Result<()> {
-        if self.paths.is_empty() {
+        if self.is_empty() {
             return Ok(());
         }
         let check = |rc: libc::c_int| if rc < 0 { Err(io::Error::last_os_error()) } else { Ok(()) };
@@ -92,6 +133,51 @@ impl Plan {
                 libc::MS_REC | libc::MS_PRIVATE,
                 std::ptr::null(),
             ))?;
+            if !self.writable.is_empty() {
+                // The writable folders become mounts of their own, everything is made read-only,
+                // then those mounts (only them, not what is mounted below them) writable again.
+                for path in &self.writable {
+                    check(libc::mount(
+                        path.as_ptr(),
+                        path.as_ptr(),
+                        std::ptr::null(),
+                        libc::MS_BIND | libc::MS_REC,
+                        std::ptr::null(),
+                    ))?;
+                }
+                let seal =
+                    MountAttr { attr_set: MOUNT_ATTR_RDONLY, attr_clr: 0, propagation: 0, userns_fd: 0 };
+                check_long(libc::syscall(
+                    libc::SYS_mount_setattr,
+                    libc::AT_FDCWD,
+                    c"/".as_ptr(),
+                    AT_RECURSIVE,
+                    &raw const seal,
+                    std::mem::size_of::<MountAttr>(),
+                ))?;
+                let open =
+                    MountAttr { attr_set: 0, attr_clr: MOUNT_ATTR_RDONLY, propagation: 0, userns_fd: 0 };
+                for path in &self.writable {
+                    check_long(libc::syscall(
+                        libc::SYS_mount_setattr,
+                        libc::AT_FDCWD,
+                        path.as_ptr(),
+                        0,
+                        &raw const open,
+                        std::mem::size_of::<MountAttr>(),
+                    ))?;
+                }
+            }
+            // Bound after the seal, so they stay writable; a mountpoint cannot be renamed.
+            for path in &self.pinned {
+                check(libc::mount(
+                    path.as_ptr(),
+                    path.as_ptr(),
+                    std::ptr::null(),
+                    libc::MS_BIND,
+                    std::ptr::null(),
+                ))?;
+            }
             for path in &self.paths {
                 check(libc::mount(
                     path.as_ptr(),
@@ -123,9 +209,16 @@ impl Plan {
                     std::ptr::null(),
                 ))?;
             }
+            if let Some(cwd) = &self.cwd {
+                check(libc::chdir(cwd.as_ptr()))?;
+            }
         }
         Ok(())
     }
+}
+
+fn check_long(rc: libc::c_long) -> io::Result<()> {
+    if rc < 0 { Err(io::Error::last_os_error()) } else { Ok(()) }
 }
 
 #[allow(unsafe_code)]
@@ -150,13 +243,20 @@ pub fn available() -> bool {
     static AVAILABLE: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
     *AVAILABLE.get_or_init(|| {
         let Ok(dir) = tempfile::tempdir() else { return false };
-        let probe = dir.path().join("probe");
+        let Ok(root) = std::fs::canonicalize(dir.path()) else { return false };
+        let probe = root.join("probe");
         if std::fs::create_dir(&probe).is_err() {
             return false;
         }
-        let Ok(plan) = Plan::new(std::slice::from_ref(&probe)) else { return false };
+        // Everything sealed but `root`, and `probe` in it read-only: the probe must be able to
+        // write beside it and not in it.
+        let Ok(plan) = Plan::new(std::slice::from_ref(&probe))
+            .and_then(|plan| plan.sealing(std::slice::from_ref(&root), &[], &root))
+        else {
+            return false;
+        };
         let mut command = std::process::Command::new("/bin/sh");
-        command.args(["-c", "! touch \"$0/x\" 2>/dev/null"]).arg(&probe);
+        command.args(["-c", "touch \"$0/../ok\" && ! touch \"$0/x\" 2>/dev/null"]).arg(&probe);
         // SAFETY: as in `Prepared::install`: only system calls on prepared data.
         #[allow(unsafe_code)]
         unsafe {
@@ -164,6 +264,8 @@ pub fn available() -> bool {
             command.pre_exec(move || plan.apply());
         }
         command.stdout(std::process::Stdio::null()).stderr(std::process::Stdio::null());
-        command.status().is_ok_and(|status| status.success()) && !Path::new(&probe).join("x").exists()
+        command.status().is_ok_and(|status| status.success())
+            && !Path::new(&probe).join("x").exists()
+            && root.join("ok").exists()
     })
 }

@@ -96,9 +96,14 @@ fn writes_outside_fail_by_every_road() {
     ] {
         let text = b.denied(&write(), &script);
         assert!(
-            text.contains("Permission denied")
-                || text.contains("Operation not permitted")
-                || text.contains("Invalid cross-device link"),
+            [
+                "Permission denied",
+                "Operation not permitted",
+                "Invalid cross-device link",
+                "Read-only file system"
+            ]
+            .iter()
+            .any(|refusal| text.contains(refusal)),
             "`{script}` printed: {text}"
         );
     }
@@ -284,4 +289,39 @@ fn the_servers_own_port_stays_closed_with_the_network_on() {
     b.denied(&policy, &format!("exec 3<>/dev/tcp/localhost/{blocked}"));
     let text = b.ok(&policy, &format!("exec 3<>/dev/tcp/127.0.0.1/{open} && echo connected"));
     assert!(text.contains("connected"));
+}
+
+#[test]
+fn attributes_outside_the_writable_folders_cannot_change() {
+    use std::os::unix::fs::PermissionsExt;
+    let b = Box_::new();
+    let secret = b.outside.join("secret.txt");
+    let before = fs::metadata(&secret).unwrap();
+    for script in [
+        format!("chmod 777 {}", secret.display()),
+        format!("chmod u+s {}", secret.display()),
+        format!("touch -d 2001-01-01 {}", secret.display()),
+        format!("chown 0:0 {}", secret.display()),
+    ] {
+        let text = b.denied(&write(), &script);
+        assert!(text.contains("Read-only file system"), "`{script}` printed: {text}");
+    }
+    let after = fs::metadata(&secret).unwrap();
+    assert_eq!(after.permissions().mode(), before.permissions().mode());
+    assert_eq!(after.modified().unwrap(), before.modified().unwrap());
+    // Inside, attributes are the command's to change.
+    b.ok(&write(), "echo '#!/bin/sh' > run.sh && chmod +x run.sh && ./run.sh && touch -d 2001-01-01 run.sh");
+}
+
+#[test]
+fn a_repository_cannot_be_moved_out_from_under_its_read_only_hooks() {
+    let b = Box_::new();
+    fs::create_dir_all(b.work.join(".git/hooks")).unwrap();
+    fs::write(b.work.join(".git/config"), "[core]\n").unwrap();
+    let text = b.denied(&write(), "mv .git .g");
+    assert!(text.contains("busy") || text.contains("Busy"), "{text}");
+    b.denied(&write(), "mv .git/hooks .git/old-hooks");
+    assert!(b.work.join(".git/hooks").is_dir());
+    // The repository itself stays writable: git writes objects, refs and its index.
+    b.ok(&write(), "mkdir -p .git/objects/ab && echo x > .git/objects/ab/cd && echo ref > .git/HEAD");
 }
