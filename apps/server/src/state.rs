@@ -405,7 +405,13 @@ impl AppState {
             user_id: view.user_id.clone(),
             agent_id: view.agent_id.clone(),
             working_directory: view.working_directory.as_ref().map(PathBuf::from),
-            sandbox: self.sandboxing.policy(view.sandbox),
+            // Checked again on every load: a mode the operator has since withdrawn (say `off`)
+            // falls back to the default, never runs on as it was.
+            sandbox: self.sandboxing.policy(if self.sandboxing.modes.contains(&view.sandbox.mode) {
+                view.sandbox
+            } else {
+                self.sandboxing.default_choice()
+            }),
             temp_directory: Some(self.sandboxing.temp_directory(&view.id)),
             policy: SessionPolicy {
                 mode: view.approval_mode,
@@ -807,11 +813,15 @@ fn sandboxing(
     let mut deny_read = args.sandbox_deny_read.clone();
     deny_read.push(state_dir.to_path_buf());
     // The journal (and the server's other data beside it) and the keys are never a command's.
-    if let Some(path) = database_url.strip_prefix("sqlite://") {
+    if let Some(path) =
+        database_url.strip_prefix("sqlite://").or_else(|| database_url.strip_prefix("sqlite:"))
+    {
         let path = Path::new(path.split('?').next().unwrap_or(path));
+        // Relative to the server's folder, resolved as SQLite would open it.
+        let path = std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf());
         deny_read.extend(path.parent().filter(|p| !p.as_os_str().is_empty()).map(Path::to_path_buf));
     }
-    deny_read.extend(args.api_keys_file.clone());
+    deny_read.extend(args.api_keys_file.iter().chain(&args.deny_rules_file).cloned());
     let temp_root = tempfile::Builder::new()
         .prefix("toolhost-sessions-")
         .permissions(std::os::unix::fs::PermissionsExt::from_mode(0o700))

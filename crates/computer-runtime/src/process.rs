@@ -88,6 +88,9 @@ pub struct ProcessConfig {
     pub sandbox: SandboxSettings,
     /// How long a background job may run before its group is killed.
     pub max_job_lifetime: Duration,
+    /// How many background jobs one owner (session) may hold at once, finished ones included
+    /// until they are killed.
+    pub max_jobs_per_owner: usize,
     /// The most disk a command's spill file may use: past it, the middle of the output is dropped
     /// (punched out of the file), keeping its first MiB and its end, and the result says so.
     pub max_output_bytes: u64,
@@ -109,6 +112,7 @@ impl Default for ProcessConfig {
             env: EnvPolicy::default(),
             sandbox: SandboxSettings::default(),
             max_job_lifetime: Duration::from_secs(3600),
+            max_jobs_per_owner: 32,
             ledger: None,
             max_output_bytes: 64 * 1024 * 1024,
         }
@@ -267,6 +271,15 @@ pub enum ProcessError {
         id: String,
         /// The ids of the caller's own background commands.
         known: Vec<String>,
+    },
+    /// The owner holds as many background jobs as it may.
+    #[error(
+        "this session holds {limit} background commands already, the most it may; kill one it no \
+         longer needs (killCommand) and start this one again"
+    )]
+    TooManyJobs {
+        /// The most an owner may hold.
+        limit: usize,
     },
     /// The session's sandbox cannot be set up, so nothing was started.
     #[error(transparent)]
@@ -494,6 +507,10 @@ impl ProcessManager {
     }
 
     async fn run_background(&self, spec: CommandSpec) -> Result<RunState, ProcessError> {
+        let limit = self.config.max_jobs_per_owner;
+        if self.jobs().values().filter(|job| job.owner == spec.owner).count() >= limit {
+            return Err(ProcessError::TooManyJobs { limit });
+        }
         let id = job_id()?;
         let started = Instant::now();
         let Spawned { mut child, pid, pgid, file, output_path, sandbox } = self.spawn(&spec, &id)?;

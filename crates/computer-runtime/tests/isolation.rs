@@ -261,3 +261,20 @@ async fn a_sparse_output_a_terabyte_long_is_captured_at_once() {
         &state.output.text[..40]
     );
 }
+
+#[tokio::test]
+async fn a_session_holds_a_bounded_number_of_background_jobs() {
+    let (_dir, root) = root();
+    let m = ProcessManager::new(ProcessConfig { max_jobs_per_owner: 2, ..ProcessConfig::default() });
+    let (a, b) = (Session::new(&root, "a"), Session::new(&root, "b"));
+    let first = a.start(&m, "sleep 30").await;
+    a.start(&m, "sleep 30").await;
+    let spec = CommandSpec { background: true, ..a.spec("sleep 30") };
+    let error = m.run(spec, &CancellationToken::new()).await.unwrap_err();
+    assert!(matches!(error, ProcessError::TooManyJobs { limit: 2 }), "{error}");
+    // Another session has its own allowance; killing a job frees a place.
+    b.start(&m, "sleep 30").await;
+    m.kill(a.id, &first).await.unwrap();
+    a.start(&m, "sleep 30").await;
+    m.shutdown().await;
+}

@@ -247,6 +247,10 @@ pub fn filters(network: NetworkAccess) -> Result<Vec<BpfProgram>, SandboxError> 
     enosys.insert(libc::SYS_clone3, Vec::new());
     programs.push(program(enosys, SeccompAction::Errno(libc::ENOSYS.cast_unsigned()), arch)?);
 
+    if let Some(x32) = refuse_x32() {
+        programs.push(x32);
+    }
+
     if network == NetworkAccess::Off {
         let unix = u64::from(libc::AF_UNIX.cast_unsigned());
         let mut sockets = BTreeMap::new();
@@ -257,6 +261,29 @@ pub fn filters(network: NetworkAccess) -> Result<Vec<BpfProgram>, SandboxError> 
         programs.push(program(sockets, SeccompAction::Errno(libc::EACCES.cast_unsigned()), arch)?);
     }
     Ok(programs)
+}
+
+/// On x86-64, system calls of the x32 ABI carry the same architecture with bit 30 set in their
+/// number, so a filter keyed on x86-64 numbers would not see them: every one is refused (nothing
+/// an agent runs needs x32).
+fn refuse_x32() -> Option<BpfProgram> {
+    if !cfg!(target_arch = "x86_64") {
+        return None;
+    }
+    use seccompiler::sock_filter;
+    const LD_W_ABS: u16 = 0x20; // BPF_LD | BPF_W | BPF_ABS
+    const JGE_K: u16 = 0x35; // BPF_JMP | BPF_JGE | BPF_K
+    const RET_K: u16 = 0x06; // BPF_RET | BPF_K
+    const SECCOMP_RET_ERRNO: u32 = 0x0005_0000;
+    const SECCOMP_RET_ALLOW: u32 = 0x7fff_0000;
+    let errno = SECCOMP_RET_ERRNO | libc::ENOSYS.cast_unsigned();
+    Some(vec![
+        // seccomp_data.nr is at offset 0.
+        sock_filter { code: LD_W_ABS, jt: 0, jf: 0, k: 0 },
+        sock_filter { code: JGE_K, jt: 0, jf: 1, k: 0x4000_0000 },
+        sock_filter { code: RET_K, jt: 0, jf: 0, k: errno },
+        sock_filter { code: RET_K, jt: 0, jf: 0, k: SECCOMP_RET_ALLOW },
+    ])
 }
 
 fn program(

@@ -40,9 +40,9 @@ pub const SYSTEM_SECRETS: &[&str] = &[
     "/etc/ssl/private",
 ];
 
-/// Devices every program may open for reading and writing.
-pub const DEVICES: &[&str] =
-    &["/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom", "/dev/tty"];
+/// Devices every program may open for reading and writing. Not `/dev/tty`: a command could open
+/// the server's controlling terminal and push keystrokes into it (`TIOCSTI`).
+pub const DEVICES: &[&str] = &["/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom"];
 
 /// The paths a policy grants for one command; every path is canonical and existed when it was
 /// resolved.
