@@ -18,6 +18,7 @@ pub mod auth;
 pub mod cluster;
 pub mod config;
 pub mod devices;
+pub mod docs;
 pub mod error;
 pub mod limits;
 pub mod metrics;
@@ -33,7 +34,6 @@ use axum::extract::{DefaultBodyLimit, Request, State};
 use axum::middleware::Next;
 use axum::response::Response;
 use utoipa::OpenApi;
-use utoipa_scalar::{Scalar, Servable};
 
 pub use config::{Cli, Command, ServeArgs};
 pub use state::AppState;
@@ -124,7 +124,7 @@ pub fn router(state: Arc<AppState>) -> Router {
             "/openapi.json",
             axum::routing::get(move || async move { axum::Json(doc_json.as_ref().clone()) }),
         )
-        .merge(Scalar::with_url("/docs", doc))
+        .merge(docs::routes())
         .fallback(error::fallback)
         .method_not_allowed_fallback(|| async {
             error::ApiError::new(

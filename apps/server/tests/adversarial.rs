@@ -395,8 +395,15 @@ async fn commands_die_with_a_killed_server() {
         .await;
     assert!(succeeded(&started), "{started}");
     let shell = started["output"]["state"]["pid"].as_u64().unwrap();
+    // The output so far came with the start; polls bring only what is new.
+    let mut seen = content(&started).to_owned();
     let mut child = None;
     for _ in 0..100 {
+        if let Some(pid) = seen.split("child=").nth(1).and_then(|rest| rest.split_whitespace().next()) {
+            child = pid.parse::<u64>().ok();
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
         let polled = server
             .call(
                 "key-acme",
@@ -405,13 +412,7 @@ async fn commands_die_with_a_killed_server() {
                 json!({"commandId": started["output"]["state"]["command_id"]}),
             )
             .await;
-        if let Some(pid) =
-            content(&polled).split("child=").nth(1).and_then(|rest| rest.split_whitespace().next())
-        {
-            child = pid.parse::<u64>().ok();
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
+        seen.push_str(content(&polled));
     }
     let child = child.expect("the job printed its child's pid");
     assert!(alive(shell) && alive(child));

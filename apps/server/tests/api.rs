@@ -185,10 +185,19 @@ async fn the_openapi_document_describes_every_route_and_the_viewer_is_served() {
     {
         assert!(schemas.contains_key(schema), "{schema} missing");
     }
+    // The viewer works offline: the page loads its script from this server, nothing from afar.
     let response = app.clone().oneshot(get("/docs")).await.unwrap();
     assert_eq!(response.status(), StatusCode::OK);
     let html = response.into_body().collect().await.unwrap().to_bytes();
-    assert!(String::from_utf8_lossy(&html).contains("openapi"), "the viewer page embeds the document");
+    let html = String::from_utf8_lossy(&html);
+    assert!(html.contains("url: '/openapi.json'") && html.contains("src=\"/docs/scalar.js\""), "{html}");
+    assert!(!html.contains("https://"), "nothing is loaded from elsewhere: {html}");
+    let response = app.clone().oneshot(get("/docs/scalar.js")).await.unwrap();
+    assert_eq!(response.status(), StatusCode::OK);
+    assert_eq!(response.headers()["content-encoding"], "gzip");
+    let script = response.into_body().collect().await.unwrap().to_bytes();
+    let unzipped = gunzip(&script);
+    assert!(unzipped.len() > 1_000_000, "the whole viewer is served ({} bytes)", unzipped.len());
 }
 
 /// The README's sequence: a read inside the folder runs, a read outside waits for approval, the
@@ -739,4 +748,22 @@ async fn a_command_cannot_reach_its_own_servers_api() {
     assert!(!content.contains("reached-the-api") && content.contains("Permission denied"), "{result}");
     assert!(content.contains("reached-elsewhere"), "the rest of the network is on: {result}");
     server.stop().await;
+}
+
+/// Decompresses with the system's gzip (no compression crate is needed for one test).
+fn gunzip(bytes: &[u8]) -> Vec<u8> {
+    use std::io::Write as _;
+    let mut child = std::process::Command::new("gzip")
+        .arg("-dc")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let input = bytes.to_vec();
+    let writer = std::thread::spawn(move || stdin.write_all(&input).unwrap());
+    let output = child.wait_with_output().unwrap();
+    writer.join().unwrap();
+    assert!(output.status.success());
+    output.stdout
 }
