@@ -592,13 +592,18 @@ where
 /// Every event of a session as it happens (for a person's console: approvals, progress).
 #[utoipa::path(get, path = "/v1/sessions/{id}/events", tag = "calls", params(("id" = String, Path)),
     responses((status = 200, description = "server-sent events", content_type = "text/event-stream"),
-        (status = 404, body = ErrorBody)))]
+        (status = 404, body = ErrorBody), (status = 409, body = ErrorBody, description = "the session has ended"),
+        (status = 429, body = ErrorBody)))]
 async fn session_events(
     State(state): State<Arc<AppState>>,
     Tenant(tenant): Tenant,
     Path(id): Path<String>,
 ) -> Result<Response, ApiError> {
     let entry = state.session(&tenant, &id).await?;
+    // An ended session has nothing more to say: no stream that would stay open and empty.
+    if entry.view.status != "active" {
+        return Err(ApiError::conflict(format!("session `{id}` has ended")));
+    }
     let slot = state.limits.take(&tenant, Resource::Streams)?;
     let mut events = entry.session.subscribe();
     let shutdown = state.shutdown.clone();
@@ -850,13 +855,13 @@ async fn list_devices(State(state): State<Arc<AppState>>, Tenant(tenant): Tenant
 }
 
 /// Liveness.
-#[utoipa::path(get, path = "/healthz", tag = "health", responses((status = 200, description = "alive")))]
+#[utoipa::path(get, path = "/healthz", tag = "health", security(()), responses((status = 200, description = "alive")))]
 async fn health() -> Json<Value> {
     Json(json!({"status": "ok"}))
 }
 
 /// Readiness: the journal (and Redis, when configured) answer and the server is not shutting down.
-#[utoipa::path(get, path = "/readyz", tag = "health",
+#[utoipa::path(get, path = "/readyz", tag = "health", security(()),
     responses((status = 200, description = "ready"), (status = 503, body = ErrorBody)))]
 async fn ready(State(state): State<Arc<AppState>>) -> Result<Json<Value>, ApiError> {
     if state.shutdown.is_cancelled() {

@@ -767,3 +767,24 @@ fn gunzip(bytes: &[u8]) -> Vec<u8> {
     assert!(output.status.success());
     output.stdout
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn probes_need_no_key_and_an_ended_sessions_events_are_a_conflict() {
+    let server = TestServer::start().await;
+    let doc = toolhost_server::openapi();
+    let doc = serde_json::to_value(&doc).unwrap();
+    for probe in ["/healthz", "/readyz"] {
+        assert_eq!(
+            doc["paths"][probe]["get"]["security"],
+            json!([{}]),
+            "{probe} is open: {}",
+            doc["paths"][probe]
+        );
+    }
+    let ws = workspace();
+    let sid = server.session(json!({"working_directory": ws.path()})).await;
+    assert_eq!(server.delete(&format!("/v1/sessions/{sid}")).await.0, 200);
+    let (status, body) = server.get(&format!("/v1/sessions/{sid}/events")).await;
+    assert_eq!(status, 409, "{body}");
+    server.stop().await;
+}
