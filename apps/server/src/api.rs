@@ -877,8 +877,10 @@ async fn ready(State(state): State<Arc<AppState>>) -> Result<Json<Value>, ApiErr
     Ok(Json(json!({"status": "ready", "instance_id": state.instance_id, "starved_tenant_pools": starved})))
 }
 
-/// Prometheus metrics. With keys it takes one (of any tenant): the numbers span tenants. An
-/// operator who scrapes without a key serves them on an address of their own (`--metrics-listen`).
+/// Prometheus metrics.
+///
+/// With keys it takes one (of any tenant): the numbers span tenants. An operator who scrapes
+/// without a key serves them on an address of their own (`--metrics-listen`).
 #[utoipa::path(get, path = "/metrics", tag = "health",
     responses((status = 200, description = "Prometheus text format", content_type = "text/plain"),
         (status = 401, body = ErrorBody)))]

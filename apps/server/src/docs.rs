@@ -26,11 +26,14 @@ const PAGE: &str = r#"<!doctype html>
     <div id="app"></div>
     <script src="/docs/scalar.js"></script>
     <script>
-      // No proxy (requests go straight to this server), no fonts from afar, no hosted client.
+      // No proxy (requests go straight to this server), no fonts from afar, none of the hosted
+      // services (client, AI agent, developer tools).
       Scalar.createApiReference('#app', {
         url: '/openapi.json',
         withDefaultFonts: false,
         hideClientButton: true,
+        showDeveloperTools: 'never',
+        agent: { disabled: true },
       });
     </script>
   </body>
