@@ -114,6 +114,7 @@ mod postgres;
 mod rows;
 mod sqlite;
 
+pub mod compact;
 pub use instance::{current_instance, host_name, new_instance_id};
 pub use postgres::PostgresJournal;
 pub use sqlite::{SqliteJournal, SqliteTuning};

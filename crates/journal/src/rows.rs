@@ -134,7 +134,11 @@ impl SettlementValues {
     pub(crate) fn new(settlement: &Settlement) -> Option<Self> {
         settlement.status.is_settlement().then(|| Self {
             status: settlement.status.as_str(),
-            result: settlement.result.as_ref().map(|result| json_text(result).into()),
+            // The content once: the state's copies of it are stored as references.
+            result: settlement
+                .result
+                .as_ref()
+                .map(|result| json_text(&crate::compact::compact(result)).into()),
             error_kind: text_opt(settlement.error_kind.as_deref()),
             error: text_opt(settlement.error.as_deref()),
             decision: text_opt(settlement.decision.as_deref()),
@@ -312,7 +316,11 @@ impl TryFrom<AttemptRow> for Attempt {
     fn try_from(row: AttemptRow) -> Result<Self, JournalError> {
         Ok(Self {
             arguments: parse_json("arguments", &row.arguments)?,
-            result: row.result.as_deref().map(|text| parse_json("result", text)).transpose()?,
+            result: row
+                .result
+                .as_deref()
+                .map(|text| parse_json("result", text).map(crate::compact::expand))
+                .transpose()?,
             status: parse_status(&row.status)?,
             tenant: row.tenant,
             key: row.key,

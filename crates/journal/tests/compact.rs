@@ -1,0 +1,55 @@
+//! A stored result keeps its content once: the state's copy is a reference.
+
+use journal::{AttemptStatus, Journal, NewAttempt, Settlement, SqliteJournal};
+use serde_json::json;
+use sqlx::Connection as _;
+
+#[tokio::test]
+async fn a_read_is_stored_with_its_text_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!("sqlite://{}", dir.path().join("journal.db").display());
+    let journal = SqliteJournal::open(&url).await.unwrap();
+    let text: String = (1..=20).map(|i| format!("line {i} of a file that a model asked to read\n")).collect();
+    let result = json!({
+        "content": format!("{text}\n[Showing lines 1-20 of 200. Use offset=21 to continue.]"),
+        "state": {"path": "/w/a.txt", "content": text, "start_line": 1, "end_line": 20, "total_lines": 200},
+    });
+    let attempt = NewAttempt {
+        tenant: "t".into(),
+        call_id: "c".into(),
+        message_id: Some("m".into()),
+        session_id: "s".into(),
+        parent_call_id: None,
+        user_id: None,
+        agent_id: None,
+        tool: "local-system".into(),
+        api: "readFile".into(),
+        function_name: "readFile".into(),
+        arguments: json!({"path": "a.txt", "limit": 20}),
+        tier: None,
+        instance_id: "i".into(),
+    };
+    let key = journal.propose(&attempt).await.unwrap().key;
+    let settlement = Settlement {
+        status: AttemptStatus::Executed,
+        result: Some(result.clone()),
+        error_kind: None,
+        error: None,
+        decision: None,
+        decided_by: None,
+        duration_ms: Some(1),
+        exit_status: None,
+    };
+    assert!(journal.settle("t", &key, &settlement).await.unwrap());
+    // Read back whole.
+    assert_eq!(journal.get("t", &key).await.unwrap().unwrap().result, Some(result.clone()));
+    // Stored once.
+    let mut raw = sqlx::SqliteConnection::connect(&url).await.unwrap();
+    let stored: i64 = sqlx::query_scalar("SELECT length(result) FROM tool_call_attempts")
+        .fetch_one(&mut raw)
+        .await
+        .unwrap();
+    let whole = i64::try_from(result.to_string().len()).unwrap();
+    let once = i64::try_from(text.len()).unwrap();
+    assert!(stored < once + 300, "stored {stored} bytes for {once} bytes of text ({whole} uncompacted)");
+}
