@@ -26,6 +26,10 @@
 //! cargo xtask load -- --clients 1,64 --seconds 10                   # the same through xtask
 //! ```
 //!
+//! Soak (`--soak SECONDS`): only the SQLite server, `read_file` at 64 clients for that long,
+//! printing every 10 s the calls so far, the rate, the write-ahead log and database sizes and the
+//! server's resident memory, so that a journal (or a process) that grows without bound shows.
+//!
 //! Options (environment in brackets): `--journal sqlite,postgres` [`TOOLHOST_LOAD_JOURNAL`],
 //! `--workload noop,read_file` [`TOOLHOST_LOAD_WORKLOAD`], `--clients 1,16,64`
 //! [`TOOLHOST_LOAD_CLIENTS`], `--seconds 5` measured per point [`TOOLHOST_LOAD_SECONDS`],
@@ -65,6 +69,9 @@ fn main() -> anyhow::Result<()> {
         (1..=50).map(|n| format!("line {n}: the quick brown fox jumps over the lazy dog\n")).collect();
     std::fs::write(workspace.join("notes.txt"), notes)?;
     let clock_ticks = clock_ticks();
+    if let Some(duration) = options.soak {
+        return runtime.block_on(soak(work.path(), &workspace, duration));
+    }
 
     println!(
         "toolhost-server load: {} cores, load average {}, clients {:?}, {} s measured per point after {} s warm-up",
@@ -164,6 +171,7 @@ struct Options {
     seconds: Duration,
     warmup: Duration,
     ceiling: bool,
+    soak: Option<Duration>,
 }
 
 impl Options {
@@ -175,6 +183,7 @@ impl Options {
         let mut seconds = env("TOOLHOST_LOAD_SECONDS", "5");
         let mut warmup = env("TOOLHOST_LOAD_WARMUP", "1");
         let mut ceiling = true;
+        let mut soak = None;
         let mut bare_journals: Vec<String> = Vec::new();
         let mut args = std::env::args().skip(1);
         while let Some(arg) = args.next() {
@@ -188,6 +197,7 @@ impl Options {
                 "--seconds" => seconds = value()?,
                 "--warmup" => warmup = value()?,
                 "--no-ceiling" => ceiling = false,
+                "--soak" => soak = Some(value()?),
                 "sqlite" | "postgres" => bare_journals.push(arg),
                 "--help" | "-h" => {
                     println!(
@@ -234,7 +244,8 @@ impl Options {
         let seconds = secs(&seconds, "--seconds")?;
         ensure!(!seconds.is_zero(), "--seconds must be above 0");
         ensure!(!clients.is_empty(), "no client counts");
-        Ok(Self { journals, workloads, clients, seconds, warmup: secs(&warmup, "--warmup")?, ceiling })
+        let soak = soak.map(|s| secs(&s, "--soak")).transpose()?;
+        Ok(Self { journals, workloads, clients, seconds, warmup: secs(&warmup, "--warmup")?, ceiling, soak })
     }
 }
 
@@ -635,4 +646,103 @@ mod ceiling {
             Ok(())
         })
     }
+}
+
+/// Runs `read_file` at 64 clients against the SQLite server for `duration`, sampling every 10 s.
+async fn soak(work: &Path, workspace: &Path, duration: Duration) -> anyhow::Result<()> {
+    const CLIENTS: usize = 64;
+    let db = work.join("soak.db");
+    let port = test_support::free_port();
+    let mut command = Command::new(env!("CARGO_BIN_EXE_toolhost-server"));
+    command.args([
+        "--listen",
+        &format!("127.0.0.1:{port}"),
+        "--database-url",
+        &format!("sqlite://{}", db.display()),
+    ]);
+    command.arg("--state-dir").arg(work.join("state"));
+    let mut server = Server::spawn("sqlite", command, port, &work.join("soak.log"))?;
+    let client = reqwest::Client::builder()
+        .no_proxy()
+        .pool_max_idle_per_host(CLIENTS)
+        .timeout(Duration::from_secs(30))
+        .tcp_nodelay(true)
+        .build()?;
+    server.wait_healthy(&client).await?;
+    let base = server.base();
+    let mut sessions = Vec::with_capacity(CLIENTS);
+    for _ in 0..CLIENTS {
+        sessions.push(create_session(&client, &base, workspace).await?);
+    }
+    let end = Instant::now() + duration;
+    let (done, failed, next) =
+        (Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(1)));
+    let tasks: Vec<_> = sessions
+        .iter()
+        .map(|session| {
+            let (client, done, failed, next) = (client.clone(), done.clone(), failed.clone(), next.clone());
+            let url = format!("{base}/v1/sessions/{session}/calls");
+            tokio::spawn(async move {
+                while Instant::now() < end {
+                    match call(&client, &url, Workload::ReadFile.body(next.fetch_add(1, Ordering::Relaxed)))
+                        .await
+                    {
+                        Ok(()) => done.fetch_add(1, Ordering::Relaxed),
+                        Err(_) => failed.fetch_add(1, Ordering::Relaxed),
+                    };
+                }
+            })
+        })
+        .collect();
+    let size = |path: &Path| std::fs::metadata(path).map_or(0, |m| m.len());
+    let wal = work.join("soak.db-wal");
+    let rss = |pid: u32| -> u64 {
+        std::fs::read_to_string(format!("/proc/{pid}/status"))
+            .ok()
+            .and_then(|s| {
+                s.lines().find_map(|l| {
+                    l.strip_prefix("VmRSS:").map(|v| v.trim().trim_end_matches(" kB").trim().to_owned())
+                })
+            })
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0)
+    };
+    println!("| time s | calls | calls/s | errors | WAL MB | database MB | bytes per call | RSS MiB |");
+    println!("|---|---|---|---|---|---|---|---|");
+    let started = Instant::now();
+    let (mut last_calls, mut last_at, mut largest_wal, mut first_rss) = (0u64, started, 0u64, None);
+    while Instant::now() < end {
+        tokio::time::sleep(Duration::from_secs(10).min(end.saturating_duration_since(Instant::now()))).await;
+        let (calls, now) = (done.load(Ordering::Relaxed), Instant::now());
+        let (wal_bytes, db_bytes, rss_kib) = (size(&wal), size(&db), rss(server.pid()));
+        largest_wal = largest_wal.max(wal_bytes);
+        first_rss.get_or_insert(rss_kib);
+        println!(
+            "| {:.0} | {calls} | {:.0} | {} | {:.1} | {:.1} | {:.0} | {:.0} |",
+            started.elapsed().as_secs_f64(),
+            (calls - last_calls) as f64 / now.duration_since(last_at).as_secs_f64(),
+            failed.load(Ordering::Relaxed),
+            wal_bytes as f64 / 1e6,
+            db_bytes as f64 / 1e6,
+            db_bytes as f64 / calls.max(1) as f64,
+            rss_kib as f64 / 1024.0,
+        );
+        (last_calls, last_at) = (calls, now);
+    }
+    for task in tasks {
+        task.await?;
+    }
+    println!(
+        "soak: {} calls in {:.0} s, {} errors, largest write-ahead log {:.1} MB, RSS {:.0} -> {:.0} MiB",
+        done.load(Ordering::Relaxed),
+        started.elapsed().as_secs_f64(),
+        failed.load(Ordering::Relaxed),
+        largest_wal as f64 / 1e6,
+        first_rss.unwrap_or(0) as f64 / 1024.0,
+        rss(server.pid()) as f64 / 1024.0,
+    );
+    for problem in server.stop() {
+        println!("{problem}");
+    }
+    Ok(())
 }

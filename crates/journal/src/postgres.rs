@@ -107,7 +107,8 @@ const GET_ATTEMPT: &str = "SELECT tenant, key, call_id, message_id, session_id, 
 const UNCONFIRMED: &str = "SELECT tenant, key, call_id, message_id, session_id, parent_call_id, user_id, agent_id, \
      tool, api, function_name, arguments::text AS arguments, tier, instance_id, status, result::text AS result, \
      error_kind, error, decision, decided_by, duration_ms, exit_status, attempted_at, updated_at \
-     FROM tool_call_attempts WHERE status = 'executed' AND updated_at < $1 ORDER BY updated_at, seq LIMIT $2";
+     FROM tool_call_attempts WHERE status = 'executed' AND attempted_at < $1 AND updated_at < $1 \
+     ORDER BY attempted_at, seq LIMIT $2";
 
 const INSTANCES: &str = "SELECT id, host, pid, start_ticks, heartbeat_at FROM journal_instances";
 
