@@ -178,6 +178,7 @@ async fn session_catalogue(
 pub struct CreateSession {
     /// The folder tools work in (absolute). Paths outside it ask for approval.
     #[serde(default)]
+    #[schema(min_length = 1, max_length = 4096)]
     pub working_directory: Option<String>,
     /// `manual` (default), `allow_list`, `auto_run`, `headless` or `read_only`.
     #[serde(default)]
@@ -248,7 +249,8 @@ fn check_text(field: &str, value: &str, max: usize) -> Result<(), ApiError> {
 /// Opens a session.
 #[utoipa::path(post, path = "/v1/sessions", tag = "sessions", request_body = CreateSession,
     responses((status = 201, body = SessionView), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody),
-        (status = 413, body = ErrorBody)))]
+        (status = 403, body = ErrorBody, description = "the key's role may not open sessions"),
+        (status = 413, body = ErrorBody), (status = 415, body = ErrorBody), (status = 429, body = ErrorBody)))]
 async fn create_session(
     State(state): State<Arc<AppState>>,
     principal: Principal,
@@ -260,6 +262,7 @@ async fn create_session(
     state.check_approval(request.approval_mode, &request.allow_list)?;
     let mut view = state.new_view(fresh_id("ses"));
     if let Some(dir) = &request.working_directory {
+        check_text("working_directory", dir, 4096)?;
         view.working_directory = Some(state.check_working_directory(&tenant, dir, request.runs_on)?);
     } else if request.runs_on == RunsOn::Server
         && !state.keys.is_open()
@@ -377,7 +380,7 @@ pub struct SubmitCalls {
     #[serde(default)]
     pub stopped_on_length: bool,
     /// The calls, in the model's order (1 to 128).
-    #[schema(value_type = Vec<ModelCall>)]
+    #[schema(value_type = Vec<ModelCall>, min_items = 1, max_items = 128)]
     pub calls: Vec<Value>,
     /// Answer as a server-sent event stream of the pipeline's events, ending with `results`.
     #[serde(default)]
@@ -440,8 +443,10 @@ fn read_call(index: usize, value: &Value) -> Result<RawCall, ApiError> {
     request_body = SubmitCalls,
     responses((status = 200, description = "the results, or with `stream: true` an event stream ending with `results`",
             content((CallsResponse = "application/json"), (String = "text/event-stream"))),
-        (status = 400, body = ErrorBody), (status = 404, body = ErrorBody), (status = 409, body = ErrorBody),
-        (status = 413, body = ErrorBody), (status = 503, body = ErrorBody)))]
+        (status = 400, body = ErrorBody), (status = 401, body = ErrorBody),
+        (status = 403, body = ErrorBody, description = "the key's role may not propose calls"),
+        (status = 404, body = ErrorBody), (status = 409, body = ErrorBody), (status = 413, body = ErrorBody),
+        (status = 415, body = ErrorBody), (status = 429, body = ErrorBody), (status = 503, body = ErrorBody)))]
 async fn submit_calls(
     State(state): State<Arc<AppState>>,
     principal: Principal,
@@ -668,6 +673,7 @@ pub struct DecideApproval {
     /// Ignored: who decided is the deciding key (`TENANT/ROLE/NAME`), recorded in the journal as
     /// `decided_by`; a request cannot claim to be someone else.
     #[serde(default)]
+    #[schema(min_length = 1, max_length = 200)]
     pub by: Option<String>,
 }
 
@@ -685,7 +691,9 @@ pub struct DecisionOutcome {
 /// Decides a pending approval: the waiting call runs or is denied at once.
 #[utoipa::path(post, path = "/v1/approvals/{id}", tag = "approvals", params(("id" = String, Path)),
     request_body = DecideApproval,
-    responses((status = 200, body = DecisionOutcome), (status = 400, body = ErrorBody), (status = 404, body = ErrorBody)))]
+    responses((status = 200, body = DecisionOutcome), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody),
+        (status = 403, body = ErrorBody, description = "agent keys may not decide"), (status = 404, body = ErrorBody),
+        (status = 415, body = ErrorBody)))]
 async fn decide_approval(
     State(state): State<Arc<AppState>>,
     principal: Principal,

@@ -788,3 +788,25 @@ async fn probes_need_no_key_and_an_ended_sessions_events_are_a_conflict() {
     assert_eq!(status, 409, "{body}");
     server.stop().await;
 }
+
+#[test]
+fn the_document_states_limits_and_the_errors_endpoints_return() {
+    let doc = serde_json::to_value(toolhost_server::openapi()).unwrap();
+    let calls = &doc["components"]["schemas"]["SubmitCalls"]["properties"]["calls"];
+    assert_eq!((calls["minItems"].as_u64(), calls["maxItems"].as_u64()), (Some(1), Some(128)), "{calls}");
+    let dir = &doc["components"]["schemas"]["CreateSession"]["properties"]["working_directory"];
+    assert_eq!(dir["maxLength"], 4096, "{dir}");
+    for (path, method, statuses) in [
+        ("/v1/sessions", "post", &["403", "415", "429"][..]),
+        ("/v1/sessions/{id}/calls", "post", &["401", "403", "415", "429"][..]),
+        ("/v1/approvals/{id}", "post", &["403", "415"][..]),
+    ] {
+        let responses = &doc["paths"][path][method]["responses"];
+        for status in statuses {
+            assert!(
+                responses.get(*status).is_some(),
+                "{method} {path} does not document {status}: {responses}"
+            );
+        }
+    }
+}
