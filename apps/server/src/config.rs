@@ -114,7 +114,9 @@ pub struct ServeArgs {
     /// Address to listen on. Without API keys only a loopback address is accepted.
     #[arg(long, env = "TOOLHOST_LISTEN", default_value = "127.0.0.1:8080")]
     pub listen: SocketAddr,
-    /// Journal database: `sqlite://PATH` or `postgres://…` (default: SQLite in the data directory).
+    /// Journal database: `sqlite://PATH` or `postgres://…` (default: SQLite at
+    /// `$XDG_DATA_HOME/toolhost/journal.db`, usually `~/.local/share/toolhost/journal.db`; the
+    /// start-up log says which).
     #[arg(long, env = "TOOLHOST_DATABASE_URL", hide_env_values = true)]
     pub database_url: Option<String>,
     /// Redis URL; set it when several instances share work (devices, approvals).

@@ -247,9 +247,12 @@ impl AppState {
         args.validate(&keys)?;
         let tools = enabled_tools(&args)?;
         let database_url = args.database_url()?;
-        let journal = journal::open(&database_url).await.with_context(|| {
-            format!("opening the journal ({})", database_url.split('@').next_back().unwrap_or(""))
-        })?;
+        // Where the journal lives, without the credentials a Postgres URL may carry.
+        let journal_at = database_url.split('@').next_back().unwrap_or("").to_owned();
+        let journal = journal::open(&database_url)
+            .await
+            .with_context(|| format!("opening the journal ({journal_at})"))?;
+        tracing::info!(journal = %journal_at, retention_days = args.journal_retention_days, "journal open");
         let instance_id = journal::new_instance_id();
         let metrics = Arc::new(Metrics::default());
         let cluster = match &args.redis_url {
