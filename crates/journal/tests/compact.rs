@@ -1,6 +1,8 @@
 //! A stored result keeps its content once: the state's copy is a reference.
 
-use journal::{AttemptStatus, Journal, NewAttempt, Settlement, SqliteJournal};
+mod common;
+
+use journal::{Journal, SqliteJournal};
 use serde_json::json;
 use sqlx::Connection as _;
 
@@ -14,32 +16,9 @@ async fn a_read_is_stored_with_its_text_once() {
         "content": format!("{text}\n[Showing lines 1-20 of 200. Use offset=21 to continue.]"),
         "state": {"path": "/w/a.txt", "content": text, "start_line": 1, "end_line": 20, "total_lines": 200},
     });
-    let attempt = NewAttempt {
-        tenant: "t".into(),
-        call_id: "c".into(),
-        message_id: Some("m".into()),
-        session_id: "s".into(),
-        parent_call_id: None,
-        user_id: None,
-        agent_id: None,
-        tool: "local-system".into(),
-        api: "readFile".into(),
-        function_name: "readFile".into(),
-        arguments: json!({"path": "a.txt", "limit": 20}),
-        tier: None,
-        instance_id: "i".into(),
-    };
+    let attempt = common::read_call("c", json!({"path": "a.txt", "limit": 20}));
     let key = journal.propose(&attempt).await.unwrap().key;
-    let settlement = Settlement {
-        status: AttemptStatus::Executed,
-        result: Some(result.clone()),
-        error_kind: None,
-        error: None,
-        decision: None,
-        decided_by: None,
-        duration_ms: Some(1),
-        exit_status: None,
-    };
+    let settlement = common::executed(result.clone());
     assert!(journal.settle("t", &key, &settlement).await.unwrap());
     // Read back whole.
     assert_eq!(journal.get("t", &key).await.unwrap().unwrap().result, Some(result.clone()));

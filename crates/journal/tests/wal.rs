@@ -4,7 +4,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
-use journal::{AttemptFilter, AttemptStatus, Journal, NewAttempt, Settlement, SqliteJournal, SqliteTuning};
+mod common;
+
+use journal::{AttemptFilter, Journal, SqliteJournal, SqliteTuning};
 use serde_json::json;
 
 /// Writes `calls` settled calls (about 4 KB each) with readers querying all along; returns the
@@ -45,32 +47,11 @@ async fn largest_wal(tuning: SqliteTuning, calls: usize) -> u64 {
             let (journal, content) = (journal.clone(), content.clone());
             tokio::spawn(async move {
                 for i in (w..calls).step_by(16) {
-                    let attempt = NewAttempt {
-                        tenant: "tenant-a".into(),
-                        call_id: format!("c{i}"),
-                        message_id: Some("m".into()),
-                        session_id: "s".into(),
-                        parent_call_id: None,
-                        user_id: None,
-                        agent_id: None,
-                        tool: "local-system".into(),
-                        api: "readFile".into(),
-                        function_name: "readFile".into(),
-                        arguments: json!({"path": "a.txt", "pad": content}),
-                        tier: None,
-                        instance_id: "i".into(),
-                    };
+                    let mut attempt =
+                        common::read_call(&format!("c{i}"), json!({"path": "a.txt", "pad": content}));
+                    attempt.tenant = "tenant-a".into();
                     let key = journal.propose(&attempt).await.unwrap().key;
-                    let settlement = Settlement {
-                        status: AttemptStatus::Executed,
-                        result: Some(json!({"content": content})),
-                        error_kind: None,
-                        error: None,
-                        decision: None,
-                        decided_by: None,
-                        duration_ms: Some(1),
-                        exit_status: None,
-                    };
+                    let settlement = common::executed(json!({"content": content}));
                     assert!(journal.settle("tenant-a", &key, &settlement).await.unwrap());
                 }
             })

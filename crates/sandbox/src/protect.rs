@@ -137,55 +137,19 @@ impl Plan {
                 // The writable folders become mounts of their own, everything is made read-only,
                 // then those mounts (only them, not what is mounted below them) writable again.
                 for path in &self.writable {
-                    check(libc::mount(
-                        path.as_ptr(),
-                        path.as_ptr(),
-                        std::ptr::null(),
-                        libc::MS_BIND | libc::MS_REC,
-                        std::ptr::null(),
-                    ))?;
+                    bind(path, libc::MS_REC)?;
                 }
-                let seal =
-                    MountAttr { attr_set: MOUNT_ATTR_RDONLY, attr_clr: 0, propagation: 0, userns_fd: 0 };
-                check_long(libc::syscall(
-                    libc::SYS_mount_setattr,
-                    libc::AT_FDCWD,
-                    c"/".as_ptr(),
-                    AT_RECURSIVE,
-                    &raw const seal,
-                    std::mem::size_of::<MountAttr>(),
-                ))?;
-                let open =
-                    MountAttr { attr_set: 0, attr_clr: MOUNT_ATTR_RDONLY, propagation: 0, userns_fd: 0 };
+                set_read_only(c"/", true, AT_RECURSIVE)?;
                 for path in &self.writable {
-                    check_long(libc::syscall(
-                        libc::SYS_mount_setattr,
-                        libc::AT_FDCWD,
-                        path.as_ptr(),
-                        0,
-                        &raw const open,
-                        std::mem::size_of::<MountAttr>(),
-                    ))?;
+                    set_read_only(path, false, 0)?;
                 }
             }
             // Bound after the seal, so they stay writable; a mountpoint cannot be renamed.
             for path in &self.pinned {
-                check(libc::mount(
-                    path.as_ptr(),
-                    path.as_ptr(),
-                    std::ptr::null(),
-                    libc::MS_BIND,
-                    std::ptr::null(),
-                ))?;
+                bind(path, 0)?;
             }
             for path in &self.paths {
-                check(libc::mount(
-                    path.as_ptr(),
-                    path.as_ptr(),
-                    std::ptr::null(),
-                    libc::MS_BIND,
-                    std::ptr::null(),
-                ))?;
+                bind(path, 0)?;
                 // A remount must keep the flags the mount was given (nosuid, nodev… are locked in
                 // a user namespace), adding read-only.
                 let mut stat: libc::statvfs = std::mem::zeroed();
@@ -217,7 +181,32 @@ impl Plan {
     }
 }
 
-fn check_long(rc: libc::c_long) -> io::Result<()> {
+/// Binds a path over itself (a mount of its own). Between fork and exec: one system call.
+#[allow(unsafe_code)]
+fn bind(path: &std::ffi::CStr, flags: libc::c_ulong) -> io::Result<()> {
+    // SAFETY: a NUL-terminated path that lives for the call; no other memory is touched.
+    let rc = unsafe {
+        libc::mount(path.as_ptr(), path.as_ptr(), std::ptr::null(), libc::MS_BIND | flags, std::ptr::null())
+    };
+    if rc < 0 { Err(io::Error::last_os_error()) } else { Ok(()) }
+}
+
+/// Sets (or clears) read-only on the mount at `path` (and below it, with `AT_RECURSIVE`).
+#[allow(unsafe_code)]
+fn set_read_only(path: &std::ffi::CStr, read_only: bool, flags: libc::c_uint) -> io::Result<()> {
+    let (attr_set, attr_clr) = if read_only { (MOUNT_ATTR_RDONLY, 0) } else { (0, MOUNT_ATTR_RDONLY) };
+    let attr = MountAttr { attr_set, attr_clr, propagation: 0, userns_fd: 0 };
+    // SAFETY: mount_setattr reads `attr` (on our stack, alive for the call) and the path.
+    let rc = unsafe {
+        libc::syscall(
+            libc::SYS_mount_setattr,
+            libc::AT_FDCWD,
+            path.as_ptr(),
+            flags,
+            &raw const attr,
+            std::mem::size_of::<MountAttr>(),
+        )
+    };
     if rc < 0 { Err(io::Error::last_os_error()) } else { Ok(()) }
 }
 
