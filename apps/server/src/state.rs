@@ -152,6 +152,8 @@ pub struct Sandboxing {
     pub reads: ReadAccess,
     /// Never readable by a command: the journal's folder, the keys file, the operator's list.
     pub deny_read: Vec<PathBuf>,
+    /// The server's own files among them (journal, state folder, keys, deny rules).
+    pub own: Vec<PathBuf>,
     /// Every session's own temp folder lives in here (0700; removed at exit).
     temp_root: tempfile::TempDir,
     /// TCP ports no command may connect to: this server's own (added when it listens) and the
@@ -766,6 +768,21 @@ impl AppState {
                 "working_directory `{dir}` is outside this tenant's workspace roots"
             )));
         }
+        // The server's own files (journal, state, keys) are never a session's: a folder holding them
+        // could not be granted to its commands whole, and they must not be its files.
+        if let Some(own) = self
+            .sandboxing
+            .own
+            .iter()
+            .filter_map(|path| path.canonicalize().ok())
+            .find(|own| own.starts_with(&canonical) || canonical.starts_with(own))
+        {
+            return Err(ApiError::bad_request(format!(
+                "working_directory `{dir}` holds (or is inside) this server's own files ({}); use a folder \
+                 that does not",
+                own.display()
+            )));
+        }
         Ok(canonical.display().to_string())
     }
 
@@ -813,18 +830,23 @@ fn sandboxing(
     database_url: &str,
     state_dir: &Path,
 ) -> anyhow::Result<Sandboxing> {
-    let mut deny_read = args.sandbox_deny_read.clone();
-    deny_read.push(state_dir.to_path_buf());
-    // The journal (and the server's other data beside it) and the keys are never a command's.
+    // The server's own files: never a command's, never inside a session's folder.
+    let mut own = vec![state_dir.to_path_buf()];
+    // The journal's files and the keys are never a command's. (The files, not their folder: a
+    // folder denied whole would take every workspace below it along.)
     if let Some(path) =
         database_url.strip_prefix("sqlite://").or_else(|| database_url.strip_prefix("sqlite:"))
     {
         let path = Path::new(path.split('?').next().unwrap_or(path));
         // Relative to the server's folder, resolved as SQLite would open it.
         let path = std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf());
-        deny_read.extend(path.parent().filter(|p| !p.as_os_str().is_empty()).map(Path::to_path_buf));
+        for suffix in ["", "-wal", "-shm"] {
+            own.push(PathBuf::from(format!("{}{suffix}", path.display())));
+        }
     }
-    deny_read.extend(args.api_keys_file.iter().chain(&args.deny_rules_file).cloned());
+    own.extend(args.api_keys_file.iter().chain(&args.deny_rules_file).cloned());
+    let mut deny_read = args.sandbox_deny_read.clone();
+    deny_read.extend(own.iter().cloned());
     let temp_root = tempfile::Builder::new()
         .prefix("toolhost-sessions-")
         .permissions(std::os::unix::fs::PermissionsExt::from_mode(0o700))
@@ -836,6 +858,7 @@ fn sandboxing(
         // Tenants sharing a machine read only the system and their own folders.
         reads: if keys.is_open() { ReadAccess::Anywhere } else { ReadAccess::Confined },
         deny_read,
+        own,
         temp_root,
         blocked_ports: RwLock::new(args.sandbox_block_ports.clone()),
     })

@@ -810,3 +810,27 @@ fn the_document_states_limits_and_the_errors_endpoints_return() {
         }
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_session_beside_the_journal_writes_and_one_over_it_is_refused() {
+    // The journal in a folder that also holds a workspace: the workspace stays writable (only the
+    // journal's files are denied), and a session on the journal's own folder is refused.
+    let dir = tempfile::tempdir().unwrap();
+    let root = std::fs::canonicalize(dir.path()).unwrap();
+    let work = root.join("work");
+    std::fs::create_dir_all(&work).unwrap();
+    let args = common::args(&root);
+    let server = TestServer::start_with(dir, args).await;
+    let sid = server.session(json!({"working_directory": work, "approval_mode": "auto_run"})).await;
+    let made =
+        server.call(&sid, "w", "runCommand", json!({"command": "echo hi > made.txt && cat made.txt"})).await;
+    assert_eq!(made["status"], "executed", "{made}");
+    let peek = server
+        .call(&sid, "p", "runCommand", json!({"command": format!("cat {}/journal.db", root.display())}))
+        .await;
+    assert_ne!(peek["status"], "executed", "the journal is not a command's to read: {peek}");
+    let (status, body) = server.post("/v1/sessions", json!({"working_directory": root})).await;
+    assert_eq!(status, 400, "{body}");
+    assert!(body["error"]["message"].as_str().unwrap().contains("this server's own files"), "{body}");
+    server.stop().await;
+}
