@@ -43,6 +43,7 @@
 
 use std::fmt;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 use tool_core::sandbox::{NetworkAccess, SandboxMode, SandboxPolicy};
@@ -80,6 +81,11 @@ pub struct Support {
     pub landlock_abi: Option<u8>,
     /// Whether seccomp filters can be installed.
     pub seccomp: bool,
+    /// Whether a command can get a mount namespace of its own (sealing everything but its
+    /// writable folders read-only, keeping protected folders read-only).
+    pub mount_namespace: bool,
+    /// Whether this process runs as root, whose uid owns the system's files.
+    pub root: bool,
 }
 
 impl Support {
@@ -91,20 +97,7 @@ impl Support {
         }
         #[cfg(not(target_os = "linux"))]
         {
-            Self { landlock_abi: None, seccomp: false }
-        }
-    }
-
-    /// Whether a command can get a mount namespace of its own, to keep protected folders inside
-    /// its writable ones read-only (probed once per process).
-    pub fn mount_namespace() -> bool {
-        #[cfg(target_os = "linux")]
-        {
-            protect::available()
-        }
-        #[cfg(not(target_os = "linux"))]
-        {
-            false
+            Self { landlock_abi: None, seccomp: false, mount_namespace: false, root: false }
         }
     }
 
@@ -123,7 +116,30 @@ impl Support {
                 missing.push("network off (needs seccomp or Landlock ABI 4)".to_owned());
             }
         }
+        if policy.network == NetworkAccess::On
+            && !policy.blocked_ports.is_empty()
+            && self.landlock_abi.is_none_or(|abi| abi < 4)
+        {
+            missing.push("closing the server's own ports to commands (needs Landlock ABI 4)".to_owned());
+        }
+        if self.root && !self.mount_namespace {
+            missing.push(
+                "a read-only filesystem outside the writable folders, for commands run as root \
+                 (no mount namespace can be made here)"
+                    .to_owned(),
+            );
+        }
         missing
+    }
+
+    /// What a workspace-write command in these folders lacks beyond [`missing`](Self::missing):
+    /// protected folders that exist but cannot be kept read-only.
+    fn missing_in(&self, protected: &[PathBuf]) -> Option<String> {
+        (!protected.is_empty() && !self.mount_namespace).then(|| {
+            "read-only .git/hooks, .git/config and .toolhost inside the writable folders \
+             (no mount namespace can be made here)"
+                .to_owned()
+        })
     }
 }
 
@@ -232,9 +248,14 @@ impl Sandbox {
     ///
     /// [`SandboxError::Unsupported`] when something is missing and enforcement is required.
     pub fn check(&self, policy: &SandboxPolicy) -> Result<Vec<String>, SandboxError> {
-        let missing = self.support.missing(policy);
+        self.settle(policy.mode, self.support.missing(policy))
+    }
+
+    /// The one place that decides: what is missing refuses the command, unless the operator
+    /// allowed best effort, and then it is reported.
+    fn settle(&self, mode: SandboxMode, missing: Vec<String>) -> Result<Vec<String>, SandboxError> {
         if !missing.is_empty() && self.settings.enforcement == Enforcement::Required {
-            return Err(SandboxError::Unsupported { mode: policy.mode, missing });
+            return Err(SandboxError::Unsupported { mode, missing });
         }
         Ok(missing)
     }
@@ -246,8 +267,8 @@ impl Sandbox {
     /// [`SandboxError::Unsupported`] (see [`check`](Self::check)) and [`SandboxError::Setup`] when
     /// the kernel refuses the rules.
     pub fn prepare(&self, policy: &SandboxPolicy, layout: &Layout) -> Result<Prepared, SandboxError> {
-        let mut missing = self.check(policy)?;
         if policy.is_off() {
+            self.check(policy)?;
             return Ok(Prepared { inner: None, report: None });
         }
         // Sessions pin their folder (resolved when they open); a folder that resolves elsewhere
@@ -259,6 +280,16 @@ impl Sandbox {
         }
         #[cfg(target_os = "linux")]
         {
+            let mut roots = Vec::new();
+            if policy.mode == SandboxMode::WorkspaceWrite {
+                roots.push(layout.working_directory.clone());
+                roots.extend(policy.writable_roots.iter().cloned());
+            }
+            let mut protected = protect::protected_paths(&roots);
+            let mut missing = self.support.missing(policy);
+            missing.extend(self.support.missing_in(&protected));
+            let missing = self.settle(policy.mode, missing)?;
+
             let landlock = match self.support.landlock_abi {
                 Some(abi) => Some(linux::ruleset(
                     &Grants::of(policy, layout),
@@ -268,34 +299,20 @@ impl Sandbox {
                 )?),
                 None => None,
             };
-            let filters = if self.support.seccomp { linux::filters(policy.network)? } else { Vec::new() };
+            let filters = if self.support.seccomp { linux::filters(policy.network)? } else { Arc::default() };
             // With the network off every TCP port is closed already; with it on, the blocked ones
             // are closed by a layer of their own.
-            let ports = match (policy.network, policy.blocked_ports.is_empty(), self.support.landlock_abi) {
-                (NetworkAccess::On, false, Some(abi)) if abi >= 4 => {
+            let ports = match self.support.landlock_abi {
+                Some(abi)
+                    if abi >= 4
+                        && policy.network == NetworkAccess::On
+                        && !policy.blocked_ports.is_empty() =>
+                {
                     Some(linux::blocked_ports(&policy.blocked_ports)?)
-                }
-                (NetworkAccess::On, false, _) => {
-                    let what = "closing the server's own ports to commands (needs Landlock ABI 4)";
-                    if self.settings.enforcement == Enforcement::Required {
-                        return Err(SandboxError::Unsupported {
-                            mode: policy.mode,
-                            missing: vec![what.to_owned()],
-                        });
-                    }
-                    missing.push(what.to_owned());
-                    None
                 }
                 _ => None,
             };
-            let mut protected = Vec::new();
-            let mut roots = Vec::new();
-            if policy.mode == SandboxMode::WorkspaceWrite {
-                roots.push(layout.working_directory.clone());
-                roots.extend(policy.writable_roots.iter().cloned());
-                protected = protect::protected_paths(&roots);
-            }
-            let protect = if Support::mount_namespace() {
+            let protect = if self.support.mount_namespace {
                 // Writable: the writable roots, the session's temp folder and the folders of the
                 // command's own output files (which Landlock still governs file by file).
                 let mut writable = roots.clone();
@@ -314,28 +331,7 @@ impl Sandbox {
                 protect::Plan::new(&protected)
                     .and_then(|plan| plan.sealing(&writable, &pinned, &layout.working_directory))
             } else {
-                // Without a namespace, root keeps the power of its uid over the system's files
-                // (chmod, chown), and protected folders cannot be kept read-only.
-                // SAFETY: geteuid cannot fail and touches no memory.
-                #[allow(unsafe_code)]
-                let root = unsafe { libc::geteuid() } == 0;
-                let mut lacking = Vec::new();
-                if !protected.is_empty() {
-                    lacking
-                        .push("read-only .git/hooks, .git/config and .toolhost inside the writable folders");
-                }
-                if root {
-                    lacking.push(
-                        "a read-only filesystem outside the writable folders, for commands run as root",
-                    );
-                }
-                if !lacking.is_empty() {
-                    let what = format!("{} (no mount namespace can be made here)", lacking.join(" and "));
-                    if self.settings.enforcement == Enforcement::Required {
-                        return Err(SandboxError::Unsupported { mode: policy.mode, missing: vec![what] });
-                    }
-                    missing.push(what);
-                }
+                // Best effort allowed it (`settle` above): nothing can be bound read-only.
                 protected.clear();
                 protect::Plan::new(&[])
             }
@@ -349,13 +345,13 @@ impl Sandbox {
                 protected,
             };
             Ok(Prepared {
-                inner: Some(std::sync::Arc::new(Inner { protect, landlock, ports, filters })),
+                inner: Some(Arc::new(Inner { protect, landlock, ports, filters })),
                 report: Some(report),
             })
         }
         #[cfg(not(target_os = "linux"))]
         {
-            let _ = (layout, missing);
+            let _ = layout;
             Err(SandboxError::Unsupported { mode: policy.mode, missing: self.support.missing(policy) })
         }
     }
@@ -368,15 +364,15 @@ struct Inner {
     #[cfg(target_os = "linux")]
     landlock: Option<std::os::fd::OwnedFd>,
     #[cfg(target_os = "linux")]
-    ports: Option<std::sync::Arc<std::os::fd::OwnedFd>>,
+    ports: Option<Arc<std::os::fd::OwnedFd>>,
     #[cfg(target_os = "linux")]
-    filters: Vec<seccompiler::BpfProgram>,
+    filters: Arc<[seccompiler::BpfProgram]>,
 }
 
 /// A sandbox ready to be entered by one command.
 #[derive(Debug, Clone)]
 pub struct Prepared {
-    inner: Option<std::sync::Arc<Inner>>,
+    inner: Option<Arc<Inner>>,
     report: Option<Report>,
 }
 

@@ -41,6 +41,9 @@ pub fn support() -> Support {
         Support {
             landlock_abi: u8::try_from(abi).ok().filter(|&abi| abi > 0),
             seccomp: seccomp && target_arch().is_some(),
+            mount_namespace: crate::protect::available(),
+            // SAFETY: geteuid cannot fail and touches no memory.
+            root: unsafe { libc::geteuid() } == 0,
         }
     })
 }
@@ -221,7 +224,22 @@ const NAMESPACE_FLAGS: [libc::c_int; 7] = [
 /// The seccomp filters: denied calls fail with `EPERM`; with the network off, sockets other than
 /// Unix ones fail with `EACCES`; `clone3` fails with `ENOSYS` so that the C library falls back to
 /// `clone`, whose flags a filter can see.
-pub fn filters(network: NetworkAccess) -> Result<Vec<BpfProgram>, SandboxError> {
+pub fn filters(network: NetworkAccess) -> Result<Arc<[BpfProgram]>, SandboxError> {
+    // The same two programs for every command: compiled once per network setting.
+    static OFF: OnceLock<Arc<[BpfProgram]>> = OnceLock::new();
+    static ON: OnceLock<Arc<[BpfProgram]>> = OnceLock::new();
+    let slot = match network {
+        NetworkAccess::Off => &OFF,
+        NetworkAccess::On => &ON,
+    };
+    if let Some(programs) = slot.get() {
+        return Ok(programs.clone());
+    }
+    let programs: Arc<[BpfProgram]> = compile_filters(network)?.into();
+    Ok(slot.get_or_init(|| programs).clone())
+}
+
+fn compile_filters(network: NetworkAccess) -> Result<Vec<BpfProgram>, SandboxError> {
     let arch =
         target_arch().ok_or_else(|| SandboxError::Setup("seccomp: unsupported architecture".into()))?;
     let setup = |error: seccompiler::BackendError| {
