@@ -138,12 +138,14 @@ impl Limits {
     }
 
     fn pool(&self, tenant: &str) -> Arc<Semaphore> {
-        self.pools
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .entry(tenant.to_owned())
-            .or_insert_with(|| Arc::new(Semaphore::new(self.config.runs)))
-            .clone()
+        let mut pools = self.pools.lock().unwrap_or_else(PoisonError::into_inner);
+        // Every call takes this path: look up without allocating, insert the first time only.
+        if let Some(pool) = pools.get(tenant) {
+            return pool.clone();
+        }
+        let pool = Arc::new(Semaphore::new(self.config.runs));
+        pools.insert(tenant.to_owned(), pool.clone());
+        pool
     }
 
     /// Tenants whose tool-run pool is fully in use (their calls queue).

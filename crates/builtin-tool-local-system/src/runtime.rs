@@ -188,7 +188,7 @@ impl LocalSystemRuntime {
                     .or(args.timeout.map(Duration::from_millis))
                     .unwrap_or(DEFAULT_COMMAND_TIMEOUT)
                     .min(MAX_COMMAND_TIMEOUT);
-                let mut sandbox = context.sandbox.clone();
+                let mut sandbox = (*context.sandbox).clone();
                 if args.escalate == Some(true) {
                     // The manifest makes an escalation always ask a person; the session decides
                     // whether it may be asked at all.

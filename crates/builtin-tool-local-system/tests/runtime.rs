@@ -180,7 +180,7 @@ async fn escalation_runs_outside_the_sandbox_only_where_the_session_allows_it() 
 
     // A session that allows it (the pipeline has asked a person by then) runs it unboxed.
     let mut context = f.context();
-    context.sandbox.policy.allow_escalation = true;
+    std::sync::Arc::make_mut(&mut context.sandbox).policy.allow_escalation = true;
     let out = f.runtime.execute("runCommand", json!({"command": command, "escalate": true}), &context).await;
     assert!(out.success, "{}", out.content);
     assert!(target.exists());

@@ -158,7 +158,7 @@ pub struct CallContext {
     /// model's arguments.
     pub working_directory: Option<PathBuf>,
     /// The sandbox the call's commands run in, from the session (never from the arguments).
-    pub sandbox: CallSandbox,
+    pub sandbox: Arc<CallSandbox>,
     /// Fires when the call is cancelled or its deadline passes.
     pub cancel: CancellationToken,
     /// When the call must be done.
@@ -177,7 +177,7 @@ impl CallContext {
             session_id: session_id.into(),
             user_id: None,
             working_directory: None,
-            sandbox: CallSandbox::default(),
+            sandbox: Arc::default(),
             cancel: CancellationToken::new(),
             deadline: None,
             progress: ProgressSink::default(),
@@ -194,7 +194,7 @@ impl CallContext {
 
     /// Sets the sandbox the call's commands run in.
     #[must_use]
-    pub fn with_sandbox(mut self, sandbox: CallSandbox) -> Self {
+    pub fn with_sandbox(mut self, sandbox: Arc<CallSandbox>) -> Self {
         self.sandbox = sandbox;
         self
     }

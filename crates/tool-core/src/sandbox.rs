@@ -202,6 +202,7 @@ impl SandboxPolicy {
 }
 
 /// The sandbox a call's commands run in: the session's policy and the folders it applies to.
+/// A session makes it once and its calls share it (`CallContext::sandbox` is an `Arc`).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct CallSandbox {
     /// The session's policy.

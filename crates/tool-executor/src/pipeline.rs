@@ -13,9 +13,7 @@ use journal::{
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use tool_core::provider::drop_null_fields;
-use tool_core::{
-    CallContext, CallSandbox, ErrorKind, NestedCaller, ProgressSink, Tier, ToolNames, ToolOutput,
-};
+use tool_core::{CallContext, ErrorKind, NestedCaller, ProgressSink, Tier, ToolNames, ToolOutput};
 
 use crate::approval::{
     ApprovalBroker, ApprovalMode, ApprovalRequest, Decided, Decision, DecisionInput, LocalBroker, Verdict,
@@ -940,10 +938,7 @@ impl Executor {
             .with_progress(progress);
         context.user_id = session.config.user_id.clone();
         context.working_directory = session.config.working_directory.clone();
-        context.sandbox = CallSandbox {
-            policy: session.config.sandbox.clone(),
-            temp_directory: session.config.temp_directory.clone(),
-        };
+        context.sandbox = session.sandbox.clone();
         context.cancel = session.cancel.child_token();
         context.nested = Some(nested);
         context

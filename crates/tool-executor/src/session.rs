@@ -11,7 +11,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use tokio::sync::broadcast;
 use tokio_util::sync::CancellationToken;
-use tool_core::{SandboxPolicy, ToolError, ToolNames, ToolOutput};
+use tool_core::{CallSandbox, SandboxPolicy, ToolError, ToolNames, ToolOutput};
 
 use crate::approval::SessionPolicy;
 use crate::events::Event;
@@ -140,6 +140,8 @@ pub struct Session {
     pub(crate) unknown_names: AtomicU32,
     pub(crate) grants: Mutex<Vec<Grant>>,
     pub(crate) batch_lock: Arc<tokio::sync::RwLock<()>>,
+    /// The sandbox every call of the session shares, made once from its config.
+    pub(crate) sandbox: Arc<CallSandbox>,
 }
 
 impl std::fmt::Debug for Session {
@@ -165,6 +167,10 @@ const EVENT_BUFFER: usize = 1024;
 
 impl Session {
     pub(crate) fn new(config: SessionConfig, names: ToolNames) -> Self {
+        let sandbox = Arc::new(CallSandbox {
+            policy: config.sandbox.clone(),
+            temp_directory: config.temp_directory.clone(),
+        });
         let deadline = config.time_budget_ms.map(|ms| Instant::now() + Duration::from_millis(ms));
         Self {
             config,
@@ -177,6 +183,7 @@ impl Session {
             unknown_names: AtomicU32::new(0),
             grants: Mutex::new(Vec::new()),
             batch_lock: Arc::new(tokio::sync::RwLock::new(())),
+            sandbox,
         }
     }
 
