@@ -172,7 +172,9 @@ pub struct ServeArgs {
     #[arg(long, env = "TOOLHOST_SANDBOX_BEST_EFFORT")]
     pub sandbox_best_effort: bool,
     /// A path sandboxed commands may never read (repeatable, or comma-separated). The journal's
-    /// folder and the keys file are always on the list.
+    /// files, the state folder, the keys file and the deny-rules file are always on the list.
+    /// Keep these outside workspaces: a denied path inside a writable folder costs the folder its
+    /// own grant (see docs/SECURITY.md).
     #[arg(long = "sandbox-deny-read", env = "TOOLHOST_SANDBOX_DENY_READ", value_delimiter = ',')]
     pub sandbox_deny_read: Vec<PathBuf>,
     /// A TCP port commands may never connect to, even with the network on (repeatable, or
@@ -321,11 +323,7 @@ impl ServeArgs {
         if let Some(url) = &self.database_url {
             return Ok(url.clone());
         }
-        use etcetera::BaseStrategy as _;
-        let strategy = etcetera::choose_base_strategy().context("finding the data directory")?;
-        let dir = strategy.data_dir().join("toolhost");
-        std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
-        Ok(format!("sqlite://{}", dir.join("journal.db").display()))
+        Ok(format!("sqlite://{}", data_dir()?.join("journal.db").display()))
     }
 
     /// The folder for this host's server state: `--state-dir`, or `toolhost` in the data directory.
@@ -334,18 +332,13 @@ impl ServeArgs {
     ///
     /// No data directory, or it cannot be created.
     pub fn state_dir(&self) -> anyhow::Result<PathBuf> {
-        let dir = match &self.state_dir {
-            Some(dir) => dir.clone(),
-            None => {
-                use etcetera::BaseStrategy as _;
-                etcetera::choose_base_strategy()
-                    .context("finding the data directory")?
-                    .data_dir()
-                    .join("toolhost")
+        match &self.state_dir {
+            Some(dir) => {
+                std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+                Ok(dir.clone())
             }
-        };
-        std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
-        Ok(dir)
+            None => data_dir(),
+        }
     }
 
     /// The shutdown grace.
@@ -364,7 +357,6 @@ impl ServeArgs {
         } else {
             self.sandbox_modes.clone()
         };
-        modes.dedup();
         // The default is the first of these that is allowed: a closed default, never `off` unless
         // it is all the operator allows.
         modes.sort_by_key(|mode| match mode {
@@ -372,6 +364,7 @@ impl ServeArgs {
             SandboxMode::ReadOnly => 1,
             SandboxMode::Off => 2,
         });
+        modes.dedup();
         modes
     }
 
@@ -439,6 +432,16 @@ impl ServeArgs {
         }
         Ok(policy)
     }
+}
+
+/// `toolhost` in the user's data directory (created when missing): the journal and the server's
+/// state live there unless told otherwise.
+fn data_dir() -> anyhow::Result<PathBuf> {
+    use etcetera::BaseStrategy as _;
+    let dir =
+        etcetera::choose_base_strategy().context("finding the data directory")?.data_dir().join("toolhost");
+    std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+    Ok(dir)
 }
 
 #[cfg(test)]

@@ -92,6 +92,17 @@ pub struct SessionEntry {
     pub last_used: std::sync::atomic::AtomicI64,
 }
 
+impl SessionEntry {
+    fn new(tenant: &str, session: Arc<Session>, view: SessionView) -> Self {
+        Self {
+            tenant: tenant.to_owned(),
+            session,
+            view,
+            last_used: std::sync::atomic::AtomicI64::new(now_ms()),
+        }
+    }
+}
+
 impl std::fmt::Debug for SessionEntry {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("SessionEntry").field("id", &self.view.id).finish_non_exhaustive()
@@ -150,7 +161,7 @@ pub struct Sandboxing {
     pub network: NetworkAccess,
     /// Reads confined to the system and the session's folders (a server with keys).
     pub reads: ReadAccess,
-    /// Never readable by a command: the journal's folder, the keys file, the operator's list.
+    /// Never readable by a command: the operator's list and the server's own files.
     pub deny_read: Vec<PathBuf>,
     /// The server's own files among them (journal, state folder, keys, deny rules).
     pub own: Vec<PathBuf>,
@@ -162,6 +173,22 @@ pub struct Sandboxing {
 }
 
 impl Sandboxing {
+    /// Why `choice` is not allowed on this server, if it is not.
+    pub fn refuse(&self, choice: SessionSandbox) -> Option<String> {
+        if !self.modes.contains(&choice.mode) {
+            let allowed: Vec<&str> = self.modes.iter().map(|m| m.as_str()).collect();
+            return Some(format!(
+                "sandbox mode `{}` is not allowed on this server; allowed: {}",
+                choice.mode,
+                allowed.join(", ")
+            ));
+        }
+        (choice.network == NetworkAccess::On
+            && self.network == NetworkAccess::Off
+            && choice.mode != SandboxMode::Off)
+            .then(|| "this server does not let sessions turn the network on for their commands".to_owned())
+    }
+
     /// The default a session gets when it asks for nothing.
     pub fn default_choice(&self) -> SessionSandbox {
         SessionSandbox { mode: self.modes.first().copied().unwrap_or_default(), network: self.network }
@@ -412,7 +439,7 @@ impl AppState {
             working_directory: view.working_directory.as_ref().map(PathBuf::from),
             // Checked again on every load: a mode the operator has since withdrawn (say `off`)
             // falls back to the default, never runs on as it was.
-            sandbox: self.sandboxing.policy(if self.sandboxing.modes.contains(&view.sandbox.mode) {
+            sandbox: self.sandboxing.policy(if self.sandboxing.refuse(view.sandbox).is_none() {
                 view.sandbox
             } else {
                 self.sandboxing.default_choice()
@@ -455,12 +482,7 @@ impl AppState {
             RunsOn::Device => Route::Device { tenant: tenant.to_owned(), device_id: view.device_id.clone() },
         };
         self.devices.set_route(&view.id, route);
-        let entry = Arc::new(SessionEntry {
-            tenant: tenant.to_owned(),
-            session,
-            view,
-            last_used: std::sync::atomic::AtomicI64::new(now_ms()),
-        });
+        let entry = Arc::new(SessionEntry::new(tenant, session, view));
         sessions.insert(entry.view.id.clone(), entry.clone());
         entry
     }
@@ -474,12 +496,7 @@ impl AppState {
             ..SessionConfig::default()
         });
         session.cancel();
-        Arc::new(SessionEntry {
-            tenant: tenant.to_owned(),
-            session,
-            view,
-            last_used: std::sync::atomic::AtomicI64::new(now_ms()),
-        })
+        Arc::new(SessionEntry::new(tenant, session, view))
     }
 
     /// Ends, every so often, the sessions held here that nobody used for `--session-idle-secs`:
@@ -649,21 +666,8 @@ impl AppState {
             mode: mode.unwrap_or(default.mode),
             network: network.unwrap_or(default.network),
         };
-        let allowed: Vec<&str> = self.sandboxing.modes.iter().map(|m| m.as_str()).collect();
-        if !self.sandboxing.modes.contains(&choice.mode) {
-            return Err(ApiError::bad_request(format!(
-                "sandbox mode `{}` is not allowed on this server; allowed: {}",
-                choice.mode,
-                allowed.join(", ")
-            )));
-        }
-        if choice.network == NetworkAccess::On
-            && self.sandboxing.network == NetworkAccess::Off
-            && choice.mode != SandboxMode::Off
-        {
-            return Err(ApiError::bad_request(
-                "this server does not let sessions turn the network on for their commands",
-            ));
+        if let Some(reason) = self.sandboxing.refuse(choice) {
+            return Err(ApiError::bad_request(reason));
         }
         self.computer
             .sandbox()
@@ -834,12 +838,9 @@ fn sandboxing(
     let mut own = vec![state_dir.to_path_buf()];
     // The journal's files and the keys are never a command's. (The files, not their folder: a
     // folder denied whole would take every workspace below it along.)
-    if let Some(path) =
-        database_url.strip_prefix("sqlite://").or_else(|| database_url.strip_prefix("sqlite:"))
-    {
-        let path = Path::new(path.split('?').next().unwrap_or(path));
+    if let Some(path) = journal::sqlite_path(database_url) {
         // Relative to the server's folder, resolved as SQLite would open it.
-        let path = std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf());
+        let path = std::path::absolute(&path).unwrap_or(path);
         for suffix in ["", "-wal", "-shm"] {
             own.push(PathBuf::from(format!("{}{suffix}", path.display())));
         }

@@ -232,7 +232,7 @@ impl SqliteJournal {
         let (writer, queue) = mpsc::channel(4 * MAX_BATCH);
         tokio::spawn(write_loop(connection, queue));
         if let Some(checkpointer) = checkpointer {
-            let wal = wal_path(url);
+            let wal = sqlite_path(url).map(|db| std::path::PathBuf::from(format!("{}-wal", db.display())));
             tokio::spawn(checkpoint_loop(checkpointer, writer.downgrade(), wal, tuning));
         }
         Ok(Self { writer, reads })
@@ -362,11 +362,12 @@ async fn checkpoint_loop(
     }
 }
 
-/// The write-ahead log of a `sqlite://PATH[?…]` database: `PATH-wal`.
-fn wal_path(url: &str) -> Option<std::path::PathBuf> {
+/// The file of a `sqlite://PATH[?…]` (or `sqlite:PATH`) URL; `None` for another URL or an
+/// in-memory database. (Its write-ahead log is `PATH-wal`, its shared memory `PATH-shm`.)
+pub fn sqlite_path(url: &str) -> Option<std::path::PathBuf> {
     let path = url.strip_prefix("sqlite://").or_else(|| url.strip_prefix("sqlite:"))?;
     let path = path.split('?').next()?;
-    (!path.is_empty()).then(|| std::path::PathBuf::from(format!("{path}-wal")))
+    (!path.is_empty() && !path.starts_with(":memory:")).then(|| std::path::PathBuf::from(path))
 }
 
 async fn write_loop(mut connection: WriteConnection, mut queue: mpsc::Receiver<Pending>) {
@@ -981,6 +982,19 @@ mod tests {
     use serde_json::json;
 
     use super::*;
+
+    #[test]
+    fn the_file_of_a_url() {
+        for (url, path) in [
+            ("sqlite:///var/lib/toolhost/journal.db", Some("/var/lib/toolhost/journal.db")),
+            ("sqlite://journal.db?mode=rwc", Some("journal.db")),
+            ("sqlite:data/j.db", Some("data/j.db")),
+            ("sqlite::memory:", None),
+            ("postgres://u:p@h/db", None),
+        ] {
+            assert_eq!(sqlite_path(url), path.map(std::path::PathBuf::from), "{url}");
+        }
+    }
     use crate::{AttemptStatus, NewAttempt};
 
     fn attempt(tenant: &str, call: &str, arguments: Value) -> AttemptValues {
