@@ -121,7 +121,8 @@ pub fn digest_prefix(key: &str) -> String {
     digest(key).iter().take(4).map(|b| format!("{b:02x}")).collect()
 }
 
-fn is_name(text: &str) -> bool {
+/// A tenant's or a key's name: letters, digits, `-`, `_`, `.`.
+pub(crate) fn is_name(text: &str) -> bool {
     !text.is_empty() && text.chars().all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))
 }
 

@@ -96,9 +96,7 @@ impl std::str::FromStr for WorkspaceRoot {
         match s.split_once('=') {
             Some(("*", path)) => Ok(Self::shared(path)),
             Some((tenant, path)) if !tenant.starts_with('/') => {
-                if tenant.is_empty()
-                    || !tenant.chars().all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))
-                {
+                if !crate::auth::is_name(tenant) {
                     return Err(format!("workspace root `{s}`: tenants are letters, digits, - _ ."));
                 }
                 Ok(Self::of(tenant, path))

@@ -334,6 +334,13 @@ impl AppState {
             ..Default::default()
         }));
         announce_sandbox(&computer, &sandboxing);
+        if computer.ledger().is_none() {
+            tracing::warn!(
+                folder = %state_dir.join("processes").display(),
+                "the process ledger could not be opened: commands a crash leaves running will not be \
+                 killed at the next start (only the shell dies with the server)"
+            );
+        }
         let services =
             tool_core::Services::new().with(computer.clone() as Arc<dyn computer_runtime::ComputerRuntime>);
         let mut toolbox = Toolbox::new();

@@ -22,6 +22,8 @@
 
 use std::ffi::OsString;
 
+use globset::{GlobBuilder, GlobSet, GlobSetBuilder};
+
 /// Which variables of the parent's environment commands inherit, and which they are given.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct EnvPolicy {
@@ -64,9 +66,7 @@ impl Default for EnvPolicy {
 impl EnvPolicy {
     /// Whether a variable of the parent may be passed on.
     pub fn allows(&self, name: &str, value: &str) -> bool {
-        self.inherit.iter().any(|pattern| matches(pattern, name))
-            && !self.deny.iter().any(|pattern| matches(pattern, name))
-            && !has_url_credentials(value)
+        Compiled::of(self).allows(name, value)
     }
 
     /// The variables of `parent` that commands inherit, in order, then the operator's own.
@@ -75,10 +75,11 @@ impl EnvPolicy {
         K: Into<String>,
         V: Into<String>,
     {
+        let compiled = Compiled::of(self);
         let mut out: Vec<(String, String)> = parent
             .into_iter()
             .map(|(k, v)| (k.into(), v.into()))
-            .filter(|(name, value)| self.allows(name, value))
+            .filter(|(name, value)| compiled.allows(name, value))
             .collect();
         for (name, value) in &self.set {
             out.retain(|(existing, _)| existing != name);
@@ -96,23 +97,37 @@ impl EnvPolicy {
     }
 }
 
-/// Anchored, case-insensitive match where `*` is any run of characters.
-fn matches(pattern: &str, name: &str) -> bool {
-    let pattern = pattern.to_ascii_uppercase();
-    let name = name.to_ascii_uppercase();
-    let parts: Vec<&str> = pattern.split('*').collect();
-    let [first, middle @ .., last] = parts.as_slice() else { return pattern == name };
-    if parts.len() == 1 {
-        return pattern == name;
+/// The policy's patterns, compiled once per filtering.
+struct Compiled {
+    inherit: GlobSet,
+    deny: GlobSet,
+}
+
+impl Compiled {
+    fn of(policy: &EnvPolicy) -> Self {
+        Self { inherit: glob_set(&policy.inherit), deny: glob_set(&policy.deny) }
     }
-    let Some(mut rest) = name.strip_prefix(first) else { return false };
-    for part in middle {
-        match rest.find(part) {
-            Some(at) => rest = &rest[at + part.len()..],
-            None => return false,
+
+    fn allows(&self, name: &str, value: &str) -> bool {
+        self.inherit.is_match(name) && !self.deny.is_match(name) && !has_url_credentials(value)
+    }
+}
+
+/// Anchored, case-insensitive globs (`*` is any run of characters); a pattern that does not
+/// compile matches nothing, so a bad `inherit` entry passes nothing on.
+fn glob_set(patterns: &[String]) -> GlobSet {
+    let mut set = GlobSetBuilder::new();
+    for pattern in patterns {
+        if let Ok(glob) = GlobBuilder::new(pattern).case_insensitive(true).literal_separator(false).build() {
+            set.add(glob);
         }
     }
-    rest.len() >= last.len() && rest.ends_with(last)
+    set.build().unwrap_or_else(|_| GlobSet::empty())
+}
+
+#[cfg(test)]
+fn matches(pattern: &str, name: &str) -> bool {
+    glob_set(&[pattern.to_owned()]).is_match(name)
 }
 
 /// `scheme://user:password@host…` anywhere in the value.

@@ -58,6 +58,11 @@ impl LocalComputer {
         &self.config
     }
 
+    /// The ledger of live process groups, when one was asked for and could be opened.
+    pub fn ledger(&self) -> Option<&crate::ledger::Ledger> {
+        self.processes.ledger()
+    }
+
     /// The sandbox commands run in: what the kernel offers, what the operator requires.
     pub fn sandbox(&self) -> &sandbox::Sandbox {
         self.processes.sandbox()

@@ -742,14 +742,16 @@ impl ProcessManager {
         self.jobs.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    fn output_dir(&self) -> Result<PathBuf, ProcessError> {
-        if let Some(dir) = &self.config.output_dir {
+    /// Where a command's spill file goes: the session's own temp folder, else the configured
+    /// folder, else a private temp folder of this manager's.
+    fn output_dir(&self, session_temp: Option<&Path>) -> Result<PathBuf, ProcessError> {
+        if let Some(dir) = session_temp.or(self.config.output_dir.as_deref()) {
             std::fs::DirBuilder::new()
                 .recursive(true)
                 .mode(0o700)
                 .create(dir)
-                .map_err(|source| ProcessError::OutputDir { path: dir.clone(), source })?;
-            return Ok(dir.clone());
+                .map_err(|source| ProcessError::OutputDir { path: dir.to_owned(), source })?;
+            return Ok(dir.to_owned());
         }
         let mut default_dir = self.default_dir.lock().unwrap_or_else(PoisonError::into_inner);
         if let Some(dir) = &*default_dir {
@@ -783,17 +785,7 @@ impl ProcessManager {
         }
 
         // A session's output lives in its own temp folder, which goes away with it.
-        let dir = match &spec.sandbox.temp_directory {
-            Some(dir) => {
-                std::fs::DirBuilder::new()
-                    .recursive(true)
-                    .mode(0o700)
-                    .create(dir)
-                    .map_err(|source| ProcessError::OutputDir { path: dir.clone(), source })?;
-                dir.clone()
-            }
-            None => self.output_dir()?,
-        };
+        let dir = self.output_dir(spec.sandbox.temp_directory.as_deref())?;
         let spill = tempfile::Builder::new()
             .prefix(&format!("{label}-"))
             .suffix(".log")
