@@ -66,6 +66,12 @@ impl ToolFlags {
         Self { default_enabled: false, ..self }
     }
 
+    /// On by default only when `on` (a tool that needs configuration to be useful).
+    #[must_use]
+    pub const fn on_by_default_if(self, on: bool) -> Self {
+        Self { default_enabled: on, ..self }
+    }
+
     /// Marks the tool as not discoverable.
     #[must_use]
     pub const fn undiscoverable(self) -> Self {
@@ -126,7 +132,8 @@ pub struct Registry {
 static BUILTIN: LazyLock<Registry> = LazyLock::new(|| {
     let entries: Vec<Entry> =
         builtin_tools().iter().map(|tool| Entry { tool, manifest: (tool.manifest)() }).collect();
-    let names = ToolNames::build(entries.iter().filter(|e| catalogued(e)).flat_map(|e| {
+    // Every visible tool has its names, so one turned on by a front end resolves too.
+    let names = ToolNames::build(entries.iter().filter(|e| !e.tool.flags.hidden).flat_map(|e| {
         e.manifest.apis.iter().map(move |api| (e.manifest.identifier.as_str(), api.name.as_str()))
     }));
     Registry { entries, names }

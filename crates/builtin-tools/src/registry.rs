@@ -28,6 +28,11 @@ static TOOLS: LazyLock<Vec<BuiltinTool>> = LazyLock::new(|| {
     vec![
         tool!(builtin_tool_local_system),
         tool!(builtin_tool_todo),
+        // Search needs a provider; without one the tool is there for front ends that turn it on.
+        tool!(
+            builtin_tool_web_browsing,
+            ToolFlags::DEFAULT.on_by_default_if(builtin_tool_web_browsing::search_configured_in_env())
+        ),
         // new-tool: register
     ]
 });

@@ -41,11 +41,13 @@ use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
 use futures::future::BoxFuture;
+use reqwest::Method;
 use reqwest::dns::{Name, Resolve, Resolving};
-use reqwest::header::{self, HeaderMap, HeaderName, HeaderValue};
-use reqwest::{Method, StatusCode};
+use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
 
 pub use policy::{AllowList, BadAllowEntry, Blocked, Policy, Range, Target, classify};
+pub use reqwest::StatusCode;
+pub use reqwest::header;
 pub use url::Url;
 
 /// Resolves host names to addresses; the system resolver by default, a scripted one in tests.
