@@ -56,6 +56,7 @@ fn run() -> Result<()> {
             for (package, bench) in [
                 ("computer-runtime", "files"),
                 ("sandbox", "overhead"),
+                ("builtin-tool-web-browsing", "extraction"),
                 ("journal", "journal"),
                 ("tool-executor", "pipeline"),
                 ("toolhost-server", "load"),

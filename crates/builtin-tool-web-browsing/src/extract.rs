@@ -5,7 +5,7 @@
 //! algorithm (`dom_smoothie`) and the article's HTML is converted by `htmd`; a page Readability
 //! finds nothing in is converted whole with navigation, forms and scripts left out.
 
-use dom_smoothie::{Config, Readability};
+use dom_smoothie::{CandidateSelectMode, Config, Readability};
 use encoding_rs::Encoding;
 use serde::Serialize;
 
@@ -79,9 +79,31 @@ const BOILERPLATE_TAGS: [&str; 14] = [
     "aside", "template", "select",
 ];
 
+/// How the main content is found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Strategy {
+    /// Readability.js's candidate selection.
+    Readability,
+    /// dom_smoothie's own candidate selection (the default: it measured best on the corpus).
+    #[default]
+    DomSmoothie,
+    /// No extraction: the whole page converted, boilerplate tags left out (the baseline).
+    WholePage,
+}
+
 /// Extracts the main content of an HTML page as markdown.
 pub fn extract_html(html: &str, url: Option<&str>) -> Extracted {
-    let config = Config { max_elements_to_parse: 0, ..Config::default() };
+    extract_with(html, url, Strategy::default())
+}
+
+/// Extracts with a chosen strategy (for measuring them side by side).
+pub fn extract_with(html: &str, url: Option<&str>, strategy: Strategy) -> Extracted {
+    let mode = match strategy {
+        Strategy::Readability => CandidateSelectMode::Readability,
+        Strategy::DomSmoothie => CandidateSelectMode::DomSmoothie,
+        Strategy::WholePage => return whole_page(html),
+    };
+    let config = Config { candidate_select_mode: mode, ..Config::default() };
     let url = url.filter(|u| u.starts_with("http://") || u.starts_with("https://"));
     let article = Readability::new(html, url, Some(config)).and_then(|mut r| r.parse());
     match article {
@@ -99,15 +121,16 @@ pub fn extract_html(html: &str, url: Option<&str>) -> Extracted {
                 method: "readability",
             }
         }
-        _ => {
-            let title = html_title(html);
-            Extracted {
-                markdown: to_markdown(html, &BOILERPLATE_TAGS),
-                title,
-                method: "whole page",
-                ..Extracted::default()
-            }
-        }
+        _ => whole_page(html),
+    }
+}
+
+fn whole_page(html: &str) -> Extracted {
+    Extracted {
+        markdown: to_markdown(html, &BOILERPLATE_TAGS),
+        title: html_title(html),
+        method: "whole page",
+        ..Extracted::default()
     }
 }
 
