@@ -44,6 +44,21 @@ impl Server {
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::null());
+        // Nothing the machine's own environment configures reaches these servers.
+        let inherited =
+            builtin_tool_web_browsing::PROVIDER_VARIABLES.iter().flat_map(|row| row.iter()).chain(&[
+                "SEARCH_PROVIDERS",
+                "CRAWLERS",
+                "JINA_READER_URL",
+                "FIRECRAWL_API_KEY",
+                "FIRECRAWL_BASE_URL",
+                "TOOLHOST_FETCH_ALLOW",
+                "TOOLHOST_ENABLE_TOOLS",
+                "TOOLHOST_DISABLE_TOOLS",
+            ]);
+        for name in inherited {
+            command.env_remove(name);
+        }
         for (name, value) in env {
             command.env(name, value);
         }

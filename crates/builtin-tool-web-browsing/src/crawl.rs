@@ -1,7 +1,7 @@
 //! Crawling: a direct fetch through `safe-fetch` with extraction, then reader services.
 
 use futures::future::BoxFuture;
-use safe_fetch::{FetchError, Fetcher, Request, header};
+use safe_fetch::{FetchError, Fetcher, Request, Url, header};
 use serde::Serialize;
 use serde_json::{Value, json};
 
@@ -26,12 +26,39 @@ pub struct Page {
     pub content: Extracted,
 }
 
+/// Why a crawler did not read a page.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CrawlError {
+    /// The reason, for the model and for the state.
+    pub reason: String,
+    /// No other crawler may try: the page led somewhere the policy refuses (a redirect to a
+    /// private address), and a reader service would only follow it from its own network.
+    pub refused: bool,
+}
+
+impl From<String> for CrawlError {
+    fn from(reason: String) -> Self {
+        Self { reason, refused: false }
+    }
+}
+
+impl From<&str> for CrawlError {
+    fn from(reason: &str) -> Self {
+        Self { reason: reason.to_owned(), refused: false }
+    }
+}
+
+fn fetch_error(error: FetchError) -> CrawlError {
+    let refused = matches!(error, FetchError::Blocked { .. });
+    CrawlError { reason: error.to_string(), refused }
+}
+
 /// A crawler: one way of reading a page.
 pub trait Crawler: Send + Sync {
     /// Its name.
     fn name(&self) -> &'static str;
-    /// Reads a page; the error is the reason, for the model and for the next crawler's notes.
-    fn crawl<'a>(&'a self, url: &'a str) -> BoxFuture<'a, Result<Page, String>>;
+    /// Reads a page (its URL already admitted by the policy and normalised).
+    fn crawl<'a>(&'a self, url: &'a Url) -> BoxFuture<'a, Result<Page, CrawlError>>;
 }
 
 /// Fetches the page itself and extracts its main content.
@@ -54,14 +81,14 @@ impl Crawler for Direct {
         "direct"
     }
 
-    fn crawl<'a>(&'a self, url: &'a str) -> BoxFuture<'a, Result<Page, String>> {
+    fn crawl<'a>(&'a self, url: &'a Url) -> BoxFuture<'a, Result<Page, CrawlError>> {
         Box::pin(async move {
-            let request = Request::get(url)
+            let request = Request::get(url.as_str())
                 .header(header::ACCEPT, ACCEPT)
                 .header(header::ACCEPT_LANGUAGE, "en;q=0.9, *;q=0.5");
-            let response = self.fetcher.send(request).await.map_err(|e| fetch_reason(&e))?;
+            let response = self.fetcher.send(request).await.map_err(fetch_error)?;
             if !response.status.is_success() {
-                return Err(format!("HTTP {}", response.status));
+                return Err(format!("HTTP {}", response.status).into());
             }
             let media = response.media_type().unwrap_or_default();
             let body = &response.body;
@@ -71,7 +98,11 @@ impl Crawler for Direct {
             };
             let final_url = response.url.to_string();
             let (kind, content) = if media == "application/pdf" || body.starts_with(b"%PDF-") {
-                ("pdf", pdf_text(body)?)
+                let body = body.clone();
+                let text = tokio::task::spawn_blocking(move || pdf_text(&body))
+                    .await
+                    .map_err(|_| CrawlError::from("the PDF could not be read (its parser failed)"))??;
+                ("pdf", text)
             } else if media.contains("html")
                 || media.contains("xml") && sniff_html()
                 || (media.is_empty() && sniff_html())
@@ -82,7 +113,7 @@ impl Crawler for Direct {
                     move || extract::extract_html(&html, Some(&final_url))
                 })
                 .await
-                .map_err(|e| format!("extraction failed: {e}"))?;
+                .map_err(|e| CrawlError::from(format!("extraction failed: {e}")))?;
                 ("html", extracted)
             } else if media.starts_with("text/")
                 || media.contains("json")
@@ -95,15 +126,11 @@ impl Crawler for Direct {
                     Extracted { markdown: text.trim().to_owned(), method: "as is", ..Extracted::default() },
                 )
             } else {
-                return Err(format!("not a readable page ({media})"));
+                return Err(format!("not a readable page ({media})").into());
             };
-            Ok(Page { url: url.to_owned(), final_url, crawler: "direct", kind, content })
+            Ok(Page { url: url.to_string(), final_url, crawler: "direct", kind, content })
         })
     }
-}
-
-fn fetch_reason(error: &FetchError) -> String {
-    error.to_string()
 }
 
 #[cfg(feature = "pdf")]
@@ -115,8 +142,8 @@ fn pdf_text(body: &[u8]) -> Result<Extracted, String> {
 }
 
 #[cfg(not(feature = "pdf"))]
-fn pdf_text(_body: &[u8]) -> Result<Extracted, String> {
-    Err("a PDF, and this build reads no PDFs (feature `pdf`)".into())
+fn pdf_text(_body: &[u8]) -> Result<Extracted, CrawlError> {
+    Err(CrawlError::from("a PDF, and this build reads no PDFs (feature `pdf`)"))
 }
 
 /// A reader service: it fetches the page on its side and returns markdown.
@@ -138,32 +165,39 @@ impl Crawler for Reader {
         self.endpoint.kind.name()
     }
 
-    fn crawl<'a>(&'a self, url: &'a str) -> BoxFuture<'a, Result<Page, String>> {
+    fn crawl<'a>(&'a self, url: &'a Url) -> BoxFuture<'a, Result<Page, CrawlError>> {
         Box::pin(async move {
             let base = &self.endpoint.base;
             let key = self.endpoint.key.as_ref().map(|k| format!("Bearer {}", k.0));
+            // The page's URL travels in a body, never spliced into the service's own URL.
             let mut request = match self.endpoint.kind {
-                ReaderKind::Jina => Request::get(format!("{base}/{url}"))
-                    .header(header::HeaderName::from_static("x-return-format"), "markdown"),
+                ReaderKind::Jina => Request::post(
+                    format!("{base}/"),
+                    "application/json",
+                    json!({"url": url.as_str()}).to_string(),
+                )
+                .header(header::HeaderName::from_static("x-return-format"), "markdown"),
                 ReaderKind::Firecrawl => Request::post(
                     format!("{base}/v1/scrape"),
                     "application/json",
-                    json!({"url": url, "formats": ["markdown"], "onlyMainContent": true}).to_string(),
+                    json!({"url": url.as_str(), "formats": ["markdown"], "onlyMainContent": true})
+                        .to_string(),
                 ),
             }
             .header(header::ACCEPT, "application/json");
             if let Some(key) = &key {
                 request = request.header(header::AUTHORIZATION, key);
             }
-            let response = self.fetcher.send(request).await.map_err(|e| fetch_reason(&e))?;
+            // A reader's own failure is not the page's: the next crawler may still try.
+            let response = self.fetcher.send(request).await.map_err(|e| CrawlError::from(e.to_string()))?;
             let body: Value = serde_json::from_slice(&response.body)
-                .map_err(|_| format!("HTTP {}: the answer is not JSON", response.status))?;
+                .map_err(|_| CrawlError::from(format!("HTTP {}: the answer is not JSON", response.status)))?;
             if !response.status.is_success() || body.get("success") == Some(&Value::Bool(false)) {
                 let message = ["/error", "/message", "/readableMessage"]
                     .iter()
                     .find_map(|p| body.pointer(p).and_then(Value::as_str))
                     .unwrap_or("no message");
-                return Err(format!("HTTP {}: {message}", response.status));
+                return Err(format!("HTTP {}: {message}", response.status).into());
             }
             let data = &body["data"];
             let text = |pointers: &[&str]| {
@@ -172,9 +206,9 @@ impl Crawler for Reader {
             let markdown = text(&["/content", "/markdown"]).unwrap_or_default();
             let title = text(&["/title", "/metadata/title"]).filter(|t| !t.is_empty());
             Ok(Page {
-                url: url.to_owned(),
-                final_url: text(&["/url", "/metadata/sourceURL", "/metadata/url"])
-                    .unwrap_or_else(|| url.to_owned()),
+                url: url.to_string(),
+                final_url: text(&["/url", "/metadata/url", "/metadata/sourceURL"])
+                    .unwrap_or_else(|| url.to_string()),
                 crawler: self.name(),
                 kind: "markdown",
                 content: Extracted {
@@ -199,10 +233,10 @@ pub struct Failure {
 }
 
 /// Tries each crawler in turn; a page counts only with more than [`MIN_PAGE_CHARS`] characters
-/// of text and when it is not an interstitial.
+/// of text and when it is not an interstitial. A refusal by the policy ends the chain.
 pub async fn crawl_page(
     crawlers: &[Box<dyn Crawler>],
-    url: &str,
+    url: &Url,
 ) -> Result<(Page, Vec<Failure>), Vec<Failure>> {
     let mut failures = Vec::new();
     for crawler in crawlers {
@@ -219,7 +253,13 @@ pub async fn crawl_page(
                     return Ok((page, failures));
                 }
             }
-            Err(reason) => reason,
+            Err(CrawlError { reason, refused }) => {
+                failures.push(Failure { crawler: crawler.name(), reason });
+                if refused {
+                    return Err(failures);
+                }
+                continue;
+            }
         };
         failures.push(Failure { crawler: crawler.name(), reason });
     }

@@ -60,7 +60,8 @@ fn meta_charset(bytes: &[u8]) -> Option<&'static Encoding> {
         rest = &rest[at + 5..];
         let tag = &rest[..rest.find('>').unwrap_or(rest.len())];
         if let Some(pos) = tag.find("charset") {
-            let value = tag[pos + 7..].trim_start().strip_prefix('=')?.trim_start();
+            let Some(value) = tag[pos + 7..].trim_start().strip_prefix('=') else { continue };
+            let value = value.trim_start();
             let value = value.trim_start_matches(['"', '\'']);
             let end =
                 value.find(|c: char| c == '"' || c == '\'' || c == ';' || c == '/' || c.is_whitespace());
@@ -218,6 +219,11 @@ mod tests {
         assert_eq!(decode(b"\xef\xbb\xbfplain", Some("latin1"), false), "plain", "the BOM wins");
         assert!(decode("naïve".as_bytes(), None, true).contains("naïve"), "UTF-8 by default");
         assert!(decode(b"<meta charset=utf-16>ok", None, true).contains("ok"));
+        let later = b"<meta name=x content=charset><meta charset=\"windows-1252\">caf\xe9";
+        assert!(
+            decode(later, None, true).contains("caf\u{e9}"),
+            "a charset word without `=` does not end the scan"
+        );
     }
 
     #[test]

@@ -64,8 +64,10 @@ impl WebRuntime {
             .map(|p| p.base.as_str())
             .chain(settings.readers.iter().map(|r| r.base.as_str()));
         for base in hosts {
-            if let Some(host) = Url::parse(base).ok().and_then(|u| u.host_str().map(str::to_owned)) {
-                let _ = service_policy.allow(host.trim_start_matches('[').trim_end_matches(']'));
+            if let Some(host) = Url::parse(base).ok().and_then(|u| u.host_str().map(str::to_owned))
+                && let Err(e) = service_policy.allow(host.trim_start_matches('[').trim_end_matches(']'))
+            {
+                tracing::warn!(endpoint = base, error = %e, "a configured endpoint's host cannot be allowed");
             }
         }
         let service_fetcher = Fetcher::new(service_policy, settings.provider_limits)?;
@@ -197,9 +199,16 @@ impl Parts {
         }
         let relaxed =
             if outcome.attempts.iter().any(|a| a.relaxed) { ", also without the filters" } else { "" };
+        let failures: Vec<String> = outcome
+            .attempts
+            .iter()
+            .filter_map(|a| a.error.as_ref().map(|e| format!("{} failed ({e})", a.provider)))
+            .collect();
+        let failed =
+            if failures.is_empty() { String::new() } else { format!(" Note: {}.", failures.join("; ")) };
         ToolOutput::ok(format!(
             "No results for \"{query}\" (searched {}{relaxed}). Answer from what you know, or rewrite the query \
-             with fewer or different words and search again.",
+             with fewer or different words and search again.{failed}",
             tried.join(", ")
         ))
         .with_state(state)
@@ -207,13 +216,14 @@ impl Parts {
 
     /// The URL's own check before any crawler: a page the policy refuses is not handed to a
     /// reader service either.
-    async fn admit(&self, url: &str) -> Result<(), String> {
-        self.page_fetcher.check(url).await.map(|_| ()).map_err(|e| e.to_string())
+    async fn admit(&self, url: &str) -> Result<Url, String> {
+        self.page_fetcher.check(url).await.map_err(|e| e.to_string())?;
+        Url::parse(url.trim()).map_err(|e| format!("`{url}` is not a valid URL: {e}"))
     }
 
     async fn read(&self, url: &str) -> Result<(Page, Vec<Failure>), String> {
-        self.admit(url).await?;
-        crawl::crawl_page(&self.crawlers, url).await.map_err(|failures| {
+        let parsed = self.admit(url).await?;
+        crawl::crawl_page(&self.crawlers, &parsed).await.map_err(|failures| {
             let reasons: Vec<String> =
                 failures.iter().map(|f| format!("{}: {}", f.crawler, f.reason)).collect();
             format!("{url} could not be read ({})", reasons.join("; "))

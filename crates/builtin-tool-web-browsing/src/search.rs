@@ -120,7 +120,7 @@ impl HttpProvider {
                     TimeRange::Month => "pm",
                     TimeRange::Year => "py",
                 });
-                let search_lang = lang.map(|l| l.split(['-', '_']).next().unwrap_or(l).to_ascii_lowercase());
+                let search_lang = lang.map(brave_language);
                 Request::get(url(
                     "/res/v1/web/search",
                     &[
@@ -147,6 +147,9 @@ impl HttpProvider {
                 if news {
                     body["category"] = json!("news");
                 }
+                if let Some(t) = time {
+                    body["startPublishedDate"] = json!(since(t));
+                }
                 json_post("/search", body)?.header(header("x-api-key"), self.key())
             }
             ProviderKind::Jina => Request::get(url("/", &[("q", Some(q))])?)
@@ -159,11 +162,10 @@ impl HttpProvider {
                     TimeRange::Month => "m1",
                     TimeRange::Year => "y1",
                 });
-                let lr = lang.map(|l| format!("lang_{}", l.split(['-', '_']).next().unwrap_or(l)));
+                let lr = lang.map(google_language);
                 Request::get(url(
                     "/customsearch/v1",
                     &[
-                        ("key", Some(self.key())),
                         ("cx", self.endpoint.engine_id.as_deref()),
                         ("q", Some(q)),
                         ("num", Some("10")),
@@ -171,13 +173,16 @@ impl HttpProvider {
                         ("lr", lr.as_deref()),
                     ],
                 )?)
+                // The key in a header, not the query string, so no URL in a message carries it.
+                .header(header("x-goog-api-key"), self.key())
             }
             ProviderKind::Kagi => {
                 Request::get(url("/api/v0/search", &[("q", Some(q)), ("limit", Some("20"))])?)
                     .header(safe_fetch::header::AUTHORIZATION, &format!("Bot {}", self.key()))
             }
             ProviderKind::Search1api => {
-                let mut body = json!({"query": q, "search_service": if news { "news" } else { "google" },
+                // News has its own endpoint; `search_service` picks the engine behind either.
+                let mut body = json!({"query": q, "search_service": if news { "bing" } else { "google" },
                     "max_results": 20, "crawl_results": 0});
                 if let Some(t) = time {
                     body["time_range"] = json!(t.as_str());
@@ -185,7 +190,7 @@ impl HttpProvider {
                 if let Some(l) = lang {
                     body["language"] = json!(l);
                 }
-                json_post("/search", body)?
+                json_post(if news { "/news" } else { "/search" }, body)?
                     .header(safe_fetch::header::AUTHORIZATION, &format!("Bearer {}", self.key()))
             }
         }))
@@ -220,9 +225,9 @@ impl HttpProvider {
         Ok(items
             .iter()
             .map(|item| Hit {
-                title: text(item, &["title"]),
+                title: plain(&text(item, &["title"])),
                 url: text(item, &["url", "link"]),
-                snippet: collapse(&text(item, &["content", "description", "snippet", "text"])),
+                snippet: plain(&text(item, &["content", "description", "snippet", "text"])),
                 published_date: match kind {
                     ProviderKind::Google => item
                         .pointer("/pagemap/metatags/0/article:published_time")
@@ -232,7 +237,8 @@ impl HttpProvider {
                 },
                 engine: date(item, &["engine"]),
             })
-            .filter(|hit| !hit.url.is_empty())
+            // Only web links: a `javascript:` or `data:` URL is nothing to cite or to open.
+            .filter(|hit| hit.url.starts_with("https://") || hit.url.starts_with("http://"))
             .collect())
     }
 }
@@ -292,6 +298,117 @@ fn in_band_error(body: &Value) -> Option<String> {
 
 fn collapse(text: &str) -> String {
     text.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+/// Text without the markup some providers put in snippets (Brave's `<strong>`), entities decoded.
+fn plain(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut in_tag = false;
+    let mut chars = text.chars().peekable();
+    while let Some(c) = chars.next() {
+        match c {
+            // A tag starts with a letter, `/` or `!`; a lone `<` is text.
+            '<' if !in_tag
+                && chars.peek().is_some_and(|n| n.is_ascii_alphabetic() || *n == '/' || *n == '!') =>
+            {
+                in_tag = true;
+            }
+            '>' if in_tag => in_tag = false,
+            c if !in_tag => out.push(c),
+            _ => {}
+        }
+    }
+    let decoded = out
+        .replace("&quot;", "\"")
+        .replace("&#39;", "'")
+        .replace("&#x27;", "'")
+        .replace("&lt;", "<")
+        .replace("&gt;", ">")
+        .replace("&nbsp;", " ")
+        .replace("&amp;", "&");
+    collapse(&decoded)
+}
+
+/// Brave's `search_lang` codes: mostly ISO 639-1, with script and region variants of its own.
+fn brave_language(tag: &str) -> String {
+    let tag = tag.to_ascii_lowercase().replace('_', "-");
+    let primary = tag.split('-').next().unwrap_or(&tag).to_owned();
+    match (primary.as_str(), tag.as_str()) {
+        ("zh", "zh-tw" | "zh-hk" | "zh-hant" | "zh-mo") => "zh-hant".into(),
+        ("zh", _) => "zh-hans".into(),
+        ("pt", "pt-br") => "pt-br".into(),
+        ("pt", _) => "pt-pt".into(),
+        ("en", "en-gb") => "en-gb".into(),
+        ("ja", _) => "jp".into(),
+        _ => primary,
+    }
+}
+
+/// Google's `lr` values: `lang_xx`, and `lang_zh-CN` / `lang_zh-TW` for Chinese.
+fn google_language(tag: &str) -> String {
+    let tag = tag.replace('_', "-");
+    let lower = tag.to_ascii_lowercase();
+    let primary = lower.split('-').next().unwrap_or(&lower).to_owned();
+    match (primary.as_str(), lower.as_str()) {
+        ("zh", "zh-tw" | "zh-hk" | "zh-hant" | "zh-mo") => "lang_zh-TW".into(),
+        ("zh", _) => "lang_zh-CN".into(),
+        _ => format!("lang_{primary}"),
+    }
+}
+
+/// The first day of a time range, as `YYYY-MM-DD` (UTC).
+fn since(range: TimeRange) -> String {
+    let days = match range {
+        TimeRange::Day => 1,
+        TimeRange::Week => 7,
+        TimeRange::Month => 31,
+        TimeRange::Year => 366,
+    };
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
+    let day = (now / 86_400) as i64 - days;
+    // Days since 1970-01-01 to a civil date (Howard Hinnant's algorithm).
+    let z = day + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1_460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    format!("{y:04}-{m:02}-{d:02}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn language_tags_map_to_what_each_provider_accepts() {
+        assert_eq!(brave_language("de-DE"), "de");
+        assert_eq!(brave_language("zh-CN"), "zh-hans");
+        assert_eq!(brave_language("zh_TW"), "zh-hant");
+        assert_eq!(brave_language("pt-BR"), "pt-br");
+        assert_eq!(brave_language("ja"), "jp");
+        assert_eq!(google_language("zh-TW"), "lang_zh-TW");
+        assert_eq!(google_language("zh"), "lang_zh-CN");
+        assert_eq!(google_language("fr-CA"), "lang_fr");
+    }
+
+    #[test]
+    fn snippets_lose_their_markup() {
+        assert_eq!(plain("The <strong>Rust</strong> &amp; C&#39;s  book"), "The Rust & C's book");
+        assert_eq!(plain("a < b and c"), "a < b and c");
+    }
+
+    #[test]
+    fn ranges_start_in_the_past() {
+        let day = since(TimeRange::Day);
+        let year = since(TimeRange::Year);
+        assert_eq!(day.len(), 10);
+        assert!(year < day, "{year} < {day}");
+        assert!(year.as_str() > "2020-01-01");
+    }
 }
 
 fn snippet_of(text: &str, max: usize) -> String {

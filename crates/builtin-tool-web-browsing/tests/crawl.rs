@@ -114,15 +114,23 @@ async fn private_addresses_are_refused_and_never_handed_to_a_reader() {
     assert!(output.content.contains("TOOLHOST_FETCH_ALLOW"), "{}", output.content);
     assert!(site.seen().is_empty() && jina.seen().is_empty());
 
-    for url in [
-        "file:///etc/passwd",
-        "http://169.254.169.254/latest/meta-data/",
-        "http://user:pw@example.com/",
-        "not a url",
+    for (url, refusal) in [
+        ("file:///etc/passwd", "`file:` URLs are not fetched"),
+        ("http://169.254.169.254/latest/meta-data/", "169.254.169.254 is a cloud metadata endpoint"),
+        ("http://user:pw@example.com/", "URLs with a user name or password are refused"),
+        ("not a url", "is not a valid URL"),
     ] {
         let output = run(loopback(vec![]), "crawlSinglePage", json!({"url": url})).await;
-        assert!(!output.success, "{url}");
+        assert!(!output.success && output.content.contains(refusal), "{url}: {}", output.content);
     }
+
+    // A page that redirects to a private address is not handed to the reader either.
+    let site = Script::routes(vec![("/hop", Reply::redirect("http://10.1.2.3/admin"))]).await;
+    let settings = loopback(vec![Endpoint::new(ReaderKind::Jina, jina.base(), None)]);
+    let output = run(settings, "crawlSinglePage", json!({"url": site.url("/hop")})).await;
+    assert!(!output.success);
+    assert!(output.content.contains("10.1.2.3 is a private-network address"), "{}", output.content);
+    assert!(jina.seen().is_empty(), "the reader was not asked to follow the redirect");
 }
 
 #[tokio::test]
@@ -158,7 +166,7 @@ async fn an_interstitial_tries_the_next_crawler() {
             .await;
     let jina = Script::start(vec![Reply::json(
         200,
-        json!({"code": 200, "status": 20000, "data": {"title": "Guarded article", "url": site.url("/js"),
+        json!({"code": 200, "status": 20000, "data": {"title": "Guarded article", "url": site.url("/js/final"),
             "content": "The real article text, as the reader service rendered it. ".repeat(5), "publishedTime": "2026-10-01"}}),
     )])
     .await;
@@ -171,9 +179,22 @@ async fn an_interstitial_tries_the_next_crawler() {
     assert_eq!(state["pages"][0]["crawler"], "jina");
     assert_eq!(state["pages"][0]["failures"][0]["crawler"], "direct");
     assert!(state["pages"][0]["failures"][0]["reason"].as_str().unwrap().contains("interstitial"));
+    assert_eq!(state["pages"][0]["finalUrl"], site.url("/js/final"), "the reader's final URL");
     let seen = jina.seen();
-    assert_eq!(seen[0].path, format!("/{}", site.url("/js")));
+    assert_eq!((seen[0].method.as_str(), seen[0].path.as_str()), ("POST", "/"));
+    assert_eq!(seen[0].json()["url"], site.url("/js"));
     assert_eq!(seen[0].headers["authorization"], "Bearer JK");
+
+    // The page's URL travels in the body, normalised: dot segments cannot walk the reader's host.
+    let output = run(
+        loopback(vec![Endpoint::new(ReaderKind::Jina, jina.base(), Some("JK"))]),
+        "crawlSinglePage",
+        json!({"url": site.url("/js/../../../../admin")}),
+    )
+    .await;
+    assert!(output.success, "{}", output.content);
+    let last = jina.seen().pop().unwrap();
+    assert_eq!((last.path.as_str(), last.json()["url"].as_str()), ("/", Some(site.url("/admin").as_str())));
 
     // Without a reader the failure says why, for every crawler tried.
     let output = run(loopback(vec![]), "crawlSinglePage", json!({"url": site.url("/js")})).await;
@@ -194,7 +215,7 @@ async fn firecrawl_is_a_fallback_too_and_its_errors_are_reported() {
     let firecrawl = Script::start(vec![
         Reply::json(402, json!({"success": false, "error": "Payment required to access this resource."})),
         Reply::json(200, json!({"success": true, "data": {"markdown": "# Tiny\n\n".to_owned() + &"Rendered text. ".repeat(20),
-            "metadata": {"title": "Tiny page", "sourceURL": site.url("/tiny"), "statusCode": 200}}})),
+            "metadata": {"title": "Tiny page", "sourceURL": site.url("/tiny"), "url": site.url("/tiny/final"), "statusCode": 200}}})),
     ])
     .await;
     let settings = || loopback(vec![Endpoint::new(ReaderKind::Firecrawl, firecrawl.base(), Some("FC"))]);
@@ -211,6 +232,11 @@ async fn firecrawl_is_a_fallback_too_and_its_errors_are_reported() {
     let output = run(settings(), "crawlSinglePage", json!({"url": site.url("/tiny")})).await;
     assert!(output.success, "{}", output.content);
     assert!(output.content.contains("title=\"Tiny page\""));
+    assert!(
+        output.content.starts_with(&format!("<page url=\"{}\"", site.url("/tiny/final"))),
+        "{}",
+        output.content
+    );
     let request = &firecrawl.seen()[0];
     assert_eq!(request.path, "/v1/scrape");
     assert_eq!(request.json()["url"], site.url("/tiny"));

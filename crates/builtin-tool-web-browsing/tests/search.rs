@@ -109,21 +109,22 @@ async fn every_provider_speaks_its_api() {
                 );
             }
             ProviderKind::Tavily | ProviderKind::Search1api => {
-                assert_eq!((request.method.as_str(), request.path.as_str()), ("POST", "/search"));
+                let path = if kind == ProviderKind::Tavily { "/search" } else { "/news" };
+                assert_eq!((request.method.as_str(), request.path.as_str()), ("POST", path));
                 assert_eq!(request.headers["authorization"], "Bearer KEY-123");
                 let body = request.json();
                 assert_eq!(body["query"], "rust async");
                 assert_eq!(body["time_range"], "week");
                 if kind == ProviderKind::Tavily {
                     assert_eq!(body["topic"], "news");
-                } else {
-                    assert_eq!(body["search_service"], "news");
                 }
             }
             ProviderKind::Exa => {
                 assert_eq!((request.method.as_str(), request.path.as_str()), ("POST", "/search"));
                 assert_eq!(request.headers["x-api-key"], "KEY-123");
                 assert_eq!(request.json()["category"], "news");
+                let since = request.json()["startPublishedDate"].as_str().unwrap().to_owned();
+                assert!(since.len() == 10 && since.as_str() > "2020", "{since}");
             }
             ProviderKind::Jina => {
                 assert_eq!(request.path, "/");
@@ -133,7 +134,9 @@ async fn every_provider_speaks_its_api() {
             }
             ProviderKind::Google => {
                 assert_eq!(request.path, "/customsearch/v1");
-                assert_eq!((query["key"].as_str(), query["cx"].as_str()), (Some("KEY-123"), Some("CX-9")));
+                assert_eq!(query["cx"], "CX-9");
+                assert!(query.get("key").is_none(), "the key is not in the URL");
+                assert_eq!(request.headers["x-goog-api-key"], "KEY-123");
                 assert_eq!(
                     (query["dateRestrict"].as_str(), query["lr"].as_str()),
                     (Some("w1"), Some("lang_de"))
@@ -261,4 +264,36 @@ async fn the_model_reads_at_most_thirty_items_and_people_get_them_all() {
     assert!(output.content.contains(r#"title="R &lt;0&gt; &amp; &quot;q&quot;""#), "{}", output.content);
     assert!(output.content.starts_with(r#"<searchResults query="many" provider="searxng" count="30">"#));
     assert_eq!(output.state.unwrap()["results"].as_array().unwrap().len(), 45);
+}
+
+#[tokio::test]
+async fn provider_errors_never_show_the_key() {
+    // Nothing listens on this port: the provider's failure is a connection error.
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let mut google =
+        Endpoint::new(ProviderKind::Google, format!("http://127.0.0.1:{closed}"), Some("SECRET-KEY"));
+    google.engine_id = Some("CX".into());
+    let output = run(settings(vec![google]), "search", json!({"query": "anything"})).await;
+    assert!(!output.success);
+    assert!(output.content.contains("google: "), "{}", output.content);
+    assert!(!output.content.contains("SECRET-KEY"), "{}", output.content);
+    assert!(!output.state.unwrap().to_string().contains("SECRET-KEY"));
+}
+
+#[tokio::test]
+async fn snippets_are_plain_text_and_only_web_links_are_results() {
+    let brave = Script::start(vec![Reply::json(200, json!({"web": {"results": [
+        {"title": "A <strong>bold</strong> title", "url": "https://a.example/", "description": "Some <strong>Rust</strong> &amp; more"},
+        {"title": "Bad", "url": "javascript:alert(1)", "description": "x"}]}}))])
+    .await;
+    let output =
+        run(settings(vec![endpoint(ProviderKind::Brave, &brave)]), "search", json!({"query": "q"})).await;
+    assert!(
+        output
+            .content
+            .contains(r#"title="A bold title" url="https://a.example/">Some Rust &amp; more</item>"#),
+        "{}",
+        output.content
+    );
+    assert!(!output.content.contains("javascript"), "{}", output.content);
 }

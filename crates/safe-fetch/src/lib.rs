@@ -240,33 +240,11 @@ impl Response {
     }
 }
 
-/// Resolves through [`Lookup`] and hands the connector only what the policy allows.
+/// Resolves through [`Lookup`] and hands the connector only what the policy allows. A refusal is
+/// returned as the [`Blocked`] itself, which the fetcher finds again in the client's error chain.
 struct GuardedResolver {
     policy: Arc<Policy>,
     lookup: Arc<dyn Lookup>,
-    refusals: Refusals,
-}
-
-/// The resolver's last refusal per host. The client wraps a resolver's error in layers that hide
-/// its type, so the fetcher finds the reason here to report it whole.
-#[derive(Clone, Default)]
-struct Refusals(Arc<std::sync::Mutex<std::collections::HashMap<String, Blocked>>>);
-
-impl Refusals {
-    /// Hosts remembered at most; a burst of refusals beyond it starts over.
-    const MAX: usize = 1024;
-
-    fn record(&self, host: &str, blocked: &Blocked) {
-        let mut map = self.0.lock().unwrap_or_else(|p| p.into_inner());
-        if map.len() >= Self::MAX {
-            map.clear();
-        }
-        map.insert(host.to_owned(), blocked.clone());
-    }
-
-    fn take(&self, host: &str) -> Option<Blocked> {
-        self.0.lock().unwrap_or_else(|p| p.into_inner()).remove(host)
-    }
 }
 
 impl Resolve for GuardedResolver {
@@ -274,12 +252,8 @@ impl Resolve for GuardedResolver {
         let policy = self.policy.clone();
         let lookup = self.lookup.lookup(name.as_str());
         let host = name.as_str().to_owned();
-        let refusals = self.refusals.clone();
         Box::pin(async move {
-            let refuse = |blocked: Blocked| {
-                refusals.record(&host, &blocked);
-                Box::new(blocked) as Box<dyn StdError + Send + Sync>
-            };
+            let refuse = |blocked: Blocked| Box::new(blocked) as Box<dyn StdError + Send + Sync>;
             let found = lookup
                 .await
                 .map_err(|e| refuse(Blocked::Unresolved { host: host.clone(), reason: e.to_string() }))?;
@@ -297,7 +271,6 @@ pub struct Fetcher {
     policy: Arc<Policy>,
     lookup: Arc<dyn Lookup>,
     limits: Limits,
-    refusals: Refusals,
 }
 
 impl fmt::Debug for Fetcher {
@@ -329,9 +302,7 @@ impl Fetcher {
     /// [`FetchError::Client`] when the TLS setup fails.
     pub fn with_lookup(policy: Policy, limits: Limits, lookup: Arc<dyn Lookup>) -> Result<Self, FetchError> {
         let policy = Arc::new(policy);
-        let refusals = Refusals::default();
-        let resolver =
-            GuardedResolver { policy: policy.clone(), lookup: lookup.clone(), refusals: refusals.clone() };
+        let resolver = GuardedResolver { policy: policy.clone(), lookup: lookup.clone() };
         let client = reqwest::Client::builder()
             .no_proxy()
             .redirect(reqwest::redirect::Policy::none())
@@ -341,7 +312,7 @@ impl Fetcher {
             .user_agent(USER_AGENT)
             .build()
             .map_err(|e| FetchError::Client(error_chain(&e)))?;
-        Ok(Self { client, policy, lookup, limits, refusals })
+        Ok(Self { client, policy, lookup, limits })
     }
 
     /// The policy.
@@ -390,7 +361,7 @@ impl Fetcher {
     /// See [`FetchError`]; a non-2xx status is a [`Response`], not an error.
     pub async fn send(&self, request: Request) -> Result<Response, FetchError> {
         let limit = self.limits.total_time;
-        let url = request.url.clone();
+        let url = Url::parse(request.url.trim()).map_or_else(|_| request.url.clone(), |u| for_messages(&u));
         match tokio::time::timeout(limit, self.exchange(request)).await {
             Ok(result) => result,
             Err(_) => Err(FetchError::Timeout { url, after: limit }),
@@ -404,7 +375,7 @@ impl Fetcher {
         loop {
             self.policy
                 .check_url(&url)
-                .map_err(|blocked| FetchError::Blocked { url: url.to_string(), blocked })?;
+                .map_err(|blocked| FetchError::Blocked { url: for_messages(&url), blocked })?;
             let mut builder = self.client.request(method.clone(), url.clone()).headers(headers.clone());
             if let Some(body) = &body {
                 builder = builder.body(body.clone());
@@ -412,7 +383,7 @@ impl Fetcher {
             let response = builder.send().await.map_err(|e| self.transport(&url, &e))?;
             let status = response.status();
             if status.is_redirection() && status != StatusCode::NOT_MODIFIED {
-                let bad = || FetchError::BadRedirect { url: url.to_string(), status: status.as_u16() };
+                let bad = || FetchError::BadRedirect { url: for_messages(&url), status: status.as_u16() };
                 let location = response.headers().get(header::LOCATION).ok_or_else(bad)?;
                 let next = location.to_str().ok().and_then(|l| url.join(l).ok()).ok_or_else(bad)?;
                 if redirects.len() >= self.limits.max_redirects {
@@ -442,7 +413,7 @@ impl Fetcher {
 
     async fn read_body(&self, url: &Url, mut response: reqwest::Response) -> Result<Bytes, FetchError> {
         let limit = self.limits.max_body_bytes;
-        let too_large = || FetchError::TooLarge { url: url.to_string(), limit };
+        let too_large = || FetchError::TooLarge { url: for_messages(url), limit };
         let mut body = BytesMut::new();
         while let Some(chunk) = response.chunk().await.map_err(|e| self.transport(url, &e))? {
             if body.len() + chunk.len() > limit {
@@ -474,18 +445,50 @@ fn parse(url: &str) -> Result<Url, FetchError> {
 }
 
 impl Fetcher {
-    /// The resolver's refusal behind a client error, or the error chain flattened.
+    /// The resolver's refusal behind a client error, or the error's causes.
     fn transport(&self, url: &Url, error: &reqwest::Error) -> FetchError {
-        if error.is_connect()
-            && let Some(blocked) = url.host_str().and_then(|host| self.refusals.take(host))
-        {
-            return FetchError::Blocked { url: url.to_string(), blocked };
+        let shown = for_messages(url);
+        if let Some(blocked) = find_blocked(error) {
+            return FetchError::Blocked { url: shown, blocked: blocked.clone() };
         }
         if error.is_timeout() {
-            return FetchError::Transport { url: url.to_string(), reason: "the connection timed out".into() };
+            return FetchError::Transport { url: shown, reason: "the connection timed out".into() };
         }
-        FetchError::Transport { url: url.to_string(), reason: error_chain(error) }
+        // The client's own message repeats the URL (query included); its causes do not.
+        let reason = error.source().map_or_else(|| "the request failed".to_owned(), error_chain);
+        FetchError::Transport { url: shown, reason }
     }
+}
+
+/// The policy's refusal in an error chain. An `io::Error` wrapping another error reports that
+/// error's *source* as its own, so the wrapped error itself is looked at too.
+fn find_blocked<'e>(error: &'e (dyn StdError + 'static)) -> Option<&'e Blocked> {
+    let mut source: Option<&(dyn StdError + 'static)> = Some(error);
+    while let Some(e) = source {
+        if let Some(blocked) = e.downcast_ref::<Blocked>() {
+            return Some(blocked);
+        }
+        if let Some(inner) = e.downcast_ref::<io::Error>().and_then(|io| io.get_ref())
+            && let Some(blocked) = find_blocked(inner)
+        {
+            return Some(blocked);
+        }
+        source = e.source();
+    }
+    None
+}
+
+/// A URL as messages show it: without its query and fragment, which may carry keys.
+fn for_messages(url: &Url) -> String {
+    let mut shown = url.clone();
+    let had_query = shown.query().is_some();
+    shown.set_query(None);
+    shown.set_fragment(None);
+    let mut text = shown.to_string();
+    if had_query {
+        text.push_str("?…");
+    }
+    text
 }
 
 /// An error and its sources, outermost first, without repeats.

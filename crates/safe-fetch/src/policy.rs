@@ -66,12 +66,15 @@ impl Range {
 }
 
 /// Exact addresses of instance-metadata services (AWS, GCP, Azure, OpenStack, Oracle,
-/// DigitalOcean: `169.254.169.254`; AWS ECS and EKS credentials; Alibaba; AWS over IPv6).
-const METADATA: [IpAddr; 6] = [
+/// DigitalOcean: `169.254.169.254`; AWS ECS and EKS credentials; Tencent; Alibaba; Azure's
+/// WireServer, a public address; AWS over IPv6).
+const METADATA: [IpAddr; 8] = [
     IpAddr::V4(Ipv4Addr::new(169, 254, 169, 254)),
     IpAddr::V4(Ipv4Addr::new(169, 254, 170, 2)),
     IpAddr::V4(Ipv4Addr::new(169, 254, 170, 23)),
+    IpAddr::V4(Ipv4Addr::new(169, 254, 0, 23)),
     IpAddr::V4(Ipv4Addr::new(100, 100, 100, 200)),
+    IpAddr::V4(Ipv4Addr::new(168, 63, 129, 16)),
     IpAddr::V6(Ipv6Addr::new(0xfd00, 0x0ec2, 0, 0, 0, 0, 0, 0x0254)),
     IpAddr::V6(Ipv6Addr::new(0xfd00, 0x0ec2, 0, 0, 0, 0, 0, 0x0023)),
 ];
@@ -85,12 +88,9 @@ pub fn classify(ip: IpAddr) -> (Option<Range>, Option<Ipv4Addr>) {
     match ip {
         IpAddr::V4(v4) => (classify_v4(v4), None),
         IpAddr::V6(v6) => match embedded_v4(v6) {
+            Some((v4, _)) if METADATA.contains(&IpAddr::V4(v4)) => (Some(Range::Metadata), Some(v4)),
             Some((v4, Embedding::Compatible)) => (Some(classify_v4(v4).unwrap_or(Range::Reserved)), Some(v4)),
-            Some((v4, _)) => {
-                let range =
-                    if METADATA.contains(&IpAddr::V4(v4)) { Some(Range::Metadata) } else { classify_v4(v4) };
-                (range, Some(v4))
-            }
+            Some((v4, _)) => (classify_v4(v4), Some(v4)),
             None => (classify_v6(v6), None),
         },
     }
@@ -232,10 +232,12 @@ impl AllowList {
                 && labels.split('.').all(|l| {
                     !l.is_empty()
                         && l.len() <= 63
-                        && l.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-')
+                        && l.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
                 });
             if !valid {
-                return Err(bad("a host name is letters, digits, dots and dashes, optionally after `*.`"));
+                return Err(bad(
+                    "a host name is letters, digits, dots, dashes and underscores, optionally after `*.`",
+                ));
             }
             self.hosts.push(name);
         }
@@ -310,13 +312,16 @@ fn describe_blocked(
     range: Range,
     hint: &str,
 ) -> String {
+    // A name's address is not printed: it would map the internal network for whoever asked.
     let subject = match host {
-        Some(host) => format!("{host} resolves to {ip}, which is"),
+        Some(host) => format!("{host} resolves to"),
         None => format!("{ip} is"),
     };
-    let what = match embedded {
-        Some(v4) => format!("an IPv6 form of {v4}, {}", range.describe()),
-        None => range.describe().to_owned(),
+    let _ = ip;
+    let what = match (embedded, host) {
+        (Some(v4), None) => format!("an IPv6 form of {v4}, {}", range.describe()),
+        (Some(_), Some(_)) => format!("an IPv6 form of {}", range.describe()),
+        (None, _) => range.describe().to_owned(),
     };
     let allow = if range == Range::Metadata {
         format!("it is reachable only when its exact address is listed in {hint}")
@@ -517,6 +522,10 @@ mod tests {
             ("http://[fd00:ec2::254]/", Range::Metadata),
             ("http://[::ffff:169.254.169.254]/", Range::Metadata),
             ("http://[64:ff9b::a9fe:a9fe]/", Range::Metadata),
+            ("http://[::169.254.169.254]/", Range::Metadata),
+            ("http://[2002:a9fe:a9fe::]/", Range::Metadata),
+            ("http://168.63.129.16/", Range::Metadata),
+            ("http://169.254.0.23/", Range::Metadata),
             ("http://198.18.0.1/", Range::Benchmarking),
             ("http://198.19.255.1/", Range::Benchmarking),
             ("http://[2001:2::1]/", Range::Benchmarking),
@@ -595,11 +604,10 @@ mod tests {
         let message =
             policy.filter_addresses("metadata.google.internal", &[METADATA[0]]).unwrap_err().to_string();
         assert!(
-            message.starts_with(
-                "metadata.google.internal resolves to 169.254.169.254, which is a cloud metadata endpoint"
-            ),
+            message.starts_with("metadata.google.internal resolves to a cloud metadata endpoint"),
             "{message}"
         );
+        assert!(!message.contains("169.254"), "a name's address is not printed: {message}");
         assert!(message.contains("only when its exact address is listed"), "{message}");
         let message = url_verdict(&policy, "http://[::ffff:10.0.0.1]/").unwrap_err().to_string();
         assert!(
@@ -629,8 +637,17 @@ mod tests {
         assert!(policy.filter_addresses("evilcorp.example", &[private]).is_err());
         assert!(policy.filter_addresses("other.internal", &[private]).is_err());
         // A network or a host name never covers a metadata endpoint.
-        let wide = Policy::new(AllowList::parse(["169.254.0.0/16", "0.0.0.0/0", "meta.internal"]).unwrap());
-        assert!(url_verdict(&wide, "http://169.254.169.254/").is_err());
+        let wide =
+            Policy::new(AllowList::parse(["169.254.0.0/16", "0.0.0.0/0", "::/0", "meta.internal"]).unwrap());
+        for metadata in [
+            "http://169.254.169.254/",
+            "http://[::169.254.169.254]/",
+            "http://[::ffff:169.254.169.254]/",
+            "http://[fd00:ec2::254]/",
+            "http://168.63.129.16/",
+        ] {
+            assert!(url_verdict(&wide, metadata).is_err(), "{metadata}");
+        }
         assert!(url_verdict(&wide, "http://169.254.1.1/").is_ok());
         assert!(wide.filter_addresses("meta.internal", &[METADATA[0]]).is_err());
         let exact = Policy::new(AllowList::parse(["169.254.169.254"]).unwrap());
@@ -649,6 +666,7 @@ mod tests {
 
     #[test]
     fn bad_allow_entries_are_refused() {
+        assert!(AllowList::parse(["searxng_app", "my_service.internal"]).is_ok(), "container names");
         for entry in ["10.0.0.0/33", "http://x", "a b", "*.", "x..y", "10.0.0.0/x"] {
             assert!(AllowList::parse([entry]).is_err(), "{entry}");
         }

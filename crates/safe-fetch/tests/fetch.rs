@@ -138,6 +138,7 @@ fn routes(path: &str, port: u16) -> Reply {
         "/to-decimal" => Reply::Redirect(307, "http://2130706434/".into()),
         "/to-file" => Reply::Redirect(302, "file:///etc/passwd".into()),
         "/relative" => Reply::Redirect(302, "/page".into()),
+        "/post-307" => Reply::Redirect(307, "/page".into()),
         "/chain" => Reply::Redirect(301, "/relative".into()),
         "/bad-location" => Reply::Redirect(302, "http://[zz/".into()),
         path if path.starts_with("/loop") => Reply::Redirect(302, format!("{path}x")),
@@ -303,7 +304,7 @@ async fn a_name_that_rebinds_is_pinned_to_what_was_checked() {
     assert_eq!(fetch.get(&url).await.unwrap().status, 200, "the first answer is allowed");
     let error = fetch.get(&url).await.unwrap_err();
     assert_eq!(blocked_range(&error), Range::Loopback);
-    assert!(error.to_string().contains("rebind.test resolves to 127.0.0.2"), "{error}");
+    assert!(error.to_string().contains("rebind.test resolves to a loopback address"), "{error}");
     assert_eq!(lookup.lookups.load(Ordering::SeqCst), 2);
     assert_eq!(trap.connections.load(Ordering::SeqCst), 0);
 
@@ -378,4 +379,42 @@ async fn bad_urls_and_refused_schemes_never_connect() {
     let server = Server::start([127, 0, 0, 1], routes).await;
     let error = fetch.get(&server.url("/bad-location")).await.unwrap_err();
     assert!(matches!(error, FetchError::BadRedirect { status: 302, .. }), "{error:?}");
+}
+
+#[tokio::test]
+async fn messages_never_carry_a_query_string() {
+    let fetch = loopback_only();
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let error = fetch.get(&format!("http://127.0.0.1:{closed}/v1?key=SECRET-KEY&q=x")).await.unwrap_err();
+    assert!(matches!(error, FetchError::Transport { .. }), "{error:?}");
+    let text = error.to_string();
+    assert!(!text.contains("SECRET-KEY"), "{text}");
+    assert!(text.starts_with(&format!("http://127.0.0.1:{closed}/v1?…: ")), "{text}");
+    let blocked = Fetcher::with_lookup(Policy::default(), Limits::default(), Arc::new(Scripted::default()))
+        .unwrap()
+        .get("http://10.0.0.1/search?key=SECRET-KEY")
+        .await
+        .unwrap_err();
+    assert!(!blocked.to_string().contains("SECRET-KEY"), "{blocked}");
+}
+
+#[tokio::test]
+async fn a_307_keeps_the_method_and_body_and_a_303_turns_into_a_get() {
+    let server = Server::start([127, 0, 0, 1], routes).await;
+    let fetch = loopback_only();
+    let response =
+        fetch.send(Request::post(server.url("/post-307"), "application/json", "{}")).await.unwrap();
+    assert_eq!(response.status, 200);
+    let seen = server.seen();
+    assert_eq!(seen.len(), 2);
+    assert_eq!(
+        seen[1].headers.get("content-length").map(String::as_str),
+        Some("2"),
+        "the body followed: {seen:?}"
+    );
+    let response =
+        fetch.send(Request::post(server.url("/relative"), "application/json", "{}")).await.unwrap();
+    assert_eq!(response.status, 200);
+    let last = server.seen().pop().unwrap();
+    assert!(!last.headers.contains_key("content-type"), "a 302 after a POST is a GET: {last:?}");
 }
