@@ -104,9 +104,16 @@ fn status(mut command: Command) -> Result<()> {
 /// The whole suite: nextest when it is installed (doc tests separately, since nextest does not
 /// run them), plain `cargo test` otherwise.
 fn test(root: &Path) -> Result<()> {
+    // The MCP interop tests run third-party clients and the conformance suite: installed (pinned)
+    // before the tests, so nothing downloads while they run.
+    let interop = root.join("target/interop");
+    let mut tools = Command::new("bash");
+    tools.arg(root.join(".ci/interop-tools.sh")).arg(&interop);
+    status(tools)?;
     let has_nextest = cargo(root).args(["nextest", "--version"]).output().is_ok_and(|o| o.status.success());
     if has_nextest {
         let mut run = cargo(root);
+        run.env("TOOLHOST_INTEROP_DIR", &interop);
         run.args(["nextest", "run", "--workspace", "--no-fail-fast"]);
         status(run)?;
         let mut doc = cargo(root);
@@ -114,6 +121,7 @@ fn test(root: &Path) -> Result<()> {
         status(doc)
     } else {
         let mut run = cargo(root);
+        run.env("TOOLHOST_INTEROP_DIR", &interop);
         run.args(["test", "--workspace", "--no-fail-fast"]);
         status(run)
     }

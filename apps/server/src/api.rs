@@ -256,8 +256,23 @@ async fn create_session(
     principal: Principal,
     Json(request): Json<CreateSession>,
 ) -> Result<(StatusCode, Json<SessionView>), ApiError> {
+    let entry = open_session(&state, &principal, request).await?;
+    Ok((StatusCode::CREATED, Json(entry.view.clone())))
+}
+
+/// Opens a session for a principal: every check of `POST /v1/sessions` (also used by the MCP
+/// endpoint, whose connections are sessions).
+///
+/// # Errors
+///
+/// What `POST /v1/sessions` answers with.
+pub async fn open_session(
+    state: &Arc<AppState>,
+    principal: &Principal,
+    request: CreateSession,
+) -> Result<Arc<crate::state::SessionEntry>, ApiError> {
     principal.must_propose()?;
-    let tenant = principal.tenant;
+    let tenant = principal.tenant.clone();
     state.limits.check_sessions(state.tenant_session_count(&tenant))?;
     state.check_approval(request.approval_mode, &request.allow_list)?;
     let mut view = state.new_view(fresh_id("ses"));
@@ -307,8 +322,7 @@ async fn create_session(
     if let Some(sandbox) = request.sandbox {
         view.sandbox = state.choose_sandbox(sandbox.mode, sandbox.network)?;
     }
-    let entry = state.create_session(&tenant, view).await?;
-    Ok((StatusCode::CREATED, Json(entry.view.clone())))
+    state.create_session(&tenant, view).await
 }
 
 /// Reads a session.

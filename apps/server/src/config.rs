@@ -34,6 +34,18 @@ pub enum Command {
         #[arg(long)]
         tenant: String,
     },
+    /// Serves MCP over stdin and stdout to one local client (Claude Desktop, Codex, goose…): the
+    /// enabled tools in one session, every call through approvals, sandbox and journal. Takes the
+    /// server's settings (journal, tools, sandbox) but listens on no port.
+    McpStdio {
+        /// The folder its tools work in when the client offers no roots.
+        #[arg(long)]
+        working_directory: Option<PathBuf>,
+        /// `headless` (default: what would ask a person is blocked, with the reason, since nobody
+        /// answers on stdio), `read_only`, `auto_run`, `allow_list` or `manual`.
+        #[arg(long, default_value = "headless")]
+        approval_mode: ApprovalMode,
+    },
     /// Creates a random key: prints the key (give it to the client) and its stored form.
     NewKey {
         /// The tenant the key belongs to.

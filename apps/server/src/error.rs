@@ -38,6 +38,11 @@ pub struct ApiError {
 }
 
 impl ApiError {
+    /// What went wrong, as the body's `message` says it.
+    pub fn message(&self) -> &str {
+        &self.message
+    }
+
     /// An error with this status and code.
     pub fn new(status: StatusCode, code: &'static str, message: impl Into<String>) -> Self {
         Self { status, code, message: message.into(), retry_after: None }

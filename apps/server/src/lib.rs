@@ -21,6 +21,7 @@ pub mod devices;
 pub mod docs;
 pub mod error;
 pub mod limits;
+pub mod mcp;
 pub mod metrics;
 pub mod state;
 pub mod ws;
@@ -125,6 +126,7 @@ pub fn router(state: Arc<AppState>) -> Router {
             axum::routing::get(move || async move { axum::Json(doc_json.as_ref().clone()) }),
         )
         .merge(docs::routes())
+        .merge(mcp::routes(&state))
         .fallback(error::fallback)
         .method_not_allowed_fallback(|| async {
             error::ApiError::new(

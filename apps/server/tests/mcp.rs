@@ -1,0 +1,134 @@
+//! Toolhost as an MCP server, driven by rmcp's own client: over stdio (`toolhost-server
+//! mcp-stdio`, the real binary) and over streamable HTTP (`/mcp` with a bearer key). Every call is
+//! a journal row like any other call.
+
+mod common;
+
+use std::sync::Arc;
+
+use rmcp::ServiceExt;
+use rmcp::model::CallToolRequestParams;
+use rmcp::transport::{StreamableHttpClientTransport, TokioChildProcess};
+use serde_json::{Value, json};
+
+fn arguments(value: Value) -> serde_json::Map<String, Value> {
+    value.as_object().unwrap().clone()
+}
+
+fn text(result: &rmcp::model::CallToolResult) -> String {
+    serde_json::to_value(&result.content).unwrap()[0]["text"].as_str().unwrap_or_default().to_owned()
+}
+
+#[tokio::test]
+async fn a_local_client_over_stdio_gets_the_tools_behind_the_pipeline() {
+    let dir = tempfile::tempdir().unwrap();
+    let (data, work) = (dir.path().join("data"), dir.path().join("work"));
+    std::fs::create_dir_all(&data).unwrap();
+    std::fs::create_dir_all(&work).unwrap();
+    std::fs::write(work.join("notes.txt"), "hello over stdio\n").unwrap();
+    let database = format!("sqlite://{}/journal.db", data.display());
+    let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_toolhost-server"));
+    command
+        .arg("mcp-stdio")
+        .arg("--working-directory")
+        .arg(&work)
+        .env("TOOLHOST_DATABASE_URL", &database)
+        .env("TOOLHOST_STATE_DIR", &data)
+        .env("RUST_LOG", "warn")
+        .env_remove("TOOLHOST_API_KEYS");
+    let client = ().serve(TokioChildProcess::new(command).unwrap()).await.unwrap();
+
+    let tools = client.list_all_tools().await.unwrap();
+    let names: Vec<&str> = tools.iter().map(|t| t.name.as_ref()).collect();
+    for expected in ["readFile", "writeFile", "runCommand", "todo_write"] {
+        assert!(names.contains(&expected), "{expected} in {names:?}");
+    }
+    let read = tools.iter().find(|t| t.name == "readFile").unwrap();
+    let annotations = serde_json::to_value(read.annotations.as_ref().unwrap()).unwrap();
+    assert_eq!(annotations["readOnlyHint"], true);
+    assert_eq!(annotations["idempotentHint"], true);
+    let run = tools.iter().find(|t| t.name == "runCommand").unwrap();
+    let annotations = serde_json::to_value(run.annotations.as_ref().unwrap()).unwrap();
+    assert_eq!(
+        (annotations["destructiveHint"].as_bool(), annotations["openWorldHint"].as_bool()),
+        (Some(true), Some(true))
+    );
+    assert_eq!(read.input_schema["properties"]["path"]["type"], "string");
+
+    let inside = client
+        .call_tool(
+            CallToolRequestParams::new("readFile").with_arguments(arguments(json!({"path": "notes.txt"}))),
+        )
+        .await
+        .unwrap();
+    assert_eq!(inside.is_error, Some(false));
+    assert!(text(&inside).contains("hello over stdio"), "{}", text(&inside));
+    assert!(inside.structured_content.is_some(), "the state comes as structured content");
+
+    // Outside the folder a person would be asked; on stdio (headless) it is blocked, with the reason.
+    let outside = client
+        .call_tool(
+            CallToolRequestParams::new("readFile")
+                .with_arguments(arguments(json!({"path": "/etc/hostname"}))),
+        )
+        .await
+        .unwrap();
+    assert_eq!(outside.is_error, Some(true));
+    assert!(text(&outside).contains("Blocked"), "{}", text(&outside));
+
+    let unknown = client.call_tool(CallToolRequestParams::new("nope")).await.unwrap();
+    assert_eq!(unknown.is_error, Some(true), "an unknown tool is an error result the model reads");
+    client.cancel().await.unwrap();
+
+    let journal = journal::open(&database).await.unwrap();
+    let rows = journal.query("local", &journal::AttemptFilter::default()).await.unwrap();
+    let by_status: Vec<(String, String)> =
+        rows.iter().map(|r| (r.function_name.clone(), r.status.as_str().to_owned())).collect();
+    assert!(by_status.contains(&("readFile".into(), "executed".into())), "{by_status:?}");
+    assert!(by_status.contains(&("readFile".into(), "blocked".into())), "{by_status:?}");
+}
+
+#[tokio::test]
+async fn a_client_over_http_is_a_tenant_session_and_its_calls_are_journalled() {
+    let dir = tempfile::tempdir().unwrap();
+    let work = dir.path().join("work");
+    std::fs::create_dir_all(&work).unwrap();
+    std::fs::write(work.join("a.txt"), "over http\n").unwrap();
+    let mut args = common::args(dir.path());
+    args.api_keys = vec![toolhost_server::auth::stored_form("acme", "key-acme")];
+    args.workspace_roots = vec![format!("acme={}", work.display()).parse().unwrap()];
+    let server = common::TestServer::start_with(tempfile::tempdir().unwrap(), args).await;
+
+    // Without a key: refused like the rest of the API.
+    let refused = reqwest::Client::new()
+        .post(server.url("/mcp"))
+        .header("content-type", "application/json")
+        .header("accept", "application/json, text/event-stream")
+        .body(r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}"#)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(refused.status(), 401);
+
+    let config = rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig::with_uri(
+        server.url("/mcp"),
+    )
+    .auth_header("key-acme");
+    let transport = StreamableHttpClientTransport::from_config(config);
+    let client = ().serve(transport).await.unwrap();
+    let tools = client.list_all_tools().await.unwrap();
+    assert!(tools.iter().any(|t| t.name == "readFile"));
+    let result = client
+        .call_tool(CallToolRequestParams::new("readFile").with_arguments(arguments(json!({"path": "a.txt"}))))
+        .await
+        .unwrap();
+    assert_eq!(result.is_error, Some(false), "{}", text(&result));
+    assert!(text(&result).contains("over http"));
+    client.cancel().await.unwrap();
+
+    let rows = server.state.journal.query("acme", &journal::AttemptFilter::default()).await.unwrap();
+    let row = rows.iter().find(|r| r.function_name == "readFile").expect("the call is in the journal");
+    assert_eq!(row.status.as_str(), "executed");
+    assert_eq!(row.arguments, json!({"path": "a.txt"}));
+    let _ = Arc::clone(&server.state);
+}

@@ -1,0 +1,353 @@
+//! Toolhost over MCP: every tool of a session served to an MCP client, each call through the one
+//! pipeline (approvals, timeouts, journal).
+//!
+//! The only crate that sees `rmcp`'s types; an app gives it a [`Backend`] that opens a Toolhost
+//! session for each MCP connection, and serves it over stdio ([`serve_stdio`]) or streamable HTTP
+//! ([`router`], nested in the app's axum router).
+//!
+//! * The tool list is the session's toolbox at run time: function names as the pipeline resolves
+//!   them, input schemas in the MCP projection (`tool_core::provider::mcp_tool`), annotations
+//!   from the tier (`readOnlyHint`, `destructiveHint`, `idempotentHint`, `openWorldHint`).
+//! * A connection is a session, opened on its first request: its working directory comes from the
+//!   client's roots when it offers them (the backend checks them), else from the backend's own
+//!   configuration; never from tool arguments.
+//! * A call's `content` comes back as a text block, its `state` as `structuredContent`, its status
+//!   as `isError`; the pipeline's progress events become progress notifications when the client
+//!   asked for them with a progress token.
+#![deny(missing_docs)]
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use futures::future::BoxFuture;
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation, ListToolsResult,
+    PaginatedRequestParams, ProgressNotificationParam, ServerCapabilities, ServerConfig, Tool,
+};
+use rmcp::service::RequestContext;
+use rmcp::{ErrorData as McpError, RoleServer, ServerHandler, ServiceExt};
+use serde_json::{Value, json};
+use tool_core::{Tier, TierSpec};
+use tool_executor::{Batch, Event, Executor, RawCall, Session};
+
+/// What a connection asks of the backend when it opens.
+#[derive(Debug, Clone, Default)]
+pub struct OpenRequest {
+    /// The HTTP request that carried the first message (headers, the app's extensions such as
+    /// the authenticated tenant); `None` over stdio.
+    pub http: Option<http::request::Parts>,
+    /// The folders the client offered as roots (`file://` URIs turned into paths).
+    pub roots: Vec<PathBuf>,
+    /// The client's name and version, as it introduced itself.
+    pub client: Option<String>,
+}
+
+/// An open Toolhost session for one MCP connection.
+#[derive(Clone)]
+pub struct Opened {
+    /// The pipeline.
+    pub executor: Executor,
+    /// The session its calls belong to.
+    pub session: Arc<Session>,
+}
+
+impl std::fmt::Debug for Opened {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Opened").field("session", &self.session.id()).finish_non_exhaustive()
+    }
+}
+
+/// Why a connection could not have a session.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct OpenError(pub String);
+
+/// The app's side: opens a session for each connection, and ends it when the connection goes.
+pub trait Backend: Send + Sync + 'static {
+    /// Opens the session of a new connection.
+    fn open(&self, request: OpenRequest) -> BoxFuture<'static, Result<Opened, OpenError>>;
+
+    /// The connection is gone: end its session (its journal rows stay). A connection of the
+    /// stateless protocol revision (2026-07-28) lives for one request.
+    fn close(&self, opened: Opened) -> BoxFuture<'static, ()>;
+}
+
+/// One MCP connection: a Toolhost session opened on its first request.
+struct Connection {
+    backend: Arc<dyn Backend>,
+    opened: tokio::sync::OnceCell<Result<Opened, OpenError>>,
+    messages: AtomicU64,
+    name: String,
+}
+
+impl Drop for Connection {
+    fn drop(&mut self) {
+        if let Some(Ok(opened)) = self.opened.take()
+            && let Ok(runtime) = tokio::runtime::Handle::try_current()
+        {
+            runtime.spawn(self.backend.close(opened));
+        }
+    }
+}
+
+impl Connection {
+    fn new(backend: Arc<dyn Backend>, name: String) -> Self {
+        Self { backend, opened: tokio::sync::OnceCell::new(), messages: AtomicU64::new(0), name }
+    }
+
+    async fn opened(&self, context: &RequestContext<RoleServer>) -> Result<&Opened, McpError> {
+        let opened = self
+            .opened
+            .get_or_init(|| async {
+                let roots = roots_of(context).await;
+                let http = context.extensions.get::<http::request::Parts>().cloned();
+                let client = context
+                    .peer
+                    .peer_info()
+                    .map(|info| format!("{} {}", info.client_info.name, info.client_info.version));
+                self.backend.open(OpenRequest { http, roots, client }).await
+            })
+            .await;
+        opened.as_ref().map_err(|e| McpError::invalid_request(e.0.clone(), None))
+    }
+}
+
+/// The client's roots, when it declared the capability and answers. (Roots are deprecated by the
+/// newest protocol revision; clients of the earlier ones, most of today's, still offer them.)
+#[allow(deprecated)]
+async fn roots_of(context: &RequestContext<RoleServer>) -> Vec<PathBuf> {
+    let offers = context.peer.peer_info().is_some_and(|info| info.capabilities.roots.is_some());
+    if !offers {
+        return Vec::new();
+    }
+    let answer = tokio::time::timeout(std::time::Duration::from_secs(5), context.peer.list_roots()).await;
+    match answer {
+        Ok(Ok(result)) => result
+            .roots
+            .iter()
+            .filter_map(|root| root.uri.strip_prefix("file://").map(|p| PathBuf::from(percent_decode(p))))
+            .collect(),
+        _ => Vec::new(),
+    }
+}
+
+fn percent_decode(text: &str) -> String {
+    let bytes = text.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'%'
+            && i + 2 < bytes.len()
+            && let Some(byte) =
+                std::str::from_utf8(&bytes[i + 1..i + 3]).ok().and_then(|h| u8::from_str_radix(h, 16).ok())
+        {
+            out.push(byte);
+            i += 3;
+        } else {
+            out.push(bytes[i]);
+            i += 1;
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// The MCP form of one API: the shared projection, with the hints MCP clients read.
+fn tool_of(name: &str, title: &str, api: &tool_core::ApiSpec) -> Option<Tool> {
+    let mut declared = tool_core::provider::mcp_tool(name, api);
+    let tier = match &api.tier {
+        TierSpec::Fixed(tier) => *tier,
+        TierSpec::Computed(_) => Tier::Exec,
+    };
+    declared["title"] = json!(title);
+    declared["annotations"] = json!({
+        "title": title,
+        "readOnlyHint": tier == Tier::Read,
+        "destructiveHint": tier != Tier::Read,
+        "idempotentHint": tier == Tier::Read,
+        "openWorldHint": tier == Tier::Exec,
+    });
+    serde_json::from_value(declared).ok()
+}
+
+impl ServerHandler for Connection {
+    fn get_info(&self) -> ServerConfig {
+        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+            .with_server_info(Implementation::new(self.name.clone(), env!("CARGO_PKG_VERSION")))
+            .with_instructions(
+                "Toolhost's tools. Every call passes Toolhost's approvals, sandbox and journal: a call that \
+                 needs a person waits for one, or is blocked with the reason when none can be asked.",
+            )
+    }
+
+    async fn list_tools(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        context: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, McpError> {
+        let opened = self.opened(&context).await?;
+        let toolbox = opened.executor.toolbox();
+        let names = &opened.session.names;
+        let mut tools = Vec::new();
+        for name in names.names() {
+            let Some((tool, api)) = names.resolve(name) else { continue };
+            let Some(entry) = toolbox.tool(tool) else { continue };
+            let Some(spec) = entry.manifest.find_api(api) else { continue };
+            let title = format!("{}: {}", entry.manifest.meta.title, spec.name);
+            if let Some(declared) = tool_of(name, &title, spec) {
+                tools.push(declared);
+            }
+        }
+        Ok(ListToolsResult::with_all_items(tools))
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, McpError> {
+        let opened = self.opened(&context).await?.clone();
+        let n = self.messages.fetch_add(1, Ordering::Relaxed) + 1;
+        let call_id = format!("mcp-{n}");
+        let arguments = request.arguments.map_or_else(|| json!({}), Value::Object);
+        let batch = Batch {
+            message_id: Some(format!("mcp-{}-{n}", opened.session.id())),
+            calls: vec![RawCall {
+                id: call_id.clone(),
+                name: request.name.to_string(),
+                arguments: arguments.to_string(),
+            }],
+            stopped_on_length: false,
+        };
+        let progress = context.meta.get_progress_token().map(|token| {
+            let mut events = opened.session.subscribe();
+            let peer = context.peer.clone();
+            let call_id = call_id.clone();
+            tokio::spawn(async move {
+                let mut step = 0.0;
+                loop {
+                    match events.recv().await {
+                        Ok(Event::Progress { call_id: id, progress, .. }) if id == call_id => {
+                            step += 1.0;
+                            let message = progress.message.clone().or_else(|| progress.output.clone());
+                            let value = progress.fraction.map_or(step, |f| f64::from(f) * 100.0);
+                            let mut param = ProgressNotificationParam::new(token.clone(), value);
+                            if progress.fraction.is_some() {
+                                param = param.with_total(100.0);
+                            }
+                            if let Some(message) = message {
+                                param = param.with_message(message);
+                            }
+                            if peer.notify_progress(param).await.is_err() {
+                                return;
+                            }
+                        }
+                        Ok(Event::Finished { call_id: id, .. } | Event::Failed { call_id: id, .. })
+                            if id == call_id =>
+                        {
+                            return;
+                        }
+                        Ok(_) | Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {}
+                        Err(tokio::sync::broadcast::error::RecvError::Closed) => return,
+                    }
+                }
+            })
+        });
+        // The batch runs to its end in its own task, so a client that goes away still leaves a
+        // settled journal row.
+        let run = tokio::spawn({
+            let opened = opened.clone();
+            async move { opened.executor.execute_batch(&opened.session, batch).await }
+        });
+        let results =
+            run.await.map_err(|e| McpError::internal_error(format!("the call's task failed: {e}"), None))?;
+        if let Some(progress) = progress {
+            progress.abort();
+        }
+        let Some(result) = results.into_iter().next() else {
+            return Err(McpError::internal_error("the pipeline returned no result", None));
+        };
+        let content = vec![ContentBlock::text(result.output.content.clone())];
+        let mut answer = if result.output.success {
+            CallToolResult::success(content)
+        } else {
+            CallToolResult::error(content)
+        };
+        if let Some(state @ Value::Object(_)) = &result.output.state {
+            answer.structured_content = Some(state.clone());
+        }
+        Ok(answer.into())
+    }
+}
+
+/// Serves one connection over this process's stdin and stdout until the client leaves.
+///
+/// # Errors
+///
+/// The transport failed to start or ended with an error.
+pub async fn serve_stdio(backend: Arc<dyn Backend>, name: &str) -> Result<(), McpServeError> {
+    let connection = Connection::new(backend, name.to_owned());
+    let running =
+        connection.serve(rmcp::transport::stdio()).await.map_err(|e| McpServeError(e.to_string()))?;
+    running.waiting().await.map_err(|e| McpServeError(e.to_string()))?;
+    Ok(())
+}
+
+/// The MCP transport failed.
+#[derive(Debug, thiserror::Error)]
+#[error("MCP: {0}")]
+pub struct McpServeError(pub String);
+
+/// Settings of the HTTP endpoint.
+#[derive(Debug, Clone)]
+pub struct HttpSettings {
+    /// Host names (or `host:port`) the `Host` header may carry; loopback names by default (DNS
+    /// rebinding protection). Empty: any host.
+    pub allowed_hosts: Vec<String>,
+    /// Browser origins allowed to call; a request with another `Origin` is refused.
+    pub allowed_origins: Vec<String>,
+    /// Ends every connection when cancelled (the server's shutdown).
+    pub shutdown: tokio_util::sync::CancellationToken,
+}
+
+impl Default for HttpSettings {
+    fn default() -> Self {
+        Self {
+            allowed_hosts: vec!["localhost".into(), "127.0.0.1".into(), "::1".into()],
+            allowed_origins: Vec::new(),
+            shutdown: tokio_util::sync::CancellationToken::new(),
+        }
+    }
+}
+
+/// The streamable HTTP endpoint, to nest at `/mcp` in the app's router (after its own
+/// authentication, whose extensions reach [`Backend::open`] in [`OpenRequest::http`]).
+pub fn router(backend: Arc<dyn Backend>, name: &str, settings: HttpSettings) -> axum::Router {
+    use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+    use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
+    let mut config = StreamableHttpServerConfig::default()
+        .with_cancellation_token(settings.shutdown.clone())
+        .with_allowed_hosts(settings.allowed_hosts.clone());
+    if settings.allowed_hosts.is_empty() {
+        config = config.disable_allowed_hosts();
+    }
+    config = config.with_allowed_origins(settings.allowed_origins.clone()).enforce_origin_validation();
+    let name = name.to_owned();
+    let service = StreamableHttpService::new(
+        move || Ok(Connection::new(backend.clone(), name.clone())),
+        Arc::new(LocalSessionManager::default()),
+        config,
+    );
+    axum::Router::new().route_service("/", service)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn roots_are_decoded() {
+        assert_eq!(percent_decode("/home/a%20b/%E2%9C%93"), "/home/a b/✓");
+        assert_eq!(percent_decode("/x%2"), "/x%2");
+    }
+}
