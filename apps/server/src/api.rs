@@ -55,10 +55,27 @@ pub fn routes() -> AppRouter {
 
 /// Which provider's function schemas to return.
 #[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
 pub struct ProviderQuery {
     /// `openai` (default), `anthropic`, `gemini` or `mcp`.
     #[serde(default)]
+    #[param(value_type = Option<ProviderName>, inline)]
     pub provider: Option<String>,
+}
+
+/// The providers whose form the catalogue comes in.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+#[allow(dead_code)] // documents `provider`
+pub enum ProviderName {
+    /// OpenAI (strict function tools).
+    Openai,
+    /// Anthropic.
+    Anthropic,
+    /// Gemini.
+    Gemini,
+    /// MCP.
+    Mcp,
 }
 
 /// A tool as the model is told about it.
@@ -154,7 +171,7 @@ async fn catalogue(
 
 /// The session's active tools, named as its model must call them.
 #[utoipa::path(get, path = "/v1/sessions/{id}/catalogue", tag = "catalogue", params(("id" = String, Path), ProviderQuery),
-    responses((status = 200, body = Catalogue), (status = 404, body = ErrorBody)))]
+    responses((status = 200, body = Catalogue), (status = 400, body = ErrorBody), (status = 404, body = ErrorBody)))]
 async fn session_catalogue(
     State(state): State<Arc<AppState>>,
     Tenant(tenant): Tenant,
@@ -172,28 +189,38 @@ async fn session_catalogue(
 
 // ---------------------------------------------------------------- sessions
 
+/// An allow-list entry: `tool/api`, `tool/*` or `tool`.
+#[derive(Debug, ToSchema)]
+#[schema(value_type = String, min_length = 1, max_length = 200, pattern = r"^[^\u0000-\u001F\u007F-\u009F]*$")]
+#[allow(dead_code)] // documents the entries of `allow_list`
+pub struct AllowEntry(String);
+
 /// A session to open.
 #[derive(Debug, Default, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct CreateSession {
     /// The folder tools work in (absolute). Paths outside it ask for approval.
     #[serde(default)]
-    #[schema(min_length = 1, max_length = 4096)]
+    #[schema(min_length = 1, max_length = 4096, pattern = r"^/[^\u0000-\u001F\u007F-\u009F]*$")]
     pub working_directory: Option<String>,
     /// `manual` (default), `allow_list`, `auto_run`, `headless` or `read_only`.
     #[serde(default)]
     pub approval_mode: ApprovalMode,
     /// Pre-authorised calls: `tool/api`, `tool/*` or `tool`.
     #[serde(default)]
+    #[schema(value_type = Vec<AllowEntry>)]
     pub allow_list: Vec<String>,
-    /// The most time all calls of the session may take, in milliseconds.
+    /// The most time all calls of the session may take, in milliseconds (at most 7 days).
     #[serde(default)]
+    #[schema(minimum = 1, maximum = 604_800_000)]
     pub time_budget_ms: Option<u64>,
     /// The user on whose behalf calls run.
     #[serde(default)]
+    #[schema(min_length = 1, max_length = 200, pattern = r"^[^\u0000-\u001F\u007F-\u009F]*$")]
     pub user_id: Option<String>,
     /// The agent.
     #[serde(default)]
+    #[schema(min_length = 1, max_length = 200, pattern = r"^[^\u0000-\u001F\u007F-\u009F]*$")]
     pub agent_id: Option<String>,
     /// The tools offered (default: every enabled tool).
     #[serde(default)]
@@ -203,16 +230,19 @@ pub struct CreateSession {
     pub sequential: bool,
     /// Where "always allow" decisions are kept (default: the working directory).
     #[serde(default)]
+    #[schema(min_length = 1, max_length = 200, pattern = r"^[^\u0000-\u001F\u007F-\u009F]*$")]
     pub project: Option<String>,
     /// `server` (default) or `device`.
     #[serde(default)]
     pub runs_on: RunsOn,
     /// With `runs_on: device`: the device (default: any of the tenant's devices that runs the tool).
     #[serde(default)]
+    #[schema(min_length = 1, max_length = 200, pattern = r"^[^\u0000-\u001F\u007F-\u009F]*$")]
     pub device_id: Option<String>,
     /// The sandbox its commands run in, within what the server allows (default: `workspace-write`;
     /// network as the server says). A device applies its own.
     #[serde(default)]
+    #[serde(deserialize_with = "crate::error::object_field")]
     pub sandbox: Option<SandboxRequest>,
 }
 
@@ -312,6 +342,13 @@ pub async fn open_session(
     }
     view.approval_mode = request.approval_mode;
     view.allow_list = request.allow_list;
+    if let Some(budget) = request.time_budget_ms
+        && !(1..=MAX_TIME_BUDGET_MS).contains(&budget)
+    {
+        return Err(ApiError::bad_request(format!(
+            "time_budget_ms must be 1 to {MAX_TIME_BUDGET_MS} (7 days)"
+        )));
+    }
     view.time_budget_ms = request.time_budget_ms;
     view.user_id = request.user_id;
     view.agent_id = request.agent_id;
@@ -357,15 +394,19 @@ pub enum ModelCall {
     /// `{id, name, arguments}` with `arguments` the raw string (or an object).
     Plain {
         /// The call id.
+        #[schema(min_length = 1, max_length = 256)]
         id: String,
         /// The function name.
+        #[schema(max_length = 256)]
         name: String,
-        /// The raw argument string.
-        arguments: String,
+        /// The raw argument string, or the arguments as an object.
+        #[schema(schema_with = string_or_object)]
+        arguments: Value,
     },
     /// OpenAI: `{id, type: "function", function: {name, arguments}}`.
     OpenAi {
         /// The call id.
+        #[schema(min_length = 1, max_length = 256)]
         id: String,
         /// The function.
         #[schema(value_type = Object)]
@@ -374,13 +415,83 @@ pub enum ModelCall {
     /// Anthropic: `{type: "tool_use", id, name, input}`.
     Anthropic {
         /// The call id.
+        #[schema(min_length = 1, max_length = 256)]
         id: String,
         /// The tool name.
+        #[schema(max_length = 256)]
         name: String,
         /// The input object.
         #[schema(value_type = Object)]
         input: Value,
     },
+}
+
+/// A string or an object: how call arguments may come.
+fn string_or_object() -> utoipa::openapi::schema::Schema {
+    use utoipa::openapi::schema::{ObjectBuilder, OneOfBuilder, Schema, Type};
+    Schema::OneOf(
+        OneOfBuilder::new()
+            .item(ObjectBuilder::new().schema_type(Type::String))
+            .item(ObjectBuilder::new().schema_type(Type::Object))
+            .build(),
+    )
+}
+
+/// One server-sent event of a call or session stream: `event` names its kind, `data` is its JSON.
+#[derive(Debug, Serialize, ToSchema)]
+#[allow(dead_code)] // documents the streams
+pub struct StreamEvent {
+    /// The kind.
+    pub event: StreamEventKind,
+    /// The event as JSON: the pipeline's event (tagged by `type`, the same name as `event`); for
+    /// `results` the batch's `CallsResponse`; for `lagged` `{"missed": N}` (events the reader fell
+    /// behind by); for `error` `{"message"}`; for `shutdown` `{}`.
+    pub data: String,
+}
+
+/// The kinds of streamed events.
+#[derive(Debug, Serialize, ToSchema)]
+#[allow(dead_code)] // documents the streams
+pub enum StreamEventKind {
+    /// A call was journalled before running.
+    #[serde(rename = "call.proposed")]
+    CallProposed,
+    /// A call waits for a person.
+    #[serde(rename = "permission.requested")]
+    PermissionRequested,
+    /// A person (or a rule) allowed it.
+    #[serde(rename = "permission.granted")]
+    PermissionGranted,
+    /// It was refused.
+    #[serde(rename = "permission.denied")]
+    PermissionDenied,
+    /// It started.
+    #[serde(rename = "call.started")]
+    CallStarted,
+    /// It reported progress.
+    #[serde(rename = "call.progress")]
+    CallProgress,
+    /// It finished.
+    #[serde(rename = "call.finished")]
+    CallFinished,
+    /// It failed.
+    #[serde(rename = "call.failed")]
+    CallFailed,
+    /// It was blocked.
+    #[serde(rename = "call.blocked")]
+    CallBlocked,
+    /// The batch's results (the last event of a call stream).
+    #[serde(rename = "results")]
+    Results,
+    /// The reader fell behind; some events were dropped.
+    #[serde(rename = "lagged")]
+    Lagged,
+    /// The batch could not finish.
+    #[serde(rename = "error")]
+    Error,
+    /// The server is shutting down.
+    #[serde(rename = "shutdown")]
+    Shutdown,
 }
 
 /// The calls of one model message.
@@ -389,6 +500,7 @@ pub enum ModelCall {
 pub struct SubmitCalls {
     /// The model message that carried them (replays of a message id are not run twice).
     #[serde(default)]
+    #[schema(min_length = 1, max_length = 256, pattern = r"^[^\u0000-\u001F\u007F-\u009F]*$")]
     pub message_id: Option<String>,
     /// The message stopped on the output length limit, so its arguments may be cut.
     #[serde(default)]
@@ -413,6 +525,9 @@ pub struct CallsResponse {
 
 const MAX_CALLS: usize = 128;
 
+/// The longest a session's time budget may be: 7 days.
+const MAX_TIME_BUDGET_MS: u64 = 604_800_000;
+
 fn argument_text(value: Option<&Value>) -> String {
     match value {
         None | Some(Value::Null) => String::new(),
@@ -430,12 +545,26 @@ fn read_call(index: usize, value: &Value) -> Result<RawCall, ApiError> {
     };
     let object = value.as_object().ok_or_else(shape)?;
     let id = object.get("id").and_then(Value::as_str).ok_or_else(shape)?;
+    // Arguments are a string (as models write them) or an object (already parsed); an Anthropic
+    // `input` is an object.
     let (name, arguments) = if let Some(function) = object.get("function") {
+        let function = function.as_object().ok_or_else(shape)?;
         let name = function.get("name").and_then(Value::as_str).ok_or_else(shape)?;
-        (name, argument_text(function.get("arguments")))
+        match function.get("arguments") {
+            None | Some(Value::Null | Value::String(_) | Value::Object(_)) => {
+                (name, argument_text(function.get("arguments")))
+            }
+            Some(_) => return Err(shape()),
+        }
     } else {
         let name = object.get("name").and_then(Value::as_str).ok_or_else(shape)?;
-        (name, argument_text(object.get("arguments").or_else(|| object.get("input"))))
+        match (object.get("arguments"), object.get("input")) {
+            (Some(arguments @ (Value::String(_) | Value::Object(_))), _) => {
+                (name, argument_text(Some(arguments)))
+            }
+            (None, Some(input @ Value::Object(_))) => (name, argument_text(Some(input))),
+            _ => return Err(shape()),
+        }
     };
     if id.is_empty() || id.len() > 256 {
         return Err(ApiError::bad_request(format!("calls[{index}]: id must be 1 to 256 bytes")));
@@ -456,7 +585,7 @@ fn read_call(index: usize, value: &Value) -> Result<RawCall, ApiError> {
 #[utoipa::path(post, path = "/v1/sessions/{id}/calls", tag = "calls", params(("id" = String, Path)),
     request_body = SubmitCalls,
     responses((status = 200, description = "the results, or with `stream: true` an event stream ending with `results`",
-            content((CallsResponse = "application/json"), (String = "text/event-stream"))),
+            content((CallsResponse = "application/json"), (StreamEvent = "text/event-stream"))),
         (status = 400, body = ErrorBody), (status = 401, body = ErrorBody),
         (status = 403, body = ErrorBody, description = "the key's role may not propose calls"),
         (status = 404, body = ErrorBody), (status = 409, body = ErrorBody), (status = 413, body = ErrorBody),
@@ -610,7 +739,7 @@ where
 
 /// Every event of a session as it happens (for a person's console: approvals, progress).
 #[utoipa::path(get, path = "/v1/sessions/{id}/events", tag = "calls", params(("id" = String, Path)),
-    responses((status = 200, description = "server-sent events", content_type = "text/event-stream"),
+    responses((status = 200, description = "server-sent events", content((StreamEvent = "text/event-stream"))),
         (status = 404, body = ErrorBody), (status = 409, body = ErrorBody, description = "the session has ended"),
         (status = 429, body = ErrorBody)))]
 async fn session_events(
@@ -651,6 +780,7 @@ async fn session_events(
 
 /// Which approvals to list.
 #[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
 pub struct ApprovalQuery {
     /// Only this session's.
     #[serde(default)]
@@ -683,11 +813,12 @@ async fn list_approvals(
 pub struct DecideApproval {
     /// `{"kind": "allow_once" | "allow_session" | "deny"}`, `{"kind": "allow_always",
     /// "argument_prefix": "cargo test"}` or `{"kind": "deny_with_message", "message": "…"}`.
+    #[serde(deserialize_with = "crate::error::object_required")]
     pub decision: Decision,
     /// Ignored: who decided is the deciding key (`TENANT/ROLE/NAME`), recorded in the journal as
     /// `decided_by`; a request cannot claim to be someone else.
     #[serde(default)]
-    #[schema(min_length = 1, max_length = 200)]
+    #[schema(min_length = 1, max_length = 200, pattern = r"^[^\u0000-\u001F\u007F-\u009F]*$")]
     pub by: Option<String>,
 }
 
@@ -746,6 +877,7 @@ async fn decide_approval(
 
 /// Which remembered decisions to list.
 #[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
 pub struct RememberedQuery {
     /// Only this project's.
     #[serde(default)]
@@ -765,7 +897,8 @@ async fn list_remembered(
 
 /// Revokes an "always allow" decision.
 #[utoipa::path(delete, path = "/v1/remembered/{id}", tag = "approvals", params(("id" = String, Path)),
-    responses((status = 204), (status = 404, body = ErrorBody)))]
+    responses((status = 204), (status = 403, body = ErrorBody, description = "the key's role may not decide approvals"),
+        (status = 404, body = ErrorBody)))]
 async fn revoke_remembered(
     State(state): State<Arc<AppState>>,
     principal: Principal,
@@ -784,12 +917,14 @@ async fn revoke_remembered(
 
 /// Which calls to list (newest first).
 #[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
 pub struct JournalQuery {
     /// Only this session.
     #[serde(default)]
     pub session_id: Option<String>,
-    /// Only this status: proposed, executed, confirmed, compensated, failed, blocked, denied, abandoned.
+    /// Only this status.
     #[serde(default)]
+    #[param(value_type = Option<AttemptStatus>)]
     pub status: Option<String>,
     /// Only this tool.
     #[serde(default)]
@@ -802,6 +937,7 @@ pub struct JournalQuery {
     pub until: Option<i64>,
     /// At most this many (default 100, at most 1000).
     #[serde(default)]
+    #[param(minimum = 1, maximum = 1000)]
     pub limit: Option<u32>,
 }
 
@@ -822,13 +958,17 @@ async fn list_journal(
             ))
         })?),
     };
+    let limit = query.limit.unwrap_or(100);
+    if !(1..=1000).contains(&limit) {
+        return Err(ApiError::bad_request(format!("limit must be 1 to 1000 (got {limit})")));
+    }
     let filter = AttemptFilter {
         session_id: query.session_id,
         status,
         tool: query.tool,
         since: query.since,
         until: query.until,
-        limit: Some(query.limit.unwrap_or(100).min(1000)),
+        limit: Some(limit),
     };
     Ok(Json(state.journal.query(&tenant, &filter).await?))
 }

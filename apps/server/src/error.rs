@@ -136,9 +136,54 @@ impl<T: DeserializeOwned, S: Send + Sync> FromRequest<S> for Json<T> {
     type Rejection = ApiError;
 
     async fn from_request(request: Request, state: &S) -> Result<Self, Self::Rejection> {
-        let axum::Json(value) = axum::Json::<T>::from_request(request, state).await?;
-        Ok(Self(value))
+        // Every request body is an object: serde would also read a struct from an array, by
+        // position, which no client means.
+        let axum::Json(value) = axum::Json::<serde_json::Value>::from_request(request, state).await?;
+        if !value.is_object() {
+            return Err(ApiError::new(
+                StatusCode::BAD_REQUEST,
+                "invalid_body",
+                "the body must be a JSON object",
+            ));
+        }
+        serde_json::from_value(value)
+            .map(Self)
+            .map_err(|e| ApiError::new(StatusCode::BAD_REQUEST, "invalid_body", format!("invalid body: {e}")))
     }
+}
+
+/// Reads a field that must be a JSON object (or absent or null), never an array read by
+/// position.
+///
+/// # Errors
+///
+/// The value is not an object, or not the type's.
+pub fn object_field<'de, D, T>(deserializer: D) -> Result<Option<T>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: DeserializeOwned,
+{
+    use serde::de::Error as _;
+    match <Option<serde_json::Value> as serde::Deserialize>::deserialize(deserializer)? {
+        None | Some(serde_json::Value::Null) => Ok(None),
+        Some(value @ serde_json::Value::Object(_)) => {
+            serde_json::from_value(value).map(Some).map_err(D::Error::custom)
+        }
+        Some(_) => Err(D::Error::custom("expected an object")),
+    }
+}
+
+/// Like [`object_field`] for a required field.
+///
+/// # Errors
+///
+/// The value is not an object, or not the type's.
+pub fn object_required<'de, D, T>(deserializer: D) -> Result<T, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: DeserializeOwned,
+{
+    object_field(deserializer)?.ok_or_else(|| <D::Error as serde::de::Error>::custom("expected an object"))
 }
 
 impl<T: Serialize> IntoResponse for Json<T> {

@@ -74,7 +74,40 @@ pub fn openapi() -> utoipa::openapi::OpenApi {
     let (_, api) = api::routes().split_for_parts();
     let mut doc = ApiDoc::openapi();
     doc.merge(api);
+    document_key_errors(&mut doc);
     doc
+}
+
+/// Every operation that takes a key answers 401 without a valid one: said once here rather than
+/// on each handler.
+fn document_key_errors(doc: &mut utoipa::openapi::OpenApi) {
+    use utoipa::openapi::{ContentBuilder, Ref, ResponseBuilder};
+    let unauthorized = ResponseBuilder::new()
+        .description("missing or unknown bearer key")
+        .content(
+            "application/json",
+            ContentBuilder::new().schema(Some(Ref::from_schema_name("ErrorBody"))).build(),
+        )
+        .build();
+    for item in doc.paths.paths.values_mut() {
+        let operations =
+            [&mut item.get, &mut item.post, &mut item.put, &mut item.delete, &mut item.patch, &mut item.head];
+        for operation in operations.into_iter().flatten() {
+            // `security(())` marks the operations that take no key.
+            let open = operation.security.as_ref().is_some_and(|requirements| {
+                requirements.iter().all(|r| {
+                    serde_json::to_value(r).is_ok_and(|v| v.as_object().is_some_and(|o| o.is_empty()))
+                })
+            });
+            if !open {
+                operation
+                    .responses
+                    .responses
+                    .entry("401".into())
+                    .or_insert_with(|| unauthorized.clone().into());
+            }
+        }
+    }
 }
 
 /// Whether a `Host` or `Origin` value names this machine (`localhost`, `127.0.0.1`, `[::1]`…).
@@ -113,12 +146,35 @@ async fn count_requests(State(state): State<Arc<AppState>>, request: Request, ne
     next.run(request).await
 }
 
+/// The OpenAPI document as this server answers: its enabled tools are the only values `tools`
+/// takes, and a server without keys says so (a request without `Authorization` is as good as one
+/// with it).
+fn served_doc(state: &AppState, doc: &utoipa::openapi::OpenApi) -> serde_json::Value {
+    let mut value = serde_json::to_value(doc).unwrap_or_default();
+    if let Some(tools) = value.pointer_mut("/components/schemas/CreateSession/properties/tools") {
+        let items = serde_json::json!({"type": "string", "enum": state.tools});
+        // `Option<Vec<String>>`: the array form is the one that takes items.
+        match tools.get_mut("items") {
+            Some(slot) => *slot = items,
+            None => tools["items"] = items,
+        }
+    }
+    if state.keys.is_open() {
+        value["security"] = serde_json::json!([{}, {"bearer": []}]);
+        value["info"]["description"] = serde_json::json!(
+            "This server runs without keys: it answers loopback requests only, with or without a bearer key."
+        );
+    }
+    value
+}
+
 /// The whole application.
 pub fn router(state: Arc<AppState>) -> Router {
     let (routes, api) = api::routes().split_for_parts();
     let mut doc = ApiDoc::openapi();
     doc.merge(api);
-    let doc_json = Arc::new(doc.clone());
+    document_key_errors(&mut doc);
+    let doc_json = Arc::new(served_doc(&state, &doc));
     routes
         .route(client_executor::protocol::DEVICE_PATH, axum::routing::get(ws::connect))
         .route(
