@@ -198,6 +198,8 @@ pub struct AllowEntry(String);
 /// A session to open.
 #[derive(Debug, Default, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
+#[schema(example = json!({"working_directory": "/srv/work/acme/project", "approval_mode": "manual",
+    "allow_list": ["local-system/readFile"], "sandbox": {"mode": "workspace-write", "network": "off"}}))]
 pub struct CreateSession {
     /// The folder tools work in (absolute). Paths outside it ask for approval.
     #[serde(default)]
@@ -497,6 +499,9 @@ pub enum StreamEventKind {
 /// The calls of one model message.
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
+#[schema(example = json!({"message_id": "msg_01", "calls": [
+    {"id": "call_1", "name": "readFile", "arguments": "{\"path\": \"README.md\", \"limit\": 40}"},
+    {"id": "call_2", "type": "function", "function": {"name": "grepContent", "arguments": "{\"pattern\": \"TODO\"}"}}]}))]
 pub struct SubmitCalls {
     /// The model message that carried them (replays of a message id are not run twice).
     #[serde(default)]
@@ -810,6 +815,7 @@ async fn list_approvals(
 /// A person's decision.
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
+#[schema(example = json!({"decision": {"kind": "allow_always", "argument_prefix": "cargo test"}}))]
 pub struct DecideApproval {
     /// `{"kind": "allow_once" | "allow_session" | "deny"}`, `{"kind": "allow_always",
     /// "argument_prefix": "cargo test"}` or `{"kind": "deny_with_message", "message": "…"}`.
