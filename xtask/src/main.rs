@@ -21,6 +21,7 @@ commands:
   catalogue [--format openai|anthropic|gemini|mcp]  print the builtin catalogue as JSON
   test                                           run the whole test suite
   bench                                          run the benchmarks
+  bench mcp                                      only Toolhost's MCP server against the reference one
   load [-- --journal sqlite --clients 64 ...]    run the server load benchmark only";
 
 fn main() -> ExitCode {
@@ -60,12 +61,22 @@ fn run() -> Result<()> {
                 ("journal", "journal"),
                 ("tool-executor", "pipeline"),
                 ("toolhost-server", "load"),
+                ("toolhost-server", "mcp"),
             ] {
                 let mut command = cargo(&root);
                 command.args(["bench", "-p", package, "--bench", bench]);
                 status(command)?;
             }
             Ok(())
+        }
+        ["bench", "mcp"] => {
+            let mut tools = Command::new("bash");
+            tools.arg(root.join(".ci/interop-tools.sh")).arg(root.join("target/interop"));
+            status(tools)?;
+            let mut command = cargo(&root);
+            command.env("TOOLHOST_INTEROP_DIR", root.join("target/interop"));
+            command.args(["bench", "-p", "toolhost-server", "--bench", "mcp"]);
+            status(command)
         }
         ["load", rest @ ..] => {
             let rest = rest.strip_prefix(&["--"]).unwrap_or(rest);
