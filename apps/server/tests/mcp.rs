@@ -132,3 +132,68 @@ async fn a_client_over_http_is_a_tenant_session_and_its_calls_are_journalled() {
     assert_eq!(row.arguments, json!({"path": "a.txt"}));
     let _ = Arc::clone(&server.state);
 }
+
+#[tokio::test]
+async fn a_cancellation_notification_cancels_that_call_and_the_session_goes_on() {
+    let dir = tempfile::tempdir().unwrap();
+    let (data, work) = (dir.path().join("data"), dir.path().join("work"));
+    std::fs::create_dir_all(&data).unwrap();
+    std::fs::create_dir_all(&work).unwrap();
+    std::fs::write(work.join("notes.txt"), "still here\n").unwrap();
+    let database = format!("sqlite://{}/journal.db", data.display());
+    let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_toolhost-server"));
+    command
+        .args(["mcp-stdio", "--approval-mode", "auto_run", "--working-directory"])
+        .arg(&work)
+        .env("TOOLHOST_DATABASE_URL", &database)
+        .env("TOOLHOST_STATE_DIR", &data)
+        .env("RUST_LOG", "warn")
+        .env_remove("TOOLHOST_API_KEYS");
+    let client = ().serve(TokioChildProcess::new(command).unwrap()).await.unwrap();
+    let request = rmcp::model::ClientRequest::CallToolRequest(rmcp::model::CallToolRequest::new(
+        CallToolRequestParams::new("runCommand").with_arguments(arguments(json!({"command": "sleep 30"}))),
+    ));
+    let started = std::time::Instant::now();
+    let handle = client
+        .send_cancellable_request(request, rmcp::service::PeerRequestOptions::no_options())
+        .await
+        .unwrap();
+    let journal = journal::open(&database).await.unwrap();
+    let running = async {
+        loop {
+            let rows = journal.query("local", &journal::AttemptFilter::default()).await.unwrap();
+            if rows.iter().any(|r| r.function_name == "runCommand") {
+                return;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        }
+    };
+    tokio::time::timeout(std::time::Duration::from_secs(10), running).await.expect("the command started");
+    handle.cancel(Some("the person pressed Esc".into())).await.unwrap();
+
+    let settled = async {
+        loop {
+            let rows = journal.query("local", &journal::AttemptFilter::default()).await.unwrap();
+            if let Some(row) =
+                rows.iter().find(|r| r.function_name == "runCommand" && r.status.as_str() != "proposed")
+            {
+                return row.clone();
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        }
+    };
+    let row =
+        tokio::time::timeout(std::time::Duration::from_secs(15), settled).await.expect("the call settled");
+    assert_eq!(row.status.as_str(), "failed");
+    assert_eq!(row.error_kind.as_deref(), Some("cancelled"), "{row:?}");
+    assert!(started.elapsed() < std::time::Duration::from_secs(20), "it did not sleep its 30 s");
+
+    let after = client
+        .call_tool(
+            CallToolRequestParams::new("readFile").with_arguments(arguments(json!({"path": "notes.txt"}))),
+        )
+        .await
+        .unwrap();
+    assert!(text(&after).contains("still here"), "the session goes on: {}", text(&after));
+    client.cancel().await.unwrap();
+}

@@ -13,7 +13,7 @@
 //!   configuration; never from tool arguments.
 //! * A call's `content` comes back as a text block, its `state` as `structuredContent`, its status
 //!   as `isError`; the pipeline's progress events become progress notifications when the client
-//!   asked for them with a progress token.
+//!   asked for them with a progress token; a cancellation notification cancels that one call.
 #![deny(missing_docs)]
 
 use std::path::PathBuf;
@@ -259,8 +259,18 @@ impl ServerHandler for Connection {
             let opened = opened.clone();
             async move { opened.executor.execute_batch(&opened.session, batch).await }
         });
+        // A `notifications/cancelled` from the client (or its leaving) cancels this one call in
+        // the pipeline, which settles it as cancelled; the session goes on.
+        let mut run = run;
+        let joined = tokio::select! {
+            joined = &mut run => joined,
+            () = context.ct.cancelled() => {
+                opened.session.cancel_call(&call_id);
+                run.await
+            }
+        };
         let results =
-            run.await.map_err(|e| McpError::internal_error(format!("the call's task failed: {e}"), None))?;
+            joined.map_err(|e| McpError::internal_error(format!("the call's task failed: {e}"), None))?;
         if let Some(progress) = progress {
             progress.abort();
         }

@@ -718,13 +718,16 @@ impl Executor {
     /// tier functions) turned into one failed result and a settled row.
     async fn run_prepared(&self, session: &Arc<Session>, call: Prepared) -> CallResult {
         let backup = Backup::of(&call);
-        match AssertUnwindSafe(self.run_steps(session, call)).catch_unwind().await {
+        let call_id = call.call_id.clone();
+        let result = match AssertUnwindSafe(self.run_steps(session, call)).catch_unwind().await {
             Ok(result) => result,
             Err(_) => {
                 let message = "the pipeline failed on this call (a hook, audit or tier function panicked); it may not have run";
                 self.fail_backup(session, backup, message.to_owned()).await
             }
-        }
+        };
+        session.forget_call(&call_id);
+        result
     }
 
     /// The one failed result (and settled row) of a call whose own steps died.
@@ -747,9 +750,12 @@ impl Executor {
     /// Approve → before hooks → timeout → run → after hooks → record.
     async fn run_steps(&self, session: &Arc<Session>, call: Prepared) -> CallResult {
         let started = Instant::now();
-        if session.is_cancelled() {
-            let output =
-                ToolOutput::error(ErrorKind::Cancelled, "The session was cancelled before this call ran.");
+        if session.is_cancelled() || session.call_token(&call.call_id).is_cancelled() {
+            let what = if session.is_cancelled() { "The session" } else { "The call" };
+            let output = ToolOutput::error(
+                ErrorKind::Cancelled,
+                format!("{what} was cancelled before this call ran."),
+            );
             return self.finish(session, &call, AttemptStatus::Failed, output, started, None, None).await;
         }
         let (decision, decided_by) = match self.approve(session, &call).await {
@@ -849,9 +855,8 @@ impl Executor {
         let nested_count = Arc::new(AtomicU32::new(0));
         let nested_log: Arc<Mutex<Vec<Value>>> = Arc::new(Mutex::new(Vec::new()));
         let context = self.context(session, &call, deadline, nested_count, nested_log.clone());
-        let mut output = self
-            .dispatch(session, entry.runtime.clone(), &call.api, arguments.clone(), context, timeout)
-            .await;
+        let mut output =
+            self.dispatch(entry.runtime.clone(), &call.api, arguments.clone(), context, timeout).await;
 
         // After hooks, field by field.
         for hook in session.after_hooks() {
@@ -939,7 +944,7 @@ impl Executor {
         context.user_id = session.config.user_id.clone();
         context.working_directory = session.config.working_directory.clone();
         context.sandbox = session.sandbox.clone();
-        context.cancel = session.cancel.child_token();
+        context.cancel = session.call_token(&call.call_id);
         context.nested = Some(nested);
         context
     }
@@ -978,7 +983,6 @@ impl Executor {
     /// it has a grace period to return what it has.
     async fn dispatch(
         &self,
-        session: &Session,
         runtime: Arc<dyn tool_core::ToolRuntime>,
         api: &str,
         arguments: Value,
@@ -1014,14 +1018,14 @@ impl Executor {
                 // A runtime that returns after the session's cancel reached its token stopped
                 // because of it; one that merely finished at the deadline, unsignalled, did its
                 // work and keeps its result (calling it failed would make the model repeat it).
-                if session.cancel.is_cancelled() {
+                if token.is_cancelled() {
                     (ErrorKind::Cancelled, Some(output))
                 } else {
                     return output;
                 }
             }
             () = tokio::time::sleep_until(deadline.into()) => (ErrorKind::Timeout, None),
-            () = session.cancel.cancelled() => (ErrorKind::Cancelled, None),
+            () = token.cancelled() => (ErrorKind::Cancelled, None),
         };
         token.cancel();
         let grace = self.inner.config.stop_grace;
@@ -1162,12 +1166,14 @@ impl Executor {
         {
             wait = wait.min(limit);
         }
-        let decided = tokio::time::timeout(wait, self.inner.broker.wait(&request, &session.cancel, wait))
+        // The call's own token: it fires with the session's, or when this one call is cancelled.
+        let token = session.call_token(&call.call_id);
+        let decided = tokio::time::timeout(wait, self.inner.broker.wait(&request, &token, wait))
             .await
             .unwrap_or_default();
         let status_text = match &decided {
             Some(d) => d.decision.name(),
-            None if session.is_cancelled() => "cancelled",
+            None if token.is_cancelled() => "cancelled",
             None => "expired",
         };
         if let Some(journal) = &self.inner.journal {
@@ -1225,7 +1231,7 @@ impl Executor {
                     decision.name().to_owned(),
                 ))
             }
-            None if session.is_cancelled() => Err((
+            None if token.is_cancelled() => Err((
                 AttemptStatus::Failed,
                 ToolOutput::error(ErrorKind::Cancelled, "The call was cancelled while waiting for approval."),
                 "cancelled".into(),

@@ -142,6 +142,8 @@ pub struct Session {
     pub(crate) batch_lock: Arc<tokio::sync::RwLock<()>>,
     /// The sandbox every call of the session shares, made once from its config.
     pub(crate) sandbox: Arc<CallSandbox>,
+    /// Each running call's cancellation (a child of the session's), by call id.
+    pub(crate) calls: Mutex<std::collections::HashMap<String, CancellationToken>>,
 }
 
 impl std::fmt::Debug for Session {
@@ -184,7 +186,33 @@ impl Session {
             grants: Mutex::new(Vec::new()),
             batch_lock: Arc::new(tokio::sync::RwLock::new(())),
             sandbox,
+            calls: Mutex::new(std::collections::HashMap::new()),
         }
+    }
+
+    /// Cancels one call of the session that is waiting for approval or running (not the
+    /// session): it settles as cancelled. Returns whether such a call was found; a call id not in
+    /// flight is left alone, since a later message may reuse it.
+    pub fn cancel_call(&self, call_id: &str) -> bool {
+        let calls = self.calls.lock().unwrap_or_else(|p| p.into_inner());
+        match calls.get(call_id) {
+            Some(token) => {
+                token.cancel();
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// The cancellation of one call: fires with the session's, or alone by [`Self::cancel_call`].
+    pub(crate) fn call_token(&self, call_id: &str) -> CancellationToken {
+        let mut calls = self.calls.lock().unwrap_or_else(|p| p.into_inner());
+        calls.entry(call_id.to_owned()).or_insert_with(|| self.cancel.child_token()).clone()
+    }
+
+    /// The call has settled: its token is dropped.
+    pub(crate) fn forget_call(&self, call_id: &str) {
+        self.calls.lock().unwrap_or_else(|p| p.into_inner()).remove(call_id);
     }
 
     /// The session's id.

@@ -689,3 +689,59 @@ async fn the_operators_deny_list_holds_in_every_mode() {
     let r = executor.execute(&s, None, call("c1", "shell", r#"{"command": "ls"}"#)).await;
     assert_eq!(r.status, AttemptStatus::Executed, "{}", r.output.content);
 }
+
+#[tokio::test]
+async fn one_call_is_cancelled_and_the_rest_of_its_batch_and_session_run_on() {
+    let f = fixture().await;
+    let s = session(&f, "s-cancel-one", ApprovalMode::Manual);
+    assert!(!s.cancel_call("c1"), "nothing in flight yet");
+    let canceller = {
+        let s = s.clone();
+        let mut events = s.subscribe();
+        tokio::spawn(async move {
+            while let Ok(event) = events.recv().await {
+                if let Event::Started { call_id, .. } = event
+                    && call_id == "c1"
+                {
+                    return s.cancel_call("c1");
+                }
+            }
+            false
+        })
+    };
+    let started = std::time::Instant::now();
+    let batch = Batch {
+        message_id: Some("m-cancel".into()),
+        calls: vec![call("c1", "sleep", r#"{"ms": 10000}"#), call("c2", "sleep", r#"{"ms": 200}"#)],
+        stopped_on_length: false,
+    };
+    let results = f.executor.execute_batch(&s, batch).await;
+    assert!(canceller.await.unwrap(), "the call was in flight when cancelled");
+    assert!(started.elapsed() < std::time::Duration::from_secs(5), "the cancelled call did not run its 10 s");
+    assert_eq!(
+        results[0].output.error.as_ref().unwrap().kind,
+        ErrorKind::Cancelled,
+        "{:?}",
+        results[0].output
+    );
+    assert!(results[0].output.content.contains("partial output before the stop"));
+    assert!(results[1].output.success, "its neighbour ran to the end: {:?}", results[1].output);
+    assert!(!s.is_cancelled(), "the session goes on");
+    let rows = f.journal.query("tenant-a", &journal::AttemptFilter::default()).await.unwrap();
+    let c1 = rows.iter().find(|r| r.call_id == "c1").unwrap();
+    assert_eq!(c1.status, AttemptStatus::Failed);
+    assert_eq!(c1.error_kind.as_deref(), Some("cancelled"));
+    // The id is free again: a later message may reuse it and runs normally.
+    let again = f
+        .executor
+        .execute_batch(
+            &s,
+            Batch {
+                message_id: Some("m-next".into()),
+                calls: vec![call("c1", "sleep", r#"{"ms": 10}"#)],
+                stopped_on_length: false,
+            },
+        )
+        .await;
+    assert!(again[0].output.success, "{:?}", again[0].output);
+}
