@@ -19,24 +19,33 @@ fn text(result: &rmcp::model::CallToolResult) -> String {
     serde_json::to_value(&result.content).unwrap()[0]["text"].as_str().unwrap_or_default().to_owned()
 }
 
-#[tokio::test]
-async fn a_local_client_over_stdio_gets_the_tools_behind_the_pipeline() {
+/// `toolhost-server mcp-stdio` on a fresh folder holding `notes.txt`, with rmcp's client on it;
+/// also the journal's URL and the folder (kept alive by the returned guard).
+async fn stdio(
+    approval_mode: &str,
+    notes: &str,
+) -> (rmcp::service::RunningService<rmcp::RoleClient, ()>, String, tempfile::TempDir) {
     let dir = tempfile::tempdir().unwrap();
     let (data, work) = (dir.path().join("data"), dir.path().join("work"));
     std::fs::create_dir_all(&data).unwrap();
     std::fs::create_dir_all(&work).unwrap();
-    std::fs::write(work.join("notes.txt"), "hello over stdio\n").unwrap();
+    std::fs::write(work.join("notes.txt"), notes).unwrap();
     let database = format!("sqlite://{}/journal.db", data.display());
     let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_toolhost-server"));
     command
-        .arg("mcp-stdio")
-        .arg("--working-directory")
+        .args(["mcp-stdio", "--approval-mode", approval_mode, "--working-directory"])
         .arg(&work)
         .env("TOOLHOST_DATABASE_URL", &database)
         .env("TOOLHOST_STATE_DIR", &data)
         .env("RUST_LOG", "warn")
         .env_remove("TOOLHOST_API_KEYS");
     let client = ().serve(TokioChildProcess::new(command).unwrap()).await.unwrap();
+    (client, database, dir)
+}
+
+#[tokio::test]
+async fn a_local_client_over_stdio_gets_the_tools_behind_the_pipeline() {
+    let (client, database, _dir) = stdio("headless", "hello over stdio\n").await;
 
     let tools = client.list_all_tools().await.unwrap();
     let names: Vec<&str> = tools.iter().map(|t| t.name.as_ref()).collect();
@@ -135,21 +144,7 @@ async fn a_client_over_http_is_a_tenant_session_and_its_calls_are_journalled() {
 
 #[tokio::test]
 async fn a_cancellation_notification_cancels_that_call_and_the_session_goes_on() {
-    let dir = tempfile::tempdir().unwrap();
-    let (data, work) = (dir.path().join("data"), dir.path().join("work"));
-    std::fs::create_dir_all(&data).unwrap();
-    std::fs::create_dir_all(&work).unwrap();
-    std::fs::write(work.join("notes.txt"), "still here\n").unwrap();
-    let database = format!("sqlite://{}/journal.db", data.display());
-    let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_toolhost-server"));
-    command
-        .args(["mcp-stdio", "--approval-mode", "auto_run", "--working-directory"])
-        .arg(&work)
-        .env("TOOLHOST_DATABASE_URL", &database)
-        .env("TOOLHOST_STATE_DIR", &data)
-        .env("RUST_LOG", "warn")
-        .env_remove("TOOLHOST_API_KEYS");
-    let client = ().serve(TokioChildProcess::new(command).unwrap()).await.unwrap();
+    let (client, database, _dir) = stdio("auto_run", "still here\n").await;
     let request = rmcp::model::ClientRequest::CallToolRequest(rmcp::model::CallToolRequest::new(
         CallToolRequestParams::new("runCommand").with_arguments(arguments(json!({"command": "sleep 30"}))),
     ));
