@@ -198,6 +198,7 @@ pub fn manifest() -> ToolManifest {
              cite them by index. Read a result's page with crawlSinglePage before relying on details.",
         )
         .tier(Tier::Read)
+        .open_world()
         .timeout_ms(45_000),
     )
     .api(
@@ -207,6 +208,7 @@ pub fn manifest() -> ToolManifest {
              and final URL. Long pages are cut at 25 000 characters; the notice gives the offset to read on.",
         )
         .tier(Tier::Read)
+        .open_world()
         .timeout_ms(60_000),
     )
     .api(
@@ -216,6 +218,7 @@ pub fn manifest() -> ToolManifest {
              25 000-character budget.",
         )
         .tier(Tier::Read)
+        .open_world()
         .timeout_ms(90_000),
     )
 }

@@ -165,7 +165,7 @@ fn tool_of(name: &str, title: &str, api: &tool_core::ApiSpec) -> Option<Tool> {
         "readOnlyHint": tier == Tier::Read,
         "destructiveHint": tier != Tier::Read,
         "idempotentHint": tier == Tier::Read,
-        "openWorldHint": tier == Tier::Exec,
+        "openWorldHint": api.open_world || tier == Tier::Exec,
     });
     serde_json::from_value(declared).ok()
 }

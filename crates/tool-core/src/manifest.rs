@@ -185,6 +185,10 @@ pub struct ApiSpec {
     /// matched by remembered command-prefix decisions).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub command_param: Option<String>,
+    /// The call reaches beyond this machine (the web, a remote service): MCP's `openWorldHint`.
+    /// Commands count as open-world by their tier.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub open_world: bool,
 }
 
 impl ApiSpec {
@@ -205,7 +209,15 @@ impl ApiSpec {
             display: DisplayControl::default(),
             path_params: Vec::new(),
             command_param: None,
+            open_world: false,
         }
+    }
+
+    /// Marks the API as reaching beyond this machine (the web, a remote service).
+    #[must_use]
+    pub fn open_world(mut self) -> Self {
+        self.open_world = true;
+        self
     }
 
     /// Sets the default timeout.

@@ -105,7 +105,11 @@ pub fn mcp_tool(name: &str, api: &ApiSpec) -> Value {
         "title": api.name,
         "description": api.description,
         "inputSchema": input_schema,
-        "annotations": { "readOnlyHint": read_only, "destructiveHint": destructive },
+        "annotations": {
+            "readOnlyHint": read_only,
+            "destructiveHint": destructive,
+            "openWorldHint": api.open_world || destructive,
+        },
     })
 }
 
