@@ -84,6 +84,7 @@ impl Crawler for Direct {
     fn crawl<'a>(&'a self, url: &'a Url) -> BoxFuture<'a, Result<Page, CrawlError>> {
         Box::pin(async move {
             let request = Request::get(url.as_str())
+                .truncate_at_cap()
                 .header(header::ACCEPT, ACCEPT)
                 .header(header::ACCEPT_LANGUAGE, "en;q=0.9, *;q=0.5");
             let response = self.fetcher.send(request).await.map_err(fetch_error)?;
@@ -97,7 +98,15 @@ impl Crawler for Direct {
                 head.contains("<html") || head.contains("<!doctype html")
             };
             let final_url = response.url.to_string();
-            let (kind, content) = if media == "application/pdf" || body.starts_with(b"%PDF-") {
+            let is_pdf = media == "application/pdf" || body.starts_with(b"%PDF-");
+            if response.truncated && is_pdf {
+                return Err(format!(
+                    "the PDF is larger than {}, the most read; a cut PDF cannot be parsed",
+                    size(body.len())
+                )
+                .into());
+            }
+            let (kind, mut content) = if is_pdf {
                 let body = body.clone();
                 let text = tokio::task::spawn_blocking(move || pdf_text(&body))
                     .await
@@ -128,8 +137,23 @@ impl Crawler for Direct {
             } else {
                 return Err(format!("not a readable page ({media})").into());
             };
+            if response.truncated {
+                content.markdown.push_str(&format!(
+                    "\n\n[The page is larger than {}; only its beginning was read.]",
+                    size(body.len())
+                ));
+            }
             Ok(Page { url: url.to_string(), final_url, crawler: "direct", kind, content })
         })
+    }
+}
+
+/// A byte count as people read it (`10 MiB`, `256 KiB`).
+fn size(bytes: usize) -> String {
+    if bytes >= 1024 * 1024 {
+        format!("{} MiB", bytes / (1024 * 1024))
+    } else {
+        format!("{} KiB", bytes / 1024)
     }
 }
 

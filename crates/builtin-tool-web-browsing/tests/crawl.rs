@@ -297,3 +297,35 @@ async fn several_pages_are_read_in_parallel_and_share_the_budget() {
     let output = run(loopback(vec![]), "crawlMultiPages", json!({"urls": [site.url("/missing")]})).await;
     assert!(!output.success, "all pages failing is a failure");
 }
+
+#[tokio::test]
+async fn a_page_over_the_cap_is_read_up_to_it_and_says_so() {
+    let site = Script::routes(vec![
+        ("/huge", Reply::text(200, &long_article(4_000))),
+        (
+            "/huge.pdf",
+            Reply::bytes(
+                200,
+                "application/pdf",
+                [pdf(&["Page text."]), vec![b' '; 2 * 1024 * 1024]].concat(),
+            ),
+        ),
+    ])
+    .await;
+    let mut settings = loopback(vec![]);
+    settings.page_limits.max_body_bytes = 256 * 1024;
+    let output = run(settings.clone(), "crawlSinglePage", json!({"url": site.url("/huge")})).await;
+    assert!(output.success, "{}", output.content);
+    assert!(output.content.contains("Paragraph 1:"), "the beginning was read");
+    let state = output.state.unwrap();
+    let markdown = state["pages"][0]["markdown"].as_str().unwrap();
+    assert!(state["pages"][0]["totalChars"].as_u64().unwrap() > 25_000);
+    let total = state["pages"][0]["totalChars"].as_u64().unwrap() as usize;
+    let last =
+        run(settings.clone(), "crawlSinglePage", json!({"url": site.url("/huge"), "offset": total - 200}))
+            .await;
+    assert!(last.content.contains("only its beginning was read"), "{}", last.content);
+    assert!(!markdown.is_empty());
+    let pdf = run(settings, "crawlSinglePage", json!({"url": site.url("/huge.pdf")})).await;
+    assert!(!pdf.success && pdf.content.contains("a cut PDF cannot be parsed"), "{}", pdf.content);
+}

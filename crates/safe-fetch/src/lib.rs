@@ -165,12 +165,13 @@ pub struct Request {
     url: String,
     headers: HeaderMap,
     body: Option<Bytes>,
+    truncate: bool,
 }
 
 impl Request {
     /// A GET request.
     pub fn get(url: impl Into<String>) -> Self {
-        Self { method: Method::GET, url: url.into(), headers: HeaderMap::new(), body: None }
+        Self { method: Method::GET, url: url.into(), headers: HeaderMap::new(), body: None, truncate: false }
     }
 
     /// A POST request with a body of the given content type.
@@ -200,6 +201,15 @@ impl Request {
         self
     }
 
+    /// A body past [`Limits::max_body_bytes`] is kept up to the cap (the response says it was cut)
+    /// instead of failing the fetch: for a page, whose first megabytes are worth reading. The
+    /// connection stops reading at the cap either way.
+    #[must_use]
+    pub fn truncate_at_cap(mut self) -> Self {
+        self.truncate = true;
+        self
+    }
+
     /// The URL as given.
     pub fn url(&self) -> &str {
         &self.url
@@ -219,6 +229,8 @@ pub struct Response {
     pub headers: HeaderMap,
     /// The body, decompressed.
     pub body: Bytes,
+    /// The body was cut at the cap ([`Request::truncate_at_cap`]).
+    pub truncated: bool,
 }
 
 impl Response {
@@ -369,7 +381,7 @@ impl Fetcher {
     }
 
     async fn exchange(&self, request: Request) -> Result<Response, FetchError> {
-        let Request { mut method, url: first, mut headers, mut body } = request;
+        let Request { mut method, url: first, mut headers, mut body, truncate } = request;
         let mut url = parse(&first)?;
         let mut redirects = Vec::new();
         loop {
@@ -406,22 +418,30 @@ impl Fetcher {
                 continue;
             }
             let headers = response.headers().clone();
-            let body = self.read_body(&url, response).await?;
-            return Ok(Response { status, url, redirects, headers, body });
+            let (body, truncated) = self.read_body(&url, response, truncate).await?;
+            return Ok(Response { status, url, redirects, headers, body, truncated });
         }
     }
 
-    async fn read_body(&self, url: &Url, mut response: reqwest::Response) -> Result<Bytes, FetchError> {
+    async fn read_body(
+        &self,
+        url: &Url,
+        mut response: reqwest::Response,
+        truncate: bool,
+    ) -> Result<(Bytes, bool), FetchError> {
         let limit = self.limits.max_body_bytes;
-        let too_large = || FetchError::TooLarge { url: for_messages(url), limit };
         let mut body = BytesMut::new();
         while let Some(chunk) = response.chunk().await.map_err(|e| self.transport(url, &e))? {
             if body.len() + chunk.len() > limit {
-                return Err(too_large());
+                if !truncate {
+                    return Err(FetchError::TooLarge { url: for_messages(url), limit });
+                }
+                body.extend_from_slice(&chunk[..limit - body.len()]);
+                return Ok((body.freeze(), true));
             }
             body.extend_from_slice(&chunk);
         }
-        Ok(body.freeze())
+        Ok((body.freeze(), false))
     }
 }
 

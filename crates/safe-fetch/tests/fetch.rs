@@ -349,6 +349,12 @@ async fn bodies_stop_at_the_cap_after_decompression() {
     assert!(matches!(error, FetchError::TooLarge { .. }), "{error:?}");
     assert!(error.to_string().contains("after decompression"), "{error}");
     assert!(started.elapsed() < Duration::from_secs(5));
+    // A page may be read up to the cap instead: cut there, and said so.
+    let cut = fetch.send(Request::get(server.url("/bomb")).truncate_at_cap()).await.unwrap();
+    assert!(cut.truncated);
+    assert_eq!(cut.body.len(), 1024 * 1024);
+    let whole = fetch.send(Request::get(server.url("/page")).truncate_at_cap()).await.unwrap();
+    assert!(!whole.truncated);
     let small = fetch.get(&server.url("/small-gzip")).await.unwrap();
     assert_eq!(&small.body[..], b"squeezed text");
     assert!(server.seen().iter().all(|s| s.headers["accept-encoding"].contains("gzip")));
