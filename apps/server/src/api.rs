@@ -603,9 +603,6 @@ async fn submit_calls(
 ) -> Result<Response, ApiError> {
     principal.must_propose()?;
     let tenant = principal.tenant;
-    if state.shutdown.is_cancelled() {
-        return Err(ApiError::unavailable("the server is shutting down"));
-    }
     let entry = state.session(&tenant, &id).await?;
     if entry.view.status != "active" {
         return Err(ApiError::conflict(format!("session `{id}` has ended")));
@@ -624,8 +621,36 @@ async fn submit_calls(
     let message_id = request.message_id.clone().unwrap_or_else(|| fresh_id("msg"));
     let batch =
         Batch { message_id: Some(message_id.clone()), calls, stopped_on_length: request.stopped_on_length };
+    let admitted = admit_batch(&state, &tenant)?;
+    let stream_slot =
+        if request.stream { Some(state.limits.take(&tenant, Resource::Streams)?) } else { None };
+    // Subscribe before the batch starts, so no event is missed.
+    let events = request.stream.then(|| entry.session.subscribe());
+    let handle = spawn_batch(&state, entry.session.clone(), batch, admitted);
+    match events {
+        None => {
+            let response = handle.await.map_err(ApiError::internal)?;
+            Ok(Json(response).into_response())
+        }
+        Some(events) => {
+            Ok(stream_batch(state.clone(), events, call_ids, handle, stream_slot).into_response())
+        }
+    }
+}
+
+/// The tenant's budgets for a new batch: refused while the server shuts down, past the approvals
+/// waiting for a person, or past the batches in flight. The same for every way calls arrive (the
+/// calls endpoint, MCP).
+///
+/// # Errors
+///
+/// 503 while shutting down; 429 past a budget.
+pub fn admit_batch(state: &AppState, tenant: &str) -> Result<crate::limits::Slot, ApiError> {
+    if state.shutdown.is_cancelled() {
+        return Err(ApiError::unavailable("the server is shutting down"));
+    }
     // Questions no one answers pile up: past the tenant's budget, no new batch may add to them.
-    let waiting = state.broker.pending(&tenant, None).len();
+    let waiting = state.broker.pending(tenant, None).len();
     if waiting >= state.args.tenant_approvals.max(1) {
         return Err(ApiError::too_many(
             format!(
@@ -634,15 +659,21 @@ async fn submit_calls(
             5,
         ));
     }
-    let batch_slot = state.limits.take(&tenant, Resource::Batches)?;
-    let stream_slot =
-        if request.stream { Some(state.limits.take(&tenant, Resource::Streams)?) } else { None };
-    // Subscribe before the batch starts, so no event is missed.
-    let events = request.stream.then(|| entry.session.subscribe());
+    state.limits.take(tenant, Resource::Batches)
+}
+
+/// Runs an admitted batch to its end on the server's task tracker (a client that goes away cannot
+/// drop it half-way; shutdown waits for it), counting its calls in the metrics.
+pub fn spawn_batch(
+    state: &Arc<AppState>,
+    session: Arc<tool_executor::Session>,
+    batch: Batch,
+    slot: crate::limits::Slot,
+) -> tokio::task::JoinHandle<CallsResponse> {
     let run_state = state.clone();
-    let session = entry.session.clone();
-    let handle = state.tasks.spawn(async move {
-        let _batch_slot = batch_slot;
+    state.tasks.spawn(async move {
+        let _batch_slot = slot;
+        let message_id = batch.message_id.clone();
         let started = Instant::now();
         // Boxed: the pipeline's future is large, and moving it into the task copied it.
         let results = Box::pin(run_state.executor.execute_batch(&session, batch)).await;
@@ -654,17 +685,8 @@ async fn submit_calls(
                 seconds,
             );
         }
-        CallsResponse { message_id: Some(message_id), results }
-    });
-    match events {
-        None => {
-            let response = handle.await.map_err(ApiError::internal)?;
-            Ok(Json(response).into_response())
-        }
-        Some(events) => {
-            Ok(stream_batch(state.clone(), events, call_ids, handle, stream_slot).into_response())
-        }
-    }
+        CallsResponse { message_id, results }
+    })
 }
 
 fn sse_json(kind: &str, value: &impl Serialize) -> SseEvent {

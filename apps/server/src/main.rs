@@ -80,18 +80,22 @@ async fn mcp_stdio(
     working_directory: Option<std::path::PathBuf>,
     approval_mode: tool_executor::ApprovalMode,
 ) -> anyhow::Result<()> {
-    let state = AppState::build(args).await?;
     anyhow::ensure!(
-        state.keys.is_open(),
+        args.keys()?.is_open(),
         "mcp-stdio serves the person who started it, on their own machine: run it without API keys"
     );
+    let state = AppState::build(args).await?;
     let principal = state.keys.principal(None).map_err(|e| anyhow::anyhow!(e.message().to_owned()))?;
     let session = toolhost_server::mcp::StdioSession { principal, working_directory, approval_mode };
     let backend = std::sync::Arc::new(toolhost_server::mcp::Backend::stdio(state.clone(), session));
     let served = mcp::serve_stdio(backend, "toolhost").await;
-    // Every call was answered, so its journal row is settled; nothing is left to wait for.
+    // The session has ended (its calls cancelled); let what they started settle, as serve does.
     state.closing.cancel();
     state.shutdown.cancel();
+    state.tasks.close();
+    if tokio::time::timeout(state.args.shutdown_grace(), state.tasks.wait()).await.is_err() {
+        tracing::warn!("calls still settling at exit");
+    }
     served.map_err(Into::into)
 }
 

@@ -12,7 +12,7 @@ use axum::response::{IntoResponse, Response};
 use futures::future::BoxFuture;
 use tool_executor::ApprovalMode;
 
-use crate::api::{CreateSession, open_session};
+use crate::api::{CreateSession, admit_batch, open_session, spawn_batch};
 use crate::auth::Principal;
 use crate::state::AppState;
 
@@ -50,14 +50,15 @@ impl Backend {
         Self { state, stdio: Some(session) }
     }
 
-    /// The folder of a connection: the client's first root, else the configured one, else the
-    /// tenant's only workspace root.
+    /// The folder of a connection: the one `mcp-stdio --working-directory` names (the person's own
+    /// choice on the command line), else the client's first root, else the tenant's only workspace
+    /// root. Whichever it is, opening the session checks it like any other.
     fn working_directory(&self, tenant: &str, roots: &[PathBuf]) -> Option<PathBuf> {
-        if let Some(root) = roots.first() {
-            return Some(root.clone());
-        }
         if let Some(dir) = self.stdio.as_ref().and_then(|s| s.working_directory.clone()) {
             return Some(dir);
+        }
+        if let Some(root) = roots.first() {
+            return Some(root.clone());
         }
         let mut mine = self.state.args.workspace_roots.iter().filter(|root| root.admits(tenant));
         match (mine.next(), mine.next()) {
@@ -90,6 +91,38 @@ impl mcp::Backend for Backend {
                 .map_err(|e| mcp::OpenError(format!("no session could be opened: {}", e.message())))?;
             tracing::info!(session = entry.session.id(), tenant = %principal.tenant, client = ?request.client, "MCP connection opened a session");
             Ok(mcp::Opened { executor: state.executor.clone(), session: entry.session.clone() })
+        })
+    }
+
+    fn admits(
+        &self,
+        opened: &mcp::Opened,
+        http: Option<&axum::http::request::Parts>,
+    ) -> Result<(), mcp::OpenError> {
+        if self.stdio.is_some() {
+            return Ok(());
+        }
+        let principal = http.and_then(|parts| parts.extensions.get::<Principal>());
+        match principal {
+            Some(principal) if principal.tenant == opened.session.config.tenant => Ok(()),
+            _ => Err(mcp::OpenError("this MCP session belongs to another tenant's key".into())),
+        }
+    }
+
+    fn run(
+        &self,
+        opened: &mcp::Opened,
+        batch: tool_executor::Batch,
+    ) -> BoxFuture<'static, Result<Vec<tool_executor::CallResult>, mcp::OpenError>> {
+        let state = self.state.clone();
+        let session = opened.session.clone();
+        Box::pin(async move {
+            let tenant = session.config.tenant.clone();
+            let slot = admit_batch(&state, &tenant).map_err(|e| mcp::OpenError(e.message().to_owned()))?;
+            let response = spawn_batch(&state, session, batch, slot)
+                .await
+                .map_err(|e| mcp::OpenError(format!("the batch's task failed: {e}")))?;
+            Ok(response.results)
         })
     }
 

@@ -4,8 +4,6 @@
 
 mod common;
 
-use std::sync::Arc;
-
 use rmcp::ServiceExt;
 use rmcp::model::CallToolRequestParams;
 use rmcp::transport::{StreamableHttpClientTransport, TokioChildProcess};
@@ -139,7 +137,6 @@ async fn a_client_over_http_is_a_tenant_session_and_its_calls_are_journalled() {
     let row = rows.iter().find(|r| r.function_name == "readFile").expect("the call is in the journal");
     assert_eq!(row.status.as_str(), "executed");
     assert_eq!(row.arguments, json!({"path": "a.txt"}));
-    let _ = Arc::clone(&server.state);
 }
 
 #[tokio::test]
@@ -191,4 +188,65 @@ async fn a_cancellation_notification_cancels_that_call_and_the_session_goes_on()
         .unwrap();
     assert!(text(&after).contains("still here"), "the session goes on: {}", text(&after));
     client.cancel().await.unwrap();
+}
+
+/// Posts one JSON-RPC message to `/mcp` and returns the response's headers and body text.
+async fn post_mcp(
+    server: &common::TestServer,
+    key: &str,
+    session: Option<&str>,
+    body: Value,
+) -> (reqwest::header::HeaderMap, String) {
+    let mut request = reqwest::Client::builder()
+        .no_proxy()
+        .build()
+        .unwrap()
+        .post(server.url("/mcp"))
+        .bearer_auth(key)
+        .header("accept", "application/json, text/event-stream")
+        .header("mcp-protocol-version", "2025-06-18")
+        .json(&body);
+    if let Some(session) = session {
+        request = request.header("mcp-session-id", session);
+    }
+    let response = request.send().await.unwrap();
+    let headers = response.headers().clone();
+    (headers, response.text().await.unwrap())
+}
+
+#[tokio::test]
+async fn a_session_id_does_not_let_another_tenant_in() {
+    let dir = tempfile::tempdir().unwrap();
+    let (acme, globex) = (dir.path().join("acme"), dir.path().join("globex"));
+    std::fs::create_dir_all(&acme).unwrap();
+    std::fs::create_dir_all(&globex).unwrap();
+    std::fs::write(acme.join("secret.txt"), "acme's secret\n").unwrap();
+    let mut args = common::args(dir.path());
+    args.api_keys = vec![
+        toolhost_server::auth::stored_form("acme", "key-acme"),
+        toolhost_server::auth::stored_form("globex", "key-globex"),
+    ];
+    args.workspace_roots = vec![
+        format!("acme={}", acme.display()).parse().unwrap(),
+        format!("globex={}", globex.display()).parse().unwrap(),
+    ];
+    let server = common::TestServer::start_with(tempfile::tempdir().unwrap(), args).await;
+    let initialize = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}});
+    let (headers, _) = post_mcp(&server, "key-acme", None, initialize).await;
+    let session = headers.get("mcp-session-id").expect("a legacy session id").to_str().unwrap().to_owned();
+    post_mcp(
+        &server,
+        "key-acme",
+        Some(&session),
+        json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+    )
+    .await;
+    let read = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+        "params": {"name": "readFile", "arguments": {"path": "secret.txt"}}});
+    let (_, own) = post_mcp(&server, "key-acme", Some(&session), read.clone()).await;
+    assert!(own.contains("acme's secret"), "the session's own tenant reads: {own}");
+    let (_, other) = post_mcp(&server, "key-globex", Some(&session), read).await;
+    assert!(!other.contains("acme's secret"), "{other}");
+    assert!(other.contains("another tenant"), "{other}");
 }

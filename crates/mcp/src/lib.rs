@@ -8,9 +8,10 @@
 //! * The tool list is the session's toolbox at run time: function names as the pipeline resolves
 //!   them, input schemas in the MCP projection (`tool_core::provider::mcp_tool`), annotations
 //!   from the tier (`readOnlyHint`, `destructiveHint`, `idempotentHint`, `openWorldHint`).
-//! * A connection is a session, opened on its first request: its working directory comes from the
-//!   client's roots when it offers them (the backend checks them), else from the backend's own
-//!   configuration; never from tool arguments.
+//! * A connection is a session, opened on its first request: the backend picks its working
+//!   directory from the client's roots or its own configuration and checks it like any session's;
+//!   never from tool arguments. Every later request must satisfy `Backend::admits` (over HTTP: the
+//!   same tenant), and every call runs through `Backend::run`, within the app's budgets.
 //! * A call's `content` comes back as a text block, its `state` as `structuredContent`, its status
 //!   as `isError`; the pipeline's progress events become progress notifications when the client
 //!   asked for them with a progress token; a cancellation notification cancels that one call.
@@ -29,7 +30,7 @@ use rmcp::service::RequestContext;
 use rmcp::{ErrorData as McpError, RoleServer, ServerHandler, ServiceExt};
 use serde_json::{Value, json};
 use tool_core::{Tier, TierSpec};
-use tool_executor::{Batch, Event, Executor, RawCall, Session};
+use tool_executor::{Batch, CallResult, Event, Executor, RawCall, Session};
 
 /// What a connection asks of the backend when it opens.
 #[derive(Debug, Clone, Default)]
@@ -68,6 +69,18 @@ pub trait Backend: Send + Sync + 'static {
     /// Opens the session of a new connection.
     fn open(&self, request: OpenRequest) -> BoxFuture<'static, Result<Opened, OpenError>>;
 
+    /// Whether a later request of the connection may use its session: over HTTP, the request's
+    /// credentials must belong to the session's tenant (a session id alone proves nothing).
+    ///
+    /// # Errors
+    ///
+    /// The reason it may not.
+    fn admits(&self, opened: &Opened, http: Option<&http::request::Parts>) -> Result<(), OpenError>;
+
+    /// Runs one batch of the session through the pipeline, within the app's budgets, to its end
+    /// even if the client goes away.
+    fn run(&self, opened: &Opened, batch: Batch) -> BoxFuture<'static, Result<Vec<CallResult>, OpenError>>;
+
     /// The connection is gone: end its session (its journal rows stay). A connection of the
     /// stateless protocol revision (2026-07-28) lives for one request.
     fn close(&self, opened: Opened) -> BoxFuture<'static, ()>;
@@ -76,24 +89,34 @@ pub trait Backend: Send + Sync + 'static {
 /// One MCP connection: a Toolhost session opened on its first request.
 struct Connection {
     backend: Arc<dyn Backend>,
-    opened: tokio::sync::OnceCell<Result<Opened, OpenError>>,
+    opened: Arc<tokio::sync::OnceCell<Result<Opened, OpenError>>>,
     messages: AtomicU64,
     name: String,
+    /// HTTP connections end their session when rmcp drops them; stdio ends it itself, awaited,
+    /// before the process exits.
+    close_on_drop: bool,
 }
 
 impl Drop for Connection {
     fn drop(&mut self) {
-        if let Some(Ok(opened)) = self.opened.take()
+        if self.close_on_drop
+            && let Some(Ok(opened)) = self.opened.get()
             && let Ok(runtime) = tokio::runtime::Handle::try_current()
         {
-            runtime.spawn(self.backend.close(opened));
+            runtime.spawn(self.backend.close(opened.clone()));
         }
     }
 }
 
 impl Connection {
-    fn new(backend: Arc<dyn Backend>, name: String) -> Self {
-        Self { backend, opened: tokio::sync::OnceCell::new(), messages: AtomicU64::new(0), name }
+    fn new(backend: Arc<dyn Backend>, name: String, close_on_drop: bool) -> Self {
+        Self {
+            backend,
+            opened: Arc::new(tokio::sync::OnceCell::new()),
+            messages: AtomicU64::new(0),
+            name,
+            close_on_drop,
+        }
     }
 
     async fn opened(&self, context: &RequestContext<RoleServer>) -> Result<&Opened, McpError> {
@@ -109,7 +132,11 @@ impl Connection {
                 self.backend.open(OpenRequest { http, roots, client }).await
             })
             .await;
-        opened.as_ref().map_err(|e| McpError::invalid_request(e.0.clone(), None))
+        let opened = opened.as_ref().map_err(|e| McpError::invalid_request(e.0.clone(), None))?;
+        self.backend
+            .admits(opened, context.extensions.get::<http::request::Parts>())
+            .map_err(|e| McpError::invalid_request(e.0, None))?;
+        Ok(opened)
     }
 }
 
@@ -126,30 +153,10 @@ async fn roots_of(context: &RequestContext<RoleServer>) -> Vec<PathBuf> {
         Ok(Ok(result)) => result
             .roots
             .iter()
-            .filter_map(|root| root.uri.strip_prefix("file://").map(|p| PathBuf::from(percent_decode(p))))
+            .filter_map(|root| url::Url::parse(&root.uri).ok()?.to_file_path().ok())
             .collect(),
         _ => Vec::new(),
     }
-}
-
-fn percent_decode(text: &str) -> String {
-    let bytes = text.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        if bytes[i] == b'%'
-            && i + 2 < bytes.len()
-            && let Some(byte) =
-                std::str::from_utf8(&bytes[i + 1..i + 3]).ok().and_then(|h| u8::from_str_radix(h, 16).ok())
-        {
-            out.push(byte);
-            i += 3;
-        } else {
-            out.push(bytes[i]);
-            i += 1;
-        }
-    }
-    String::from_utf8_lossy(&out).into_owned()
 }
 
 /// The MCP form of one API: the shared projection, with the hints MCP clients read.
@@ -253,15 +260,10 @@ impl ServerHandler for Connection {
                 }
             })
         });
-        // The batch runs to its end in its own task, so a client that goes away still leaves a
-        // settled journal row.
-        let run = tokio::spawn({
-            let opened = opened.clone();
-            async move { opened.executor.execute_batch(&opened.session, batch).await }
-        });
-        // A `notifications/cancelled` from the client (or its leaving) cancels this one call in
-        // the pipeline, which settles it as cancelled; the session goes on.
-        let mut run = run;
+        // The backend runs the batch to its end within the app's budgets. A
+        // `notifications/cancelled` from the client (or its leaving) cancels this one call in the
+        // pipeline, which settles it as cancelled; the session goes on.
+        let mut run = self.backend.run(&opened, batch);
         let joined = tokio::select! {
             joined = &mut run => joined,
             () = context.ct.cancelled() => {
@@ -269,11 +271,10 @@ impl ServerHandler for Connection {
                 run.await
             }
         };
-        let results =
-            joined.map_err(|e| McpError::internal_error(format!("the call's task failed: {e}"), None))?;
         if let Some(progress) = progress {
             progress.abort();
         }
+        let results = joined.map_err(|e| McpError::invalid_request(e.0, None))?;
         let Some(result) = results.into_iter().next() else {
             return Err(McpError::internal_error("the pipeline returned no result", None));
         };
@@ -296,11 +297,17 @@ impl ServerHandler for Connection {
 ///
 /// The transport failed to start or ended with an error.
 pub async fn serve_stdio(backend: Arc<dyn Backend>, name: &str) -> Result<(), McpServeError> {
-    let connection = Connection::new(backend, name.to_owned());
+    let connection = Connection::new(backend.clone(), name.to_owned(), false);
+    let opened = connection.opened.clone();
     let running =
         connection.serve(rmcp::transport::stdio()).await.map_err(|e| McpServeError(e.to_string()))?;
-    running.waiting().await.map_err(|e| McpServeError(e.to_string()))?;
-    Ok(())
+    let waited = running.waiting().await.map_err(|e| McpServeError(e.to_string()));
+    // The client has gone: its session ends (calls still running are cancelled and settle)
+    // before this returns, so the process does not exit over them.
+    if let Some(Ok(opened)) = opened.get() {
+        backend.close(opened.clone()).await;
+    }
+    waited.map(|_| ())
 }
 
 /// The MCP transport failed.
@@ -344,20 +351,9 @@ pub fn router(backend: Arc<dyn Backend>, name: &str, settings: HttpSettings) -> 
     config = config.with_allowed_origins(settings.allowed_origins.clone()).enforce_origin_validation();
     let name = name.to_owned();
     let service = StreamableHttpService::new(
-        move || Ok(Connection::new(backend.clone(), name.clone())),
+        move || Ok(Connection::new(backend.clone(), name.clone(), true)),
         Arc::new(LocalSessionManager::default()),
         config,
     );
     axum::Router::new().route_service("/", service)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn roots_are_decoded() {
-        assert_eq!(percent_decode("/home/a%20b/%E2%9C%93"), "/home/a b/✓");
-        assert_eq!(percent_decode("/x%2"), "/x%2");
-    }
 }
