@@ -58,11 +58,16 @@ impl WebRuntime {
     fn build(settings: WebSettings) -> Result<Parts, safe_fetch::FetchError> {
         let page_fetcher = Fetcher::new(settings.policy.clone(), settings.page_limits)?;
         let mut service_policy = settings.policy.clone();
+        // Only bases the operator set are allowed (a SearXNG on the local network); the public
+        // defaults need nothing, and allowing them would let a bad DNS answer for them through.
         let hosts = settings
             .providers
             .iter()
+            .filter(|p| p.base != p.kind.default_base())
             .map(|p| p.base.as_str())
-            .chain(settings.readers.iter().map(|r| r.base.as_str()));
+            .chain(
+                settings.readers.iter().filter(|r| r.base != r.kind.default_base()).map(|r| r.base.as_str()),
+            );
         for base in hosts {
             if let Some(host) = Url::parse(base).ok().and_then(|u| u.host_str().map(str::to_owned))
                 && let Err(e) = service_policy.allow(host.trim_start_matches('[').trim_end_matches(']'))
@@ -80,7 +85,11 @@ impl WebRuntime {
             .collect();
         let reader_fetcher = Fetcher::new(
             service_fetcher.policy().clone(),
-            safe_fetch::Limits { total_time: settings.page_limits.total_time * 2, ..settings.page_limits },
+            safe_fetch::Limits {
+                total_time: settings.page_limits.total_time * 2,
+                max_redirects: 0,
+                ..settings.page_limits
+            },
         )?;
         let mut crawlers: Vec<Box<dyn Crawler>> = vec![Box::new(Direct::new(page_fetcher.clone()))];
         crawlers.extend(
@@ -178,8 +187,7 @@ impl Parts {
         if !outcome.results.is_empty() {
             return ToolOutput::ok(search::to_xml(&outcome)).with_state(state);
         }
-        let tried: Vec<&str> = outcome.attempts.iter().map(|a| a.provider).collect::<Vec<_>>();
-        let mut tried = tried;
+        let mut tried: Vec<&str> = outcome.attempts.iter().map(|a| a.provider).collect();
         tried.dedup();
         if outcome.all_failed() {
             let reasons: Vec<String> = outcome

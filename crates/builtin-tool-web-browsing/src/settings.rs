@@ -15,7 +15,8 @@
 //! `SEARCH_PROVIDERS` (`brave,searxng`). Crawling needs no configuration: pages are fetched
 //! directly; `CRAWLERS` (`direct,jina,firecrawl`) adds reader services as fallbacks — Jina's
 //! reader (`JINA_READER_URL`, with `JINA_API_KEY` when set) and Firecrawl (`FIRECRAWL_API_KEY`,
-//! `FIRECRAWL_BASE_URL`). `TOOLHOST_FETCH_ALLOW` lists the hosts, addresses and networks a crawl
+//! `FIRECRAWL_BASE_URL`); a reader fetches from its own network position, outside the fetch
+//! policy, so only the readers `CRAWLERS` names are used. `TOOLHOST_FETCH_ALLOW` lists the hosts, addresses and networks a crawl
 //! may reach although they are not public (comma-separated; empty by default).
 
 use std::fmt;
@@ -97,7 +98,8 @@ impl ProviderKind {
         }
     }
 
-    fn default_base(self) -> &'static str {
+    /// Its public endpoint, used unless the base variable overrides it.
+    pub fn default_base(self) -> &'static str {
         match self {
             ProviderKind::Searxng => "",
             ProviderKind::Brave => "https://api.search.brave.com",
@@ -152,6 +154,14 @@ pub enum ReaderKind {
 }
 
 impl ReaderKind {
+    /// Its public endpoint, used unless the base variable overrides it.
+    pub fn default_base(self) -> &'static str {
+        match self {
+            ReaderKind::Jina => "https://r.jina.ai",
+            ReaderKind::Firecrawl => "https://api.firecrawl.dev",
+        }
+    }
+
     /// Its name in settings and results.
     pub fn name(self) -> &'static str {
         match self {
@@ -185,9 +195,12 @@ impl Default for WebSettings {
             readers: Vec::new(),
             policy: Policy::default().with_hint(ALLOW_HINT),
             page_limits: Limits { total_time: std::time::Duration::from_secs(20), ..Limits::default() },
+            // Provider and reader calls are API calls: an answer that redirects is refused, so an
+            // endpoint cannot send the server to another (allowed) host or port.
             provider_limits: Limits {
                 max_body_bytes: 4 * 1024 * 1024,
                 total_time: std::time::Duration::from_secs(15),
+                max_redirects: 0,
                 ..Limits::default()
             },
             crawl_concurrency: 4,
@@ -274,39 +287,38 @@ impl WebSettings {
             None => settings.providers = ProviderKind::ALL.into_iter().filter_map(configured).collect(),
         }
         let jina_reader = || {
-            let base = get("JINA_READER_URL").unwrap_or_else(|| "https://r.jina.ai".to_owned());
+            let base = get("JINA_READER_URL").unwrap_or_else(|| ReaderKind::Jina.default_base().to_owned());
             Endpoint::new(ReaderKind::Jina, base, get("JINA_API_KEY").as_deref())
         };
         let firecrawl = || {
             get("FIRECRAWL_API_KEY").map(|key| {
-                let base =
-                    get("FIRECRAWL_BASE_URL").unwrap_or_else(|| "https://api.firecrawl.dev".to_owned());
+                let base = get("FIRECRAWL_BASE_URL")
+                    .unwrap_or_else(|| ReaderKind::Firecrawl.default_base().to_owned());
                 Endpoint::new(ReaderKind::Firecrawl, base, Some(&key))
             })
         };
-        match get("CRAWLERS") {
-            Some(order) => {
-                for name in order.split(',').map(str::trim).filter(|n| !n.is_empty()) {
-                    match name {
-                        "direct" => {}
-                        "jina" => settings.readers.push(jina_reader()),
-                        "firecrawl" => {
-                            settings.readers.push(firecrawl().ok_or(SettingsError::NotConfigured {
-                                provider: "firecrawl",
-                                variable: "FIRECRAWL_API_KEY",
-                            })?)
-                        }
-                        other => {
-                            return Err(SettingsError::Unknown {
-                                variable: "CRAWLERS",
-                                name: other.to_owned(),
-                                known: "direct, jina, firecrawl".into(),
-                            });
-                        }
+        // Readers fetch from their own network position, outside the fetch policy: only those
+        // `CRAWLERS` names are used.
+        if let Some(order) = get("CRAWLERS") {
+            for name in order.split(',').map(str::trim).filter(|n| !n.is_empty()) {
+                match name {
+                    "direct" => {}
+                    "jina" => settings.readers.push(jina_reader()),
+                    "firecrawl" => {
+                        settings.readers.push(firecrawl().ok_or(SettingsError::NotConfigured {
+                            provider: "firecrawl",
+                            variable: "FIRECRAWL_API_KEY",
+                        })?)
+                    }
+                    other => {
+                        return Err(SettingsError::Unknown {
+                            variable: "CRAWLERS",
+                            name: other.to_owned(),
+                            known: "direct, jina, firecrawl".into(),
+                        });
                     }
                 }
             }
-            None => settings.readers.extend(firecrawl()),
         }
         if let Some(allow) = get("TOOLHOST_FETCH_ALLOW") {
             settings.policy = Policy::new(AllowList::parse(allow.split(','))?).with_hint(ALLOW_HINT);

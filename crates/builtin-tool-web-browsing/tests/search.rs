@@ -297,3 +297,14 @@ async fn snippets_are_plain_text_and_only_web_links_are_results() {
     );
     assert!(!output.content.contains("javascript"), "{}", output.content);
 }
+
+#[tokio::test]
+async fn a_provider_answer_that_redirects_is_not_followed() {
+    let elsewhere = Script::start(vec![Reply::json(200, answer(ProviderKind::Searxng))]).await;
+    let searxng = Script::start(vec![Reply::redirect(&elsewhere.url("/search?format=json"))]).await;
+    let output =
+        run(settings(vec![endpoint(ProviderKind::Searxng, &searxng)]), "search", json!({"query": "q"})).await;
+    assert!(!output.success);
+    assert!(output.content.contains("redirected more than 0 times"), "{}", output.content);
+    assert!(elsewhere.seen().is_empty(), "the redirect's target was never asked");
+}

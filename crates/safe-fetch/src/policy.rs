@@ -317,7 +317,6 @@ fn describe_blocked(
         Some(host) => format!("{host} resolves to"),
         None => format!("{ip} is"),
     };
-    let _ = ip;
     let what = match (embedded, host) {
         (Some(v4), None) => format!("an IPv6 form of {v4}, {}", range.describe()),
         (Some(_), Some(_)) => format!("an IPv6 form of {}", range.describe()),
