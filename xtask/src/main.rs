@@ -53,7 +53,9 @@ fn run() -> Result<()> {
         }
         ["test"] => test(&root),
         ["bench"] => {
-            // Every benchmark whose numbers are in docs/benchmarks.md.
+            // Every benchmark whose numbers are in docs/benchmarks.md (the MCP one needs the
+            // interop tools).
+            let interop = interop_tools(&root)?;
             for (package, bench) in [
                 ("computer-runtime", "files"),
                 ("sandbox", "overhead"),
@@ -64,17 +66,16 @@ fn run() -> Result<()> {
                 ("toolhost-server", "mcp"),
             ] {
                 let mut command = cargo(&root);
+                command.env("TOOLHOST_INTEROP_DIR", &interop);
                 command.args(["bench", "-p", package, "--bench", bench]);
                 status(command)?;
             }
             Ok(())
         }
         ["bench", "mcp"] => {
-            let mut tools = Command::new("bash");
-            tools.arg(root.join(".ci/interop-tools.sh")).arg(root.join("target/interop"));
-            status(tools)?;
+            let interop = interop_tools(&root)?;
             let mut command = cargo(&root);
-            command.env("TOOLHOST_INTEROP_DIR", root.join("target/interop"));
+            command.env("TOOLHOST_INTEROP_DIR", interop);
             command.args(["bench", "-p", "toolhost-server", "--bench", "mcp"]);
             status(command)
         }
@@ -112,15 +113,22 @@ fn status(mut command: Command) -> Result<()> {
     Ok(())
 }
 
+/// Installs the pinned third-party software the interop tests and the MCP benchmark run
+/// (`.ci/interop-tools.sh`, idempotent) and returns its folder.
+fn interop_tools(root: &Path) -> Result<PathBuf> {
+    let interop = root.join("target/interop");
+    let mut tools = Command::new("bash");
+    tools.arg(root.join(".ci/interop-tools.sh")).arg(&interop);
+    status(tools)?;
+    Ok(interop)
+}
+
 /// The whole suite: nextest when it is installed (doc tests separately, since nextest does not
 /// run them), plain `cargo test` otherwise.
 fn test(root: &Path) -> Result<()> {
     // The MCP interop tests run third-party clients and the conformance suite: installed (pinned)
     // before the tests, so nothing downloads while they run.
-    let interop = root.join("target/interop");
-    let mut tools = Command::new("bash");
-    tools.arg(root.join(".ci/interop-tools.sh")).arg(&interop);
-    status(tools)?;
+    let interop = interop_tools(root)?;
     let has_nextest = cargo(root).args(["nextest", "--version"]).output().is_ok_and(|o| o.status.success());
     if has_nextest {
         let mut run = cargo(root);

@@ -53,12 +53,14 @@ fn run(keys: Option<&str>) {
             .env("TOOLHOST_WORKSPACE_ROOTS", format!("acme={}", work.display()));
     }
     let _server = Server(command.spawn().unwrap());
-    for _ in 0..400 {
-        if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
-            break;
+    let started = (0..400).any(|_| {
+        let up = std::net::TcpStream::connect(("127.0.0.1", port)).is_ok();
+        if !up {
+            std::thread::sleep(Duration::from_millis(25));
         }
-        std::thread::sleep(Duration::from_millis(25));
-    }
+        up
+    });
+    assert!(started, "the server did not start");
     let config = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/interop/schemathesis.toml");
     let mut st = Command::new(schemathesis());
     st.current_dir(&root)
@@ -78,7 +80,7 @@ fn run(keys: Option<&str>) {
         "schemathesis found disagreements between /openapi.json and the server:\n{report}\n{}",
         String::from_utf8_lossy(&output.stderr)
     );
-    assert!(report.contains("Tested: 18") || report.contains("Tested:"), "{report}");
+    assert!(report.contains("Tested:"), "operations were tested: {report}");
 }
 
 #[test]
