@@ -138,23 +138,6 @@ fn build_catalogue(
     Catalogue { provider: provider.as_str().to_owned(), functions, tools: listed }
 }
 
-fn today() -> String {
-    let days = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs() / 86_400);
-    // Civil date from days since 1970-01-01 (Howard Hinnant's algorithm).
-    let z = days as i64 + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + i64::from(month <= 2);
-    format!("{year:04}-{month:02}-{day:02}")
-}
-
 /// Every enabled tool, for a model that has no session yet.
 #[utoipa::path(get, path = "/v1/catalogue", tag = "catalogue", params(ProviderQuery),
     responses((status = 200, body = Catalogue), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody)))]
@@ -165,7 +148,7 @@ async fn catalogue(
 ) -> Result<Json<Catalogue>, ApiError> {
     let provider = provider(&query)?;
     let names = state.executor.toolbox().names(None);
-    let values = BTreeMap::from([("date", today())]);
+    let values = BTreeMap::from([("date", tool_core::manifest::today())]);
     Ok(Json(build_catalogue(&state, provider, &state.tools, &names, &values)))
 }
 
@@ -180,7 +163,7 @@ async fn session_catalogue(
 ) -> Result<Json<Catalogue>, ApiError> {
     let provider = provider(&query)?;
     let entry = state.session(&tenant, &id).await?;
-    let mut values = BTreeMap::from([("date", today())]);
+    let mut values = BTreeMap::from([("date", tool_core::manifest::today())]);
     if let Some(dir) = &entry.view.working_directory {
         values.insert("working_directory", dir.clone());
     }

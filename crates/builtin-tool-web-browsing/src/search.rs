@@ -365,18 +365,7 @@ fn since(range: TimeRange) -> String {
         TimeRange::Year => 366,
     };
     let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
-    let day = (now / 86_400) as i64 - days;
-    // Days since 1970-01-01 to a civil date (Howard Hinnant's algorithm).
-    let z = day + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1_460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    let y = yoe + era * 400 + i64::from(m <= 2);
-    format!("{y:04}-{m:02}-{d:02}")
+    tool_core::manifest::civil_date((now / 86_400) as i64 - days)
 }
 
 #[cfg(test)]

@@ -90,28 +90,7 @@ impl ToolManifest {
     /// Unknown placeholders are left as they are, so a missing value is visible rather than
     /// silently blank.
     pub fn render_system_role(&self, values: &BTreeMap<&str, String>) -> String {
-        let mut out = String::with_capacity(self.system_role.len());
-        let mut rest = self.system_role.as_str();
-        while let Some(start) = rest.find("{{") {
-            out.push_str(&rest[..start]);
-            let after = &rest[start + 2..];
-            match after.find("}}") {
-                Some(end) => {
-                    let key = after[..end].trim();
-                    match values.get(key) {
-                        Some(value) => out.push_str(value),
-                        None => out.push_str(&rest[start..start + 2 + end + 2]),
-                    }
-                    rest = &after[end + 2..];
-                }
-                None => {
-                    out.push_str(&rest[start..]);
-                    rest = "";
-                }
-            }
-        }
-        out.push_str(rest);
-        out
+        render_template(&self.system_role, values)
     }
 }
 
@@ -509,6 +488,55 @@ fn select_into<'a>(value: &'a Value, pointer: &str, out: &mut Vec<&'a str>) {
     }
 }
 
+/// Replaces `{{key}}` in `template` with the value of `key`; unknown placeholders stay as they are,
+/// so a missing value is visible rather than silently blank.
+pub fn render_template(template: &str, values: &BTreeMap<&str, String>) -> String {
+    let mut out = String::with_capacity(template.len());
+    let mut rest = template;
+    while let Some(start) = rest.find("{{") {
+        out.push_str(&rest[..start]);
+        let after = &rest[start + 2..];
+        match after.find("}}") {
+            Some(end) => {
+                let key = after[..end].trim();
+                match values.get(key) {
+                    Some(value) => out.push_str(value),
+                    None => out.push_str(&rest[start..start + 2 + end + 2]),
+                }
+                rest = &after[end + 2..];
+            }
+            None => {
+                out.push_str(&rest[start..]);
+                rest = "";
+            }
+        }
+    }
+    out.push_str(rest);
+    out
+}
+
+/// Today's date in UTC as `YYYY-MM-DD`, the `{{date}}` of system roles.
+pub fn today() -> String {
+    let days = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs() / 86_400);
+    civil_date(days as i64)
+}
+
+/// The civil date of a day counted from 1970-01-01 (Howard Hinnant's algorithm).
+pub fn civil_date(days: i64) -> String {
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!("{year:04}-{month:02}-{day:02}")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -570,6 +598,14 @@ mod tests {
         }
         let absolute = json!({"pattern": "/etc/*.conf"});
         assert_eq!(PathParam::absolute_only("pattern").select(&absolute), ["/etc/*.conf"]);
+    }
+
+    #[test]
+    fn civil_dates() {
+        assert_eq!(civil_date(0), "1970-01-01");
+        assert_eq!(civil_date(11_016), "2000-02-29");
+        assert_eq!(civil_date(20_787), "2026-11-30");
+        assert_eq!(civil_date(-1), "1969-12-31");
     }
 
     #[test]
