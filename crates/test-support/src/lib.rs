@@ -7,6 +7,9 @@
 //! PostgreSQL refuses to run as root, and CI runs as root: the data folder is then handed to the
 //! `postgres` user and the server started through `runuser`.
 
+#[cfg(feature = "model")]
+pub mod model;
+
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
