@@ -1,0 +1,481 @@
+//! The loop: the model streams a reply; the calls of the reply go through the pipeline as one
+//! batch; their results go back in the model's order; until a final answer, the turn limit, the
+//! budget, a provider failure, or the person cancels.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::Value;
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+use tool_executor::{Batch, CallResult, Executor, RawCall, Session};
+
+use crate::message::{Delta, Message, Reply, StopReason, ToolCall, Usage};
+use crate::provider::{ModelClient, ModelRequest, ProviderError};
+
+/// The base of every system prompt; the active tools' own system roles follow it.
+pub const BASE_PROMPT: &str = "\
+You are a capable agent working for a person in the folder {{working_directory}}. Today is {{date}}.
+
+Work in small, verifiable steps with the tools you have. Read before you change; after a change,
+check it (run the tests or the program). Calls of one message may run in parallel: put calls that
+depend on each other in separate messages. A call may be denied by the person or by policy; the
+result says why, so adapt rather than repeat it. When the task is done, answer with a short
+summary of what changed and how you checked it.";
+
+/// What a person who cancels leaves in the conversation, so the model knows on the next turn.
+const CANCELLED_NOTE: &str =
+    "[The person interrupted this turn. Calls that had not finished were cancelled.]";
+
+/// Limits of the loop.
+#[derive(Debug, Clone, PartialEq)]
+pub struct AgentConfig {
+    /// Model replies per request of the person.
+    pub max_turns: u32,
+    /// Tokens (in and out) per request of the person; `None` is no limit.
+    pub token_budget: Option<u64>,
+    /// The longest reply, in tokens.
+    pub max_tokens: u32,
+    /// The model's context window, in tokens.
+    pub context_window: u64,
+    /// Compaction starts when the conversation fills this share of the window.
+    pub compact_at: f64,
+}
+
+impl Default for AgentConfig {
+    fn default() -> Self {
+        Self {
+            max_turns: 50,
+            token_budget: None,
+            max_tokens: 8_192,
+            context_window: 128_000,
+            compact_at: 0.8,
+        }
+    }
+}
+
+/// What happens, as it happens.
+#[derive(Debug, Clone, PartialEq)]
+pub enum AgentEvent {
+    /// A piece of the reply streaming in.
+    Delta(Delta),
+    /// The reply is whole.
+    Reply {
+        /// Its text.
+        content: String,
+        /// Its calls.
+        tool_calls: Vec<ToolCall>,
+        /// Why it ended.
+        stop: StopReason,
+        /// Tokens it used.
+        usage: Usage,
+    },
+    /// The reply's calls have settled, in the model's order.
+    Results(Vec<CallResult>),
+    /// The conversation was made smaller to fit the window.
+    Compacted(Compaction),
+}
+
+/// What a compaction did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Compaction {
+    /// Estimated tokens before.
+    pub before_tokens: u64,
+    /// Estimated tokens after.
+    pub after_tokens: u64,
+    /// Old tool results reduced to a notice.
+    pub elided_results: usize,
+    /// Messages replaced by a summary (0 when reducing results was enough).
+    pub summarised_messages: usize,
+}
+
+/// How a request of the person ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Outcome {
+    /// The model gave its final answer.
+    Answered {
+        /// The answer.
+        text: String,
+        /// The output length limit cut it.
+        truncated: bool,
+    },
+    /// The model was still calling tools after this many replies.
+    TurnLimit {
+        /// The limit.
+        turns: u32,
+    },
+    /// The token budget is spent.
+    BudgetSpent {
+        /// Tokens used by this request.
+        used: u64,
+        /// The budget.
+        budget: u64,
+    },
+    /// The person cancelled.
+    Cancelled,
+    /// The model could not be reached or refused.
+    Failed(ProviderError),
+}
+
+/// A conversation with a model whose calls run through the pipeline.
+#[derive(Debug)]
+pub struct Agent {
+    client: Arc<dyn ModelClient>,
+    executor: Executor,
+    session: Arc<Session>,
+    system: String,
+    tools: Vec<Value>,
+    tools_chars: usize,
+    messages: Vec<Message>,
+    usage: Usage,
+    config: AgentConfig,
+}
+
+impl Agent {
+    /// An agent over `session`'s active tools, declared in the client's format, with the base
+    /// prompt and their system roles.
+    pub fn new(
+        client: Arc<dyn ModelClient>,
+        executor: Executor,
+        session: Arc<Session>,
+        config: AgentConfig,
+    ) -> Self {
+        let tools = declarations(&executor, &session, client.tool_format());
+        let system = system_prompt(&executor, &session);
+        let tools_chars = tools.iter().map(|t| t.to_string().len()).sum();
+        Self {
+            client,
+            executor,
+            session,
+            system,
+            tools,
+            tools_chars,
+            messages: Vec::new(),
+            usage: Usage::default(),
+            config,
+        }
+    }
+
+    /// Continues an earlier conversation.
+    #[must_use]
+    pub fn with_history(mut self, messages: Vec<Message>) -> Self {
+        self.messages = messages;
+        self
+    }
+
+    /// The conversation so far.
+    pub fn messages(&self) -> &[Message] {
+        &self.messages
+    }
+
+    /// The system prompt.
+    pub fn system_prompt(&self) -> &str {
+        &self.system
+    }
+
+    /// The tool declarations the model is given.
+    pub fn tools(&self) -> &[Value] {
+        &self.tools
+    }
+
+    /// Tokens used so far.
+    pub fn usage(&self) -> Usage {
+        self.usage
+    }
+
+    /// The session its calls run in.
+    pub fn session(&self) -> &Arc<Session> {
+        &self.session
+    }
+
+    /// The model client.
+    pub fn client(&self) -> &Arc<dyn ModelClient> {
+        &self.client
+    }
+
+    /// Runs one request of the person to its end. Events go to `events` (a closed receiver is
+    /// fine); `cancel` stops the turn: a streaming reply is cut, running calls settle as cancelled,
+    /// and the model is told on the next request.
+    pub async fn run(
+        &mut self,
+        input: &str,
+        events: &mpsc::UnboundedSender<AgentEvent>,
+        cancel: &CancellationToken,
+    ) -> Outcome {
+        self.push_user(input);
+        let start = self.usage;
+        let mut turns = 0;
+        loop {
+            if cancel.is_cancelled() {
+                self.push_user(CANCELLED_NOTE);
+                return Outcome::Cancelled;
+            }
+            if turns >= self.config.max_turns {
+                return Outcome::TurnLimit { turns };
+            }
+            let used = self.usage.total() - start.total();
+            if let Some(budget) = self.config.token_budget.filter(|b| used >= *b) {
+                return Outcome::BudgetSpent { used, budget };
+            }
+            match self.compact_if_needed(cancel).await {
+                Ok(Some(compaction)) => {
+                    let _ = events.send(AgentEvent::Compacted(compaction));
+                }
+                Ok(None) => {}
+                Err(None) => {
+                    self.push_user(CANCELLED_NOTE);
+                    return Outcome::Cancelled;
+                }
+                Err(Some(error)) => return Outcome::Failed(error),
+            }
+            turns += 1;
+
+            let mut partial = String::new();
+            let result = {
+                let request = ModelRequest {
+                    system: &self.system,
+                    messages: &self.messages,
+                    tools: &self.tools,
+                    max_tokens: self.config.max_tokens,
+                };
+                let mut sink = |delta: Delta| {
+                    match &delta {
+                        Delta::Text(text) => partial.push_str(text),
+                        Delta::Retrying { .. } => partial.clear(),
+                        _ => {}
+                    }
+                    let _ = events.send(AgentEvent::Delta(delta));
+                };
+                tokio::select! {
+                    result = self.client.stream(&request, &mut sink) => Some(result),
+                    () = cancel.cancelled() => None,
+                }
+            };
+            let reply = match result {
+                None => {
+                    // The reply so far stays, marked, without its unfinished calls (a call
+                    // without a result would break the conversation).
+                    if !partial.is_empty() {
+                        self.messages.push(Message::Assistant {
+                            content: format!("{partial}\n[cut off]"),
+                            reasoning: None,
+                            tool_calls: Vec::new(),
+                        });
+                    }
+                    self.push_user(CANCELLED_NOTE);
+                    return Outcome::Cancelled;
+                }
+                Some(Err(error)) => return Outcome::Failed(error),
+                Some(Ok(reply)) => reply,
+            };
+            self.usage.add(reply.usage);
+            let _ = events.send(AgentEvent::Reply {
+                content: reply.content.clone(),
+                tool_calls: reply.tool_calls.clone(),
+                stop: reply.stop.clone(),
+                usage: reply.usage,
+            });
+            if !reply.content.is_empty() || !reply.tool_calls.is_empty() || reply.reasoning.is_some() {
+                self.messages.push(reply.to_message());
+            }
+            if reply.tool_calls.is_empty() {
+                return Outcome::Answered {
+                    text: reply.content,
+                    truncated: reply.stop == StopReason::Length,
+                };
+            }
+            let (results, cancelled) = self.run_calls(&reply, cancel).await;
+            for result in &results {
+                self.messages.push(Message::Tool {
+                    call_id: result.call_id.clone(),
+                    name: result.name.clone(),
+                    content: result.output.content.clone(),
+                    is_error: !result.output.success,
+                });
+            }
+            let _ = events.send(AgentEvent::Results(results));
+            if cancelled {
+                self.push_user(CANCELLED_NOTE);
+                return Outcome::Cancelled;
+            }
+        }
+    }
+
+    /// Runs a reply's calls as one batch; on cancel, cancels each call until the batch settles (a
+    /// call still being prepared when the person cancels is caught on the next pass).
+    async fn run_calls(&self, reply: &Reply, cancel: &CancellationToken) -> (Vec<CallResult>, bool) {
+        let batch = Batch {
+            message_id: None,
+            calls: reply
+                .tool_calls
+                .iter()
+                .map(|c| RawCall { id: c.id.clone(), name: c.name.clone(), arguments: c.arguments.clone() })
+                .collect(),
+            stopped_on_length: reply.stop == StopReason::Length,
+        };
+        let running = self.executor.execute_batch(&self.session, batch);
+        tokio::pin!(running);
+        let mut cancelled = false;
+        loop {
+            tokio::select! {
+                results = &mut running => return (results, cancelled),
+                () = cancel.cancelled(), if !cancelled => cancelled = true,
+                () = tokio::time::sleep(Duration::from_millis(20)), if cancelled => {}
+            }
+            for call in &reply.tool_calls {
+                self.session.cancel_call(&call.id);
+            }
+        }
+    }
+
+    /// A user message; one right after another user message joins it (providers want turns to
+    /// alternate, and a note after a cancel is followed by the person's next request).
+    fn push_user(&mut self, text: &str) {
+        if let Some(Message::User { content }) = self.messages.last_mut() {
+            content.push_str("\n\n");
+            content.push_str(text);
+        } else {
+            self.messages.push(Message::user(text));
+        }
+    }
+
+    /// Tokens the conversation is estimated to take: three characters a token, which errs high
+    /// for prose and about right for code and JSON.
+    pub fn estimated_tokens(&self) -> u64 {
+        let chars =
+            self.system.len() + self.tools_chars + self.messages.iter().map(Message::chars).sum::<usize>();
+        (chars / 3) as u64
+    }
+
+    fn threshold(&self) -> u64 {
+        let share = (self.config.context_window as f64 * self.config.compact_at) as u64;
+        share.min(self.config.context_window.saturating_sub(u64::from(self.config.max_tokens)))
+    }
+
+    /// Makes the conversation fit: first old tool results become notices, then, if that is not
+    /// enough, everything before the latest reply is replaced by the model's own summary.
+    /// `Err(None)` is a cancel during the summary.
+    async fn compact_if_needed(
+        &mut self,
+        cancel: &CancellationToken,
+    ) -> Result<Option<Compaction>, Option<ProviderError>> {
+        let threshold = self.threshold();
+        let before_tokens = self.estimated_tokens();
+        if before_tokens <= threshold {
+            return Ok(None);
+        }
+        // The results of the latest reply stay whole: the model has not read them yet.
+        let latest = self.messages.iter().rposition(|m| matches!(m, Message::Assistant { .. })).unwrap_or(0);
+        let mut elided_results = 0;
+        for message in &mut self.messages[..latest] {
+            if let Message::Tool { name, content, .. } = message
+                && content.len() > 200
+                && !content.starts_with("[Removed to fit")
+            {
+                *content = format!(
+                    "[Removed to fit the context window: the result of {name} ({} characters). Call it \
+                     again if it is still needed.]",
+                    content.len()
+                );
+                elided_results += 1;
+            }
+        }
+        let mut compaction = Compaction {
+            before_tokens,
+            after_tokens: self.estimated_tokens(),
+            elided_results,
+            summarised_messages: 0,
+        };
+        if compaction.after_tokens <= threshold {
+            return Ok(Some(compaction));
+        }
+        if latest == 0 {
+            // Nothing before the latest reply to summarise (a first request that is itself too
+            // long): the provider's own error will say so if it does not fit.
+            return Ok((elided_results > 0).then_some(compaction));
+        }
+        let summary = self.summarise(latest, cancel).await?;
+        let request = self.messages[..latest].iter().rev().find_map(|m| match m {
+            Message::User { content } => Some(content.clone()),
+            _ => None,
+        });
+        let mut text =
+            format!("[Summary of the conversation so far, written to fit the context window]\n{summary}");
+        if let Some(request) = request {
+            text.push_str("\n\nThe person's latest request, verbatim:\n");
+            text.push_str(&request);
+        }
+        self.messages.splice(..latest, [Message::user(text)]);
+        compaction.summarised_messages = latest;
+        compaction.after_tokens = self.estimated_tokens();
+        Ok(Some(compaction))
+    }
+
+    async fn summarise(
+        &mut self,
+        upto: usize,
+        cancel: &CancellationToken,
+    ) -> Result<String, Option<ProviderError>> {
+        let mut messages = self.messages[..upto].to_vec();
+        messages.push(Message::user(
+            "Summarise the conversation above for yourself, to continue the work from it: the person's \
+             goal and constraints, what was done and found (files, commands, results), decisions made, \
+             and what remains. Be specific and brief. Do not call tools.",
+        ));
+        let request = ModelRequest {
+            system: "You summarise a conversation between a person and an agent so the agent can continue it.",
+            messages: &messages,
+            tools: &self.tools,
+            max_tokens: self.config.max_tokens,
+        };
+        let mut ignore = |_: Delta| {};
+        let reply = tokio::select! {
+            reply = self.client.stream(&request, &mut ignore) => reply.map_err(Some)?,
+            () = cancel.cancelled() => return Err(None),
+        };
+        self.usage.add(reply.usage);
+        Ok(reply.content)
+    }
+}
+
+/// The declarations of the session's tools in `format`, named as the session names them.
+pub fn declarations(
+    executor: &Executor,
+    session: &Session,
+    format: tool_core::provider::Provider,
+) -> Vec<Value> {
+    let mut out = Vec::new();
+    for entry in executor.toolbox().tools() {
+        for api in &entry.manifest.apis {
+            if let Some(name) = session.names.name_of(&entry.manifest.identifier, &api.name) {
+                out.push(format.declare(name, api));
+            }
+        }
+    }
+    out
+}
+
+/// The base prompt and the session's tools' system roles, with `{{date}}` and
+/// `{{working_directory}}` filled in.
+pub fn system_prompt(executor: &Executor, session: &Session) -> String {
+    let folder = session
+        .config
+        .working_directory
+        .as_ref()
+        .map_or_else(|| "(none)".to_owned(), |d| d.display().to_string());
+    let values = BTreeMap::from([("date", tool_core::manifest::today()), ("working_directory", folder)]);
+    let mut prompt = tool_core::manifest::render_template(BASE_PROMPT, &values);
+    for entry in executor.toolbox().tools() {
+        let active = entry
+            .manifest
+            .apis
+            .iter()
+            .any(|api| session.names.name_of(&entry.manifest.identifier, &api.name).is_some());
+        if active && !entry.manifest.system_role.trim().is_empty() {
+            prompt.push_str("\n\n");
+            prompt.push_str(entry.manifest.render_system_role(&values).trim_end());
+        }
+    }
+    prompt
+}

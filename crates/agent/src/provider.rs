@@ -1,0 +1,301 @@
+//! The model trait, its errors, and what both HTTP adapters share: retries with backoff and the
+//! accumulation of streamed calls.
+
+use std::fmt;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use futures::StreamExt as _;
+use serde_json::Value;
+
+use crate::message::{Delta, Message, Reply, ToolCall};
+
+/// What a model is asked.
+#[derive(Debug, Clone, Copy)]
+pub struct ModelRequest<'a> {
+    /// The system prompt.
+    pub system: &'a str,
+    /// The conversation.
+    pub messages: &'a [Message],
+    /// The tool declarations, already in the adapter's [`ModelClient::tool_format`].
+    pub tools: &'a [Value],
+    /// The longest reply, in tokens.
+    pub max_tokens: u32,
+}
+
+/// Where streamed pieces go.
+pub type DeltaSink<'a> = &'a mut (dyn FnMut(Delta) + Send);
+
+/// A model behind a provider's API.
+#[async_trait]
+pub trait ModelClient: Send + Sync + fmt::Debug {
+    /// The form its tool declarations take.
+    fn tool_format(&self) -> tool_core::provider::Provider;
+
+    /// The model's name.
+    fn model(&self) -> &str;
+
+    /// Streams one reply, handing each piece to `sink` as it arrives. Dropping the future aborts
+    /// the request.
+    ///
+    /// # Errors
+    ///
+    /// [`ProviderError`] once retries are spent or the error is not worth retrying.
+    async fn stream(&self, request: &ModelRequest<'_>, sink: DeltaSink<'_>) -> Result<Reply, ProviderError>;
+}
+
+/// Why a model did not answer.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ProviderError {
+    /// The provider refused the key.
+    #[error("{provider} refused the API key (HTTP {status}): {message}")]
+    Auth {
+        /// The provider's name.
+        provider: &'static str,
+        /// The HTTP status.
+        status: u16,
+        /// The provider's message, with a hint.
+        message: String,
+    },
+    /// The provider rejected the request itself (a bad model name, a context too long…).
+    #[error("{provider} rejected the request (HTTP {status}): {message}")]
+    Rejected {
+        /// The provider's name.
+        provider: &'static str,
+        /// The HTTP status.
+        status: u16,
+        /// The provider's message.
+        message: String,
+    },
+    /// The provider stayed unavailable or rate-limited through every retry.
+    #[error("{provider} is unavailable after {attempts} tries: {message}")]
+    Unavailable {
+        /// The provider's name.
+        provider: &'static str,
+        /// Tries made.
+        attempts: u32,
+        /// The last failure.
+        message: String,
+    },
+    /// The stream broke after part of the reply was shown, so it cannot be retried unseen.
+    #[error("{provider}'s stream broke mid-reply: {message}")]
+    Stream {
+        /// The provider's name.
+        provider: &'static str,
+        /// What broke.
+        message: String,
+    },
+    /// The provider sent something that is not its protocol.
+    #[error("{provider} sent a malformed stream: {message}")]
+    Protocol {
+        /// The provider's name.
+        provider: &'static str,
+        /// What was wrong.
+        message: String,
+    },
+}
+
+/// How hard an adapter retries.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RetryPolicy {
+    /// Tries in all, the first included.
+    pub attempts: u32,
+    /// The first wait; each later one doubles.
+    pub initial_delay: Duration,
+    /// The longest wait, a `retry-after` included.
+    pub max_delay: Duration,
+}
+
+impl Default for RetryPolicy {
+    fn default() -> Self {
+        Self { attempts: 5, initial_delay: Duration::from_millis(500), max_delay: Duration::from_secs(60) }
+    }
+}
+
+impl RetryPolicy {
+    /// The wait before try `attempt` (2 for the first retry), without a server's hint.
+    pub fn backoff(&self, attempt: u32) -> Duration {
+        let doublings = attempt.saturating_sub(2).min(16);
+        self.initial_delay.saturating_mul(1 << doublings).min(self.max_delay)
+    }
+}
+
+/// One try's failure, classified.
+#[derive(Debug)]
+pub(crate) enum TryError {
+    /// Worth another try (after the hinted wait, if any).
+    Transient { message: String, retry_after: Option<Duration> },
+    /// Final.
+    Fatal(ProviderError),
+}
+
+/// One exchange with a provider: a request sent and its stream read into a reply.
+#[async_trait]
+pub(crate) trait Exchange: Send + Sync {
+    /// One try.
+    async fn once(&self, sink: DeltaSink<'_>) -> Result<Reply, TryError>;
+}
+
+/// Sends a request until it gets a success status and returns the response whose body is the
+/// stream. Connection failures, 408, 409, 429 and 5xx are transient (a `retry-after` or
+/// `retry-after-ms` header gives the wait); 401 and 403 are the key; anything else is final.
+pub(crate) async fn send(
+    provider: &'static str,
+    policy: &RetryPolicy,
+    request: reqwest::RequestBuilder,
+) -> Result<reqwest::Response, TryError> {
+    let response = match request.send().await {
+        Ok(response) => response,
+        Err(error) => {
+            return Err(TryError::Transient { message: describe_reqwest(&error), retry_after: None });
+        }
+    };
+    let status = response.status().as_u16();
+    if response.status().is_success() {
+        return Ok(response);
+    }
+    let retry_after = retry_after(response.headers()).map(|d| d.min(policy.max_delay));
+    let body = response.text().await.unwrap_or_default();
+    let message = error_message(&body).unwrap_or_else(|| format!("HTTP {status}"));
+    Err(match status {
+        401 | 403 => TryError::Fatal(ProviderError::Auth { provider, status, message }),
+        408 | 409 | 429 | 500..=599 => {
+            TryError::Transient { message: format!("HTTP {status}: {message}"), retry_after }
+        }
+        _ => TryError::Fatal(ProviderError::Rejected { provider, status, message }),
+    })
+}
+
+/// Runs `exchange` until it succeeds, fails for good, or the policy's tries are spent; each retry
+/// is announced to `sink` first. A transient failure after part of the reply was streamed is
+/// final: the person has already seen it, and a second reply would not be the same one.
+pub(crate) async fn with_retries(
+    provider: &'static str,
+    policy: &RetryPolicy,
+    sink: DeltaSink<'_>,
+    exchange: &dyn Exchange,
+) -> Result<Reply, ProviderError> {
+    let mut attempt = 1;
+    loop {
+        let mut streamed = false;
+        let result = {
+            let mut tracking = |delta: Delta| {
+                streamed = true;
+                sink(delta);
+            };
+            exchange.once(&mut tracking).await
+        };
+        match result {
+            Ok(reply) => return Ok(reply),
+            Err(TryError::Fatal(error)) => return Err(error),
+            Err(TryError::Transient { message, .. }) if streamed => {
+                return Err(ProviderError::Stream { provider, message });
+            }
+            Err(TryError::Transient { message, retry_after }) => {
+                if attempt >= policy.attempts {
+                    return Err(ProviderError::Unavailable { provider, attempts: attempt, message });
+                }
+                attempt += 1;
+                let delay = retry_after.unwrap_or_else(|| policy.backoff(attempt));
+                sink(Delta::Retrying {
+                    attempt,
+                    delay_ms: u64::try_from(delay.as_millis()).unwrap_or(u64::MAX),
+                    reason: message,
+                });
+                tokio::time::sleep(delay).await;
+            }
+        }
+    }
+}
+
+fn retry_after(headers: &reqwest::header::HeaderMap) -> Option<Duration> {
+    let text = |name: &str| headers.get(name).and_then(|v| v.to_str().ok()).map(str::trim);
+    if let Some(ms) = text("retry-after-ms").and_then(|v| v.parse::<f64>().ok()) {
+        return (ms.is_finite() && ms >= 0.0).then(|| Duration::from_secs_f64(ms / 1000.0));
+    }
+    let seconds = text("retry-after")?.parse::<f64>().ok()?;
+    (seconds.is_finite() && seconds >= 0.0).then(|| Duration::from_secs_f64(seconds))
+}
+
+/// The message of an error body in OpenAI's (`{error: {message}}`), Anthropic's (`{type: "error",
+/// error: {message}}`) or a plain `{message}`/`{error: "…"}` shape.
+pub(crate) fn error_message(body: &str) -> Option<String> {
+    let value: Value = serde_json::from_str(body).ok()?;
+    let error = value.get("error").unwrap_or(&value);
+    let message = match error {
+        Value::String(text) => text.clone(),
+        other => other.get("message")?.as_str()?.to_owned(),
+    };
+    Some(match error.get("type").and_then(Value::as_str) {
+        Some(kind) if !message.contains(kind) => format!("{message} ({kind})"),
+        _ => message,
+    })
+}
+
+pub(crate) fn describe_reqwest(error: &reqwest::Error) -> String {
+    let mut text = if error.is_connect() {
+        "cannot connect".to_owned()
+    } else if error.is_timeout() {
+        "timed out".to_owned()
+    } else {
+        "request failed".to_owned()
+    };
+    let mut source = std::error::Error::source(error);
+    while let Some(cause) = source {
+        text.push_str(": ");
+        text.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    text
+}
+
+/// The server-sent events of a response, as (event name, data) pairs.
+pub(crate) fn events(
+    response: reqwest::Response,
+) -> impl futures::Stream<Item = Result<(Option<String>, String), String>> + Send {
+    sse_stream::SseStream::from_bytes_stream(response.bytes_stream()).filter_map(|item| async move {
+        match item {
+            Ok(sse) => sse.data.map(|data| Ok((sse.event, data))),
+            Err(error) => Some(Err(format!("the stream broke: {error}"))),
+        }
+    })
+}
+
+/// Calls whose pieces arrive by index, in any interleaving.
+#[derive(Debug, Default)]
+pub(crate) struct CallAssembler {
+    calls: Vec<(usize, ToolCall)>,
+}
+
+impl CallAssembler {
+    /// The position in the reply's calls of the provider's `index`, made on first sight.
+    pub(crate) fn slot(&mut self, index: usize) -> (usize, &mut ToolCall, bool) {
+        match self.calls.iter().position(|(i, _)| *i == index) {
+            Some(position) => (position, &mut self.calls[position].1, false),
+            None => {
+                self.calls.push((
+                    index,
+                    ToolCall { id: String::new(), name: String::new(), arguments: String::new() },
+                ));
+                let position = self.calls.len() - 1;
+                (position, &mut self.calls[position].1, true)
+            }
+        }
+    }
+
+    /// The calls, in the provider's index order; a call with no id gets one made from its
+    /// position (some local servers leave ids out).
+    pub(crate) fn finish(mut self) -> Vec<ToolCall> {
+        self.calls.sort_by_key(|(i, _)| *i);
+        self.calls
+            .into_iter()
+            .enumerate()
+            .map(|(n, (_, mut call))| {
+                if call.id.is_empty() {
+                    call.id = format!("call_{n}");
+                }
+                call
+            })
+            .collect()
+    }
+}

@@ -1,0 +1,452 @@
+//! The loop against scripted servers on loopback that speak each provider's real streaming wire
+//! format, with the real pipeline and builtin tools on a temp folder. Each test asserts what the
+//! model was sent: every call got exactly one result, in order, with the right ids.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use agent::{
+    Agent, AgentConfig, AgentEvent, AnthropicClient, Delta, Message, ModelClient, OpenAiClient, Outcome,
+    ProviderError, RetryPolicy,
+};
+use serde_json::{Value, json};
+use test_support::model::{Scripted, ScriptedModel, anthropic_reply, openai_reply};
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+use tool_executor::{ApprovalMode, Executor, Session, SessionConfig, SessionPolicy, Toolbox};
+
+fn executor() -> Executor {
+    let computer: Arc<dyn computer_runtime::ComputerRuntime> =
+        Arc::new(computer_runtime::LocalComputer::default());
+    let services = tool_core::Services::new().with(computer);
+    let mut toolbox = Toolbox::new();
+    for (manifest, runtime) in builtin_tools::Registry::builtin().runtimes(&services).unwrap() {
+        toolbox.add_tool(manifest, runtime).unwrap();
+    }
+    for (name, audit) in builtin_tools::audits() {
+        toolbox.add_audit(*name, *audit);
+    }
+    Executor::builder(Arc::new(toolbox)).build()
+}
+
+fn session(executor: &Executor, folder: &std::path::Path, mode: ApprovalMode) -> Arc<Session> {
+    executor.open_session(SessionConfig {
+        id: format!("agent-test-{}", std::process::id()),
+        tenant: "local".into(),
+        working_directory: Some(folder.to_owned()),
+        policy: SessionPolicy { mode, ..SessionPolicy::default() },
+        active_tools: Some(vec!["local-system".into()]),
+        ..SessionConfig::default()
+    })
+}
+
+/// An agent in auto-run mode over `folder`, with its own pipeline.
+fn auto_run(client: Arc<dyn ModelClient>, folder: &std::path::Path, config: AgentConfig) -> Agent {
+    let executor = executor();
+    let session = session(&executor, folder, ApprovalMode::AutoRun);
+    Agent::new(client, executor, session, config)
+}
+
+fn fast() -> RetryPolicy {
+    RetryPolicy { attempts: 3, initial_delay: Duration::from_millis(10), max_delay: Duration::from_secs(1) }
+}
+
+fn openai(server: &ScriptedModel) -> Arc<dyn ModelClient> {
+    Arc::new(
+        OpenAiClient::new(reqwest::Client::new(), server.base_url(), Some("sk-test".into()), "scripted")
+            .with_retry(fast()),
+    )
+}
+
+fn anthropic(server: &ScriptedModel) -> Arc<dyn ModelClient> {
+    Arc::new(
+        AnthropicClient::new(reqwest::Client::new(), server.base_url(), Some("ant-test".into()), "scripted")
+            .with_retry(fast()),
+    )
+}
+
+async fn run(agent: &mut Agent, input: &str) -> (Outcome, Vec<AgentEvent>) {
+    let (tx, mut rx) = mpsc::unbounded_channel();
+    let outcome = agent.run(input, &tx, &CancellationToken::new()).await;
+    drop(tx);
+    let mut events = Vec::new();
+    while let Some(event) = rx.recv().await {
+        events.push(event);
+    }
+    (outcome, events)
+}
+
+fn write_args(path: &str, content: &str) -> String {
+    json!({ "path": path, "content": content }).to_string()
+}
+
+#[tokio::test]
+async fn openai_calls_run_through_the_pipeline_and_come_back_in_order() {
+    let folder = tempfile::tempdir().unwrap();
+    let a = write_args("a.txt", "alpha");
+    let b = write_args("b.txt", "beta");
+    let server = ScriptedModel::start(vec![
+        openai_reply(
+            "Two files.",
+            "Writing both.",
+            &[("call_a", "writeFile", &a), ("call_b", "writeFile", &b)],
+            "tool_calls",
+        ),
+        openai_reply("", "Done: a.txt and b.txt.", &[], "stop"),
+    ])
+    .await;
+    let mut agent = auto_run(openai(&server), folder.path(), AgentConfig::default());
+    let (outcome, events) = run(&mut agent, "write two files").await;
+
+    assert_eq!(outcome, Outcome::Answered { text: "Done: a.txt and b.txt.".into(), truncated: false });
+    assert_eq!(std::fs::read_to_string(folder.path().join("a.txt")).unwrap(), "alpha");
+    assert_eq!(std::fs::read_to_string(folder.path().join("b.txt")).unwrap(), "beta");
+    let streamed: String = events
+        .iter()
+        .filter_map(|e| match e {
+            AgentEvent::Delta(Delta::Text(t)) => Some(t.as_str()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(streamed, "Writing both.Done: a.txt and b.txt.");
+    assert!(events.iter().any(|e| matches!(e, AgentEvent::Delta(Delta::Reasoning(_)))), "reasoning is shown");
+
+    let received = server.received();
+    assert_eq!(received.len(), 2);
+    assert_eq!(received[0].path, "/v1/chat/completions");
+    assert_eq!(received[0].header("authorization"), Some("Bearer sk-test"));
+    let first = &received[0].body;
+    assert_eq!(first["stream"], true);
+    assert_eq!(first["messages"][0]["role"], "system");
+    assert!(
+        first["messages"][0]["content"]
+            .as_str()
+            .unwrap()
+            .contains(&folder.path().canonicalize().unwrap().display().to_string())
+    );
+    let names: Vec<&str> =
+        first["tools"].as_array().unwrap().iter().map(|t| t["function"]["name"].as_str().unwrap()).collect();
+    assert!(names.contains(&"writeFile") && names.contains(&"runCommand"), "{names:?}");
+    assert!(first["tools"].as_array().unwrap().iter().all(|t| t["function"]["strict"] == true));
+
+    let messages = received[1].body["messages"].as_array().unwrap();
+    let roles: Vec<&str> = messages.iter().map(|m| m["role"].as_str().unwrap()).collect();
+    assert_eq!(roles, ["system", "user", "assistant", "tool", "tool"]);
+    let calls = messages[2]["tool_calls"].as_array().unwrap();
+    assert_eq!(calls[0]["id"], "call_a");
+    assert_eq!(
+        calls[0]["function"]["arguments"],
+        a.as_str(),
+        "fragments interleaved across indexes reassemble"
+    );
+    assert_eq!(calls[1]["id"], "call_b");
+    assert_eq!(calls[1]["function"]["arguments"], b.as_str());
+    assert_eq!(messages[3]["tool_call_id"], "call_a");
+    assert_eq!(messages[4]["tool_call_id"], "call_b");
+    assert!(messages[2].get("reasoning_content").is_none(), "reasoning is not sent back");
+    assert_eq!(agent.usage().input_tokens, 200);
+}
+
+#[tokio::test]
+async fn anthropic_blocks_round_trip_with_thinking_and_grouped_results() {
+    let folder = tempfile::tempdir().unwrap();
+    std::fs::write(folder.path().join("notes.txt"), "line one\nline two\n").unwrap();
+    let read = json!({ "path": "notes.txt" }).to_string();
+    let write = write_args("out.txt", "copied");
+    let server = ScriptedModel::start(vec![
+        anthropic_reply(
+            "I should read first.",
+            "Reading.",
+            &[("toolu_1", "readFile", &read), ("toolu_2", "writeFile", &write)],
+            "tool_use",
+        ),
+        anthropic_reply("", "Finished.", &[], "end_turn"),
+    ])
+    .await;
+    let mut agent = auto_run(anthropic(&server), folder.path(), AgentConfig::default());
+    let (outcome, _) = run(&mut agent, "copy it").await;
+    assert_eq!(outcome, Outcome::Answered { text: "Finished.".into(), truncated: false });
+
+    let received = server.received();
+    assert_eq!(received[0].path, "/v1/messages");
+    assert_eq!(received[0].header("x-api-key"), Some("ant-test"));
+    assert_eq!(received[0].header("anthropic-version"), Some("2023-06-01"));
+    let first = &received[0].body;
+    assert!(first["system"].as_str().unwrap().contains("Today is"));
+    assert!(
+        first["tools"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|t| t["name"] == "readFile" && t["input_schema"].is_object())
+    );
+
+    let messages = received[1].body["messages"].as_array().unwrap();
+    assert_eq!(messages.len(), 3, "{messages:#?}");
+    let assistant = messages[1]["content"].as_array().unwrap();
+    let kinds: Vec<&str> = assistant.iter().map(|b| b["type"].as_str().unwrap()).collect();
+    assert_eq!(kinds, ["thinking", "text", "tool_use", "tool_use"]);
+    assert_eq!(assistant[0]["signature"], "c2lnbmVk", "the thinking block goes back signed");
+    assert_eq!(assistant[2]["input"], json!({ "path": "notes.txt" }));
+    let results = messages[2]["content"].as_array().unwrap();
+    assert_eq!(messages[2]["role"], "user");
+    let ids: Vec<&str> = results.iter().map(|r| r["tool_use_id"].as_str().unwrap()).collect();
+    assert_eq!(ids, ["toolu_1", "toolu_2"], "both results in one user message, in order");
+    assert!(results[0]["content"].as_str().unwrap().contains("line two"));
+    assert_eq!(results[0]["is_error"], false);
+    assert_eq!(std::fs::read_to_string(folder.path().join("out.txt")).unwrap(), "copied");
+}
+
+#[tokio::test]
+async fn a_reply_cut_by_the_length_limit_fails_its_calls_with_that_reason() {
+    let folder = tempfile::tempdir().unwrap();
+    let server = ScriptedModel::start(vec![
+        openai_reply(
+            "",
+            "",
+            &[("call_cut", "writeFile", r#"{"path": "big.txt", "content": "abc"#)],
+            "length",
+        ),
+        openai_reply("", "I will write it in parts.", &[], "stop"),
+    ])
+    .await;
+    let mut agent = auto_run(openai(&server), folder.path(), AgentConfig::default());
+    let (_, events) = run(&mut agent, "write a big file").await;
+    let results = events
+        .iter()
+        .find_map(|e| match e {
+            AgentEvent::Results(r) => Some(r),
+            _ => None,
+        })
+        .unwrap();
+    assert!(!results[0].output.success);
+    assert!(!folder.path().join("big.txt").exists());
+    let tool = &server.received()[1].body["messages"][3];
+    assert_eq!(tool["tool_call_id"], "call_cut");
+    assert!(tool["content"].as_str().unwrap().to_lowercase().contains("length"), "{tool}");
+}
+
+#[tokio::test]
+async fn rate_limits_and_outages_are_retried_and_a_bad_key_is_not() {
+    let folder = tempfile::tempdir().unwrap();
+    let server = ScriptedModel::start(vec![
+        Scripted::error(429, json!({ "error": { "message": "slow down", "type": "rate_limit_error" } }))
+            .header("retry-after", "0"),
+        Scripted::error(503, json!({ "error": { "message": "overloaded" } })),
+        openai_reply("", "Hello.", &[], "stop"),
+        Scripted::error(401, json!({ "error": { "message": "Incorrect API key provided" } })),
+    ])
+    .await;
+    let mut agent = auto_run(openai(&server), folder.path(), AgentConfig::default());
+    let (outcome, events) = run(&mut agent, "hi").await;
+    assert_eq!(outcome, Outcome::Answered { text: "Hello.".into(), truncated: false });
+    let retries: Vec<(u32, String)> = events
+        .iter()
+        .filter_map(|e| match e {
+            AgentEvent::Delta(Delta::Retrying { attempt, reason, .. }) => Some((*attempt, reason.clone())),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(retries.len(), 2, "{retries:?}");
+    assert!(retries[0].1.contains("429") && retries[0].1.contains("slow down"), "{retries:?}");
+    assert_eq!(server.received().len(), 3);
+
+    let (outcome, _) = run(&mut agent, "again").await;
+    match outcome {
+        Outcome::Failed(ProviderError::Auth { status: 401, message, .. }) => {
+            assert!(message.contains("Incorrect API key"))
+        }
+        other => panic!("expected an auth failure, got {other:?}"),
+    }
+    assert_eq!(server.received().len(), 4, "a refused key is not retried");
+}
+
+#[tokio::test]
+async fn a_stream_dropped_before_anything_showed_is_retried_and_one_dropped_midway_is_reported() {
+    let folder = tempfile::tempdir().unwrap();
+    let whole = openai_reply("", "A complete answer.", &[], "stop");
+    let server = ScriptedModel::start(vec![
+        whole.clone().cut_after(1), // only the role chunk: nothing shown yet
+        whole.clone(),
+        whole.cut_after(3), // two text pieces shown, then the connection ends
+    ])
+    .await;
+    let mut agent = auto_run(openai(&server), folder.path(), AgentConfig::default());
+    let (outcome, _) = run(&mut agent, "one").await;
+    assert_eq!(outcome, Outcome::Answered { text: "A complete answer.".into(), truncated: false });
+    let (outcome, _) = run(&mut agent, "two").await;
+    assert!(matches!(outcome, Outcome::Failed(ProviderError::Stream { .. })), "{outcome:?}");
+    assert_eq!(server.received().len(), 3);
+}
+
+#[tokio::test]
+async fn cancelling_a_streaming_reply_keeps_what_was_said_and_tells_the_model() {
+    let folder = tempfile::tempdir().unwrap();
+    let server = ScriptedModel::start(vec![
+        openai_reply("", "I will start by reading every file in the project.", &[], "stop").hang_after(3),
+        openai_reply("", "Understood.", &[], "stop"),
+    ])
+    .await;
+    let mut agent = auto_run(openai(&server), folder.path(), AgentConfig::default());
+    let (tx, mut rx) = mpsc::unbounded_channel();
+    let cancel = CancellationToken::new();
+    let canceller = cancel.clone();
+    let watcher = tokio::spawn(async move {
+        while let Some(event) = rx.recv().await {
+            if matches!(event, AgentEvent::Delta(Delta::Text(_))) {
+                canceller.cancel();
+            }
+        }
+    });
+    let outcome = tokio::time::timeout(Duration::from_secs(10), agent.run("go", &tx, &cancel)).await.unwrap();
+    drop(tx);
+    watcher.await.unwrap();
+    assert_eq!(outcome, Outcome::Cancelled);
+
+    let (outcome, _) = run(&mut agent, "stop, do something else").await;
+    assert_eq!(outcome, Outcome::Answered { text: "Understood.".into(), truncated: false });
+    let messages = server.received()[1].body["messages"].as_array().unwrap().clone();
+    let roles: Vec<&str> = messages.iter().map(|m| m["role"].as_str().unwrap()).collect();
+    assert_eq!(roles, ["system", "user", "assistant", "user"]);
+    assert!(messages[2]["content"].as_str().unwrap().ends_with("[cut off]"));
+    let last = messages[3]["content"].as_str().unwrap();
+    assert!(last.contains("interrupted") && last.ends_with("stop, do something else"), "{last}");
+}
+
+#[tokio::test]
+async fn cancelling_while_a_command_runs_settles_it_as_cancelled_with_one_result() {
+    let folder = tempfile::tempdir().unwrap();
+    let command = json!({ "command": "sleep 30" }).to_string();
+    let server = ScriptedModel::start(vec![
+        openai_reply("", "", &[("call_sleep", "runCommand", &command)], "tool_calls"),
+        openai_reply("", "Stopped.", &[], "stop"),
+    ])
+    .await;
+    let executor = executor();
+    let session = session(&executor, folder.path(), ApprovalMode::AutoRun);
+    let mut calls = session.subscribe();
+    let mut agent = Agent::new(openai(&server), executor.clone(), session, AgentConfig::default());
+    let cancel = CancellationToken::new();
+    let canceller = cancel.clone();
+    tokio::spawn(async move {
+        while let Ok(event) = calls.recv().await {
+            if matches!(event, tool_executor::Event::Started { .. }) {
+                canceller.cancel();
+            }
+        }
+    });
+    let (tx, mut rx) = mpsc::unbounded_channel();
+    let started = std::time::Instant::now();
+    let outcome =
+        tokio::time::timeout(Duration::from_secs(20), agent.run("wait", &tx, &cancel)).await.unwrap();
+    assert_eq!(outcome, Outcome::Cancelled);
+    assert!(started.elapsed() < Duration::from_secs(15), "the command was stopped, not waited for");
+    drop(tx);
+    let mut results = Vec::new();
+    while let Some(event) = rx.recv().await {
+        if let AgentEvent::Results(r) = event {
+            results.extend(r);
+        }
+    }
+    assert_eq!(results.len(), 1);
+    assert_eq!(results[0].call_id, "call_sleep");
+    assert!(!results[0].output.success);
+
+    run(&mut agent, "ok").await;
+    let messages = server.received()[1].body["messages"].as_array().unwrap().clone();
+    let roles: Vec<&str> = messages.iter().map(|m| m["role"].as_str().unwrap()).collect();
+    assert_eq!(roles, ["system", "user", "assistant", "tool", "user"]);
+    assert_eq!(messages[3]["tool_call_id"], "call_sleep");
+}
+
+#[tokio::test]
+async fn a_model_that_keeps_calling_stops_at_the_turn_limit() {
+    let folder = tempfile::tempdir().unwrap();
+    let list = json!({ "pattern": "*" }).to_string();
+    let server = ScriptedModel::start(vec![
+        openai_reply("", "", &[("c1", "globFiles", &list)], "tool_calls"),
+        openai_reply("", "", &[("c2", "globFiles", &list)], "tool_calls"),
+    ])
+    .await;
+    let config = AgentConfig { max_turns: 2, ..AgentConfig::default() };
+    let mut agent = auto_run(openai(&server), folder.path(), config);
+    let (outcome, _) = run(&mut agent, "list forever").await;
+    assert_eq!(outcome, Outcome::TurnLimit { turns: 2 });
+    let tool_results = agent.messages().iter().filter(|m| matches!(m, Message::Tool { .. })).count();
+    assert_eq!(tool_results, 2, "both replies' calls were answered");
+}
+
+#[tokio::test]
+async fn old_results_are_elided_then_summarised_when_the_window_fills() {
+    let folder = tempfile::tempdir().unwrap();
+    std::fs::write(folder.path().join("big.txt"), format!("{}\n", "x".repeat(99)).repeat(300)).unwrap();
+    let read = json!({ "path": "big.txt" }).to_string();
+    let server = ScriptedModel::start(vec![
+        openai_reply("", "", &[("r1", "readFile", &read)], "tool_calls"),
+        openai_reply("", "", &[("r2", "readFile", &read)], "tool_calls"),
+        openai_reply("", "It is all x.", &[], "stop"),
+    ])
+    .await;
+    // Room for one big result (30 000 characters, about 10 000 tokens), not two.
+    let base = auto_run(openai(&server), folder.path(), AgentConfig::default()).estimated_tokens();
+    let config =
+        AgentConfig { context_window: (base + 15_000) * 5 / 4, max_tokens: 1_000, ..AgentConfig::default() };
+    let mut agent = auto_run(openai(&server), folder.path(), config);
+    let (outcome, events) = run(&mut agent, "what is in big.txt?").await;
+    assert_eq!(outcome, Outcome::Answered { text: "It is all x.".into(), truncated: false });
+    let compaction = events
+        .iter()
+        .find_map(|e| match e {
+            AgentEvent::Compacted(c) => Some(*c),
+            _ => None,
+        })
+        .unwrap();
+    assert_eq!((compaction.elided_results, compaction.summarised_messages), (1, 0));
+    assert!(compaction.after_tokens < compaction.before_tokens);
+    let messages = server.received()[2].body["messages"].as_array().unwrap().clone();
+    assert!(messages[3]["content"].as_str().unwrap().starts_with("[Removed to fit"), "{}", messages[3]);
+    assert!(messages[5]["content"].as_str().unwrap().len() > 20_000, "the newest result stays whole");
+
+    // A request too long to fit even then is summarised by the model.
+    let folder = tempfile::tempdir().unwrap();
+    let server = ScriptedModel::start(vec![
+        openai_reply("", "", &[("g1", "globFiles", r#"{"pattern":"*"}"#)], "tool_calls"),
+        openai_reply("", "The person pasted a long log and asked for its cause.", &[], "stop"),
+        openai_reply("", "The cause is the missing file.", &[], "stop"),
+    ])
+    .await;
+    let config =
+        AgentConfig { context_window: (base + 5_000) * 5 / 4, max_tokens: 1_000, ..AgentConfig::default() };
+    let mut agent = auto_run(openai(&server), folder.path(), config);
+    // About 8 000 tokens of pasted log: more than the window leaves, and no tool result to elide.
+    let log = format!("why does this fail?\n{}", "error: file missing\n".repeat(1_200));
+    let (outcome, events) = run(&mut agent, &log).await;
+    assert_eq!(
+        outcome,
+        Outcome::Answered { text: "The cause is the missing file.".into(), truncated: false }
+    );
+    let compaction = events
+        .iter()
+        .find_map(|e| match e {
+            AgentEvent::Compacted(c) => Some(*c),
+            _ => None,
+        })
+        .unwrap();
+    assert_eq!(compaction.summarised_messages, 1);
+    let received = server.received();
+    let summary_request = received[1].body["messages"].as_array().unwrap();
+    assert!(
+        summary_request.last().unwrap()["content"]
+            .as_str()
+            .unwrap()
+            .starts_with("Summarise the conversation")
+    );
+    let after: Vec<Value> = received[2].body["messages"].as_array().unwrap().clone();
+    let first = after[1]["content"].as_str().unwrap();
+    assert!(
+        first.contains("The person pasted a long log") && first.contains("The person's latest request"),
+        "{first:.200}"
+    );
+    assert_eq!(after[2]["tool_calls"][0]["id"], "g1", "the latest reply and its result stay");
+    assert_eq!(after[3]["tool_call_id"], "g1");
+}
