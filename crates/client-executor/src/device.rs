@@ -57,6 +57,9 @@ pub struct DeviceConfig {
     pub sandbox: tool_core::SandboxPolicy,
     /// Wait between reconnection attempts.
     pub reconnect_delay: Duration,
+    /// A person at this device answers what its own policy asks about (through the executor's
+    /// broker). Without one (the default) whatever would ask is blocked.
+    pub person_present: bool,
 }
 
 impl DeviceConfig {
@@ -72,6 +75,7 @@ impl DeviceConfig {
             working_directory: None,
             sandbox: tool_core::SandboxPolicy::workspace_write().with_network(tool_core::NetworkAccess::On),
             reconnect_delay: Duration::from_millis(500),
+            person_present: false,
         }
     }
 
@@ -168,6 +172,7 @@ struct Shared {
     mode: ApprovalMode,
     working_directory: Option<PathBuf>,
     sandbox: tool_core::SandboxPolicy,
+    person_present: bool,
     requests: Mutex<HashMap<String, Request>>,
     outbox: mpsc::UnboundedSender<DeviceMessage>,
 }
@@ -190,6 +195,7 @@ pub async fn run(
         mode: config.approval_mode,
         working_directory: config.working_directory.clone(),
         sandbox: config.sandbox.clone(),
+        person_present: config.person_present,
         requests: Mutex::default(),
         outbox,
     });
@@ -340,7 +346,7 @@ fn on_execute(shared: &Arc<Shared>, request: ExecuteRequest) {
             id: request.session_id.clone(),
             tenant: "device".into(),
             working_directory,
-            policy: SessionPolicy { mode, no_person: true, ..SessionPolicy::default() },
+            policy: SessionPolicy { mode, no_person: !shared.person_present, ..SessionPolicy::default() },
             sandbox: shared.sandbox.clone(),
             active_tools: Some(vec![request.tool.clone()]),
             ..SessionConfig::default()
