@@ -1,0 +1,230 @@
+//! `toolhost`: a conversation with the agent in this folder, in the terminal's own scrollback
+//! (plain lines: the terminal keeps the history, and copied text has no hard wraps). Questions are
+//! asked inline; Ctrl-C cancels the turn; `/mode` and `/sandbox` change the guards from the prompt.
+//! The transcript is saved after every turn; `--resume` continues the last one of this folder.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use agent::{Agent, Message};
+use anyhow::Context as _;
+use serde::{Deserialize, Serialize};
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+use tool_executor::{ApprovalMode, Executor};
+
+use crate::ask::{self, TerminalBroker};
+use crate::exec::Printer;
+use crate::setup::{self, GuardArgs, ModelArgs};
+
+/// The arguments of the conversation mode.
+#[derive(Debug, Clone, clap::Args)]
+pub struct ChatArgs {
+    /// Continue the last conversation in this folder.
+    #[arg(long)]
+    pub resume: bool,
+    /// `manual` (ask as policy says), `auto-run` (ask only for what policy always asks about),
+    /// `read-only` or `allow-list`.
+    #[arg(long = "approval-mode", default_value = "manual", value_parser = setup::parse_mode)]
+    pub mode: ApprovalMode,
+    #[command(flatten)]
+    pub model: ModelArgs,
+    #[command(flatten)]
+    pub guard: GuardArgs,
+}
+
+/// A saved conversation.
+#[derive(Debug, Serialize, Deserialize)]
+pub struct Transcript {
+    /// The session it ran in.
+    pub session_id: String,
+    /// The folder.
+    pub folder: PathBuf,
+    /// The model.
+    pub model: String,
+    /// The conversation.
+    pub messages: Vec<Message>,
+}
+
+fn transcripts_dir(data: &Path, folder: &Path) -> PathBuf {
+    data.join("sessions").join(setup::folder_key(folder))
+}
+
+/// Saves a transcript (atomically: a crash leaves the previous one).
+///
+/// # Errors
+///
+/// The file cannot be written.
+pub fn save(data: &Path, transcript: &Transcript) -> anyhow::Result<()> {
+    let dir = transcripts_dir(data, &transcript.folder);
+    std::fs::create_dir_all(&dir)?;
+    let path = dir.join(format!("{}.json", transcript.session_id));
+    let partial = path.with_extension("json.partial");
+    std::fs::write(&partial, serde_json::to_vec(transcript)?)?;
+    std::fs::rename(&partial, &path)?;
+    Ok(())
+}
+
+/// The newest saved transcript of `folder`.
+///
+/// # Errors
+///
+/// A transcript that cannot be read.
+pub fn last(data: &Path, folder: &Path) -> anyhow::Result<Option<Transcript>> {
+    let Ok(entries) = std::fs::read_dir(transcripts_dir(data, folder)) else {
+        return Ok(None);
+    };
+    let newest = entries
+        .filter_map(Result::ok)
+        .filter(|e| e.path().extension().is_some_and(|x| x == "json"))
+        .filter_map(|e| Some((e.metadata().ok()?.modified().ok()?, e.path())))
+        .max();
+    let Some((_, path)) = newest else { return Ok(None) };
+    let text = std::fs::read(&path).with_context(|| format!("reading {}", path.display()))?;
+    Ok(Some(serde_json::from_slice(&text).with_context(|| format!("reading {}", path.display()))?))
+}
+
+struct Chat {
+    executor: Executor,
+    profile: agent::ModelProfile,
+    folder: PathBuf,
+    data: PathBuf,
+    guard: GuardArgs,
+    mode: ApprovalMode,
+    session_id: String,
+}
+
+impl Chat {
+    fn agent(&self, history: Vec<Message>) -> anyhow::Result<Agent> {
+        let session = setup::session(
+            &self.executor,
+            self.session_id.clone(),
+            &self.folder,
+            self.mode,
+            false,
+            &self.guard,
+        );
+        let config = agent::AgentConfig {
+            max_tokens: self.profile.max_tokens,
+            context_window: self.profile.context_window,
+            ..agent::AgentConfig::default()
+        };
+        Ok(Agent::new(self.profile.client()?, self.executor.clone(), session, config).with_history(history))
+    }
+
+    fn status(&self) -> String {
+        format!(
+            "{} ({}) in {} · approvals {} · sandbox {}",
+            self.profile.model,
+            self.profile.name,
+            self.folder.display(),
+            self.mode.as_str().replace('_', "-"),
+            self.guard.sandbox().describe()
+        )
+    }
+}
+
+/// Runs the conversation until end of input or `/quit`.
+///
+/// # Errors
+///
+/// Setup failures (no model, no journal).
+pub async fn run(args: ChatArgs) -> anyhow::Result<u8> {
+    let profile = match setup::model(&args.model) {
+        Ok(profile) => profile,
+        Err(error) => {
+            eprintln!("{error:#}");
+            eprintln!(
+                "Meanwhile `toolhost tools` lists the tools, and `toolhost journal` what they did here."
+            );
+            return Ok(crate::exec::code::FAILED);
+        }
+    };
+    let folder = args.guard.folder()?;
+    let data = setup::data_dir()?;
+    let lines = ask::stdin_lines();
+    let journal = setup::journal(&data).await?;
+    let executor = setup::executor(journal, Arc::new(TerminalBroker::new(lines.clone()))).await?;
+    let resumed = if args.resume { last(&data, &folder)? } else { None };
+    let (session_id, history) = match resumed {
+        Some(transcript) => {
+            eprintln!("(resuming {} messages of {})", transcript.messages.len(), transcript.session_id);
+            (transcript.session_id, transcript.messages)
+        }
+        None => (setup::new_session_id(&folder), Vec::new()),
+    };
+    let mut chat = Chat { executor, profile, folder, data, guard: args.guard, mode: args.mode, session_id };
+    let mut agent = chat.agent(history)?;
+    // Ctrl-C cancels the running turn; at the prompt it quits.
+    let running: Arc<std::sync::Mutex<Option<CancellationToken>>> = Arc::default();
+    let turn = running.clone();
+    tokio::spawn(async move {
+        while tokio::signal::ctrl_c().await.is_ok() {
+            match turn.lock().unwrap_or_else(|p| p.into_inner()).take() {
+                Some(cancel) => cancel.cancel(),
+                None => std::process::exit(i32::from(crate::exec::code::CANCELLED)),
+            }
+        }
+    });
+    eprintln!("toolhost · {}", chat.status());
+    eprintln!("Ctrl-C cancels a turn · /mode MODE · /sandbox MODE · /status · /quit");
+    loop {
+        eprint!("› ");
+        let Some(line) = lines.lock().await.recv().await else { break };
+        let line = line.trim();
+        if line.is_empty() {
+            continue;
+        }
+        if let Some(command) = line.strip_prefix('/') {
+            let mut words = command.split_whitespace();
+            match (words.next(), words.next()) {
+                (Some("quit" | "exit"), _) => break,
+                (Some("status"), _) => eprintln!("{}", chat.status()),
+                (Some("mode"), Some(mode)) => match setup::parse_mode(mode) {
+                    Ok(mode) => {
+                        chat.mode = mode;
+                        agent = chat.agent(agent.messages().to_vec())?;
+                        eprintln!("approvals: {}", mode.as_str().replace('_', "-"));
+                    }
+                    Err(error) => eprintln!("{error}"),
+                },
+                (Some("sandbox"), Some(mode)) => match mode.parse::<tool_core::SandboxMode>() {
+                    Ok(mode) => {
+                        chat.guard.sandbox = mode;
+                        agent = chat.agent(agent.messages().to_vec())?;
+                        eprintln!("sandbox: {}", chat.guard.sandbox().describe());
+                    }
+                    Err(error) => eprintln!("{error}"),
+                },
+                _ => eprintln!(
+                    "commands: /mode manual|auto-run|read-only|allow-list · /sandbox workspace-write|read-only|off · /status · /quit"
+                ),
+            }
+            continue;
+        }
+        let cancel = CancellationToken::new();
+        *running.lock().unwrap_or_else(|p| p.into_inner()) = Some(cancel.clone());
+        let (events, mut received) = mpsc::unbounded_channel();
+        let printer = tokio::spawn(async move {
+            let mut out = Printer::new(false);
+            while let Some(event) = received.recv().await {
+                out.event(&event);
+            }
+            out
+        });
+        let outcome = agent.run(line, &events, &cancel).await;
+        running.lock().unwrap_or_else(|p| p.into_inner()).take();
+        drop(events);
+        printer.await?.outcome(&outcome, agent.usage());
+        let transcript = Transcript {
+            session_id: chat.session_id.clone(),
+            folder: chat.folder.clone(),
+            model: chat.profile.model.clone(),
+            messages: agent.messages().to_vec(),
+        };
+        if let Err(error) = save(&chat.data, &transcript) {
+            eprintln!("(the transcript could not be saved: {error:#})");
+        }
+    }
+    Ok(0)
+}

@@ -1,0 +1,259 @@
+//! `toolhost`: the terminal app.
+//!
+//! ```text
+//! toolhost [--resume] [--approval-mode manual|auto-run|read-only] [-m MODEL] [--profile P] [-C DIR]
+//! toolhost exec "task" [--approval-mode headless|auto-run|read-only] [--json]
+//! toolhost tools [--format text|openai|anthropic|gemini|mcp]
+//! toolhost journal [--status S] [--tool T] [--limit N] [--call ID] [--json]
+//! toolhost connect URL [--device-id ID]          (the key from TOOLHOST_API_KEY)
+//! ```
+//!
+//! Models are configured in `config.toml` in the XDG config folder (profiles), or by
+//! `OPENAI_API_KEY` / `OPENAI_BASE_URL` / `ANTHROPIC_API_KEY`. Calls are journalled in SQLite in
+//! the data folder (`$XDG_DATA_HOME/toolhost`, or `TOOLHOST_DATA_DIR`).
+
+mod ask;
+mod chat;
+mod exec;
+mod setup;
+mod text;
+
+use std::process::ExitCode;
+
+use anyhow::Context as _;
+use clap::{Parser, Subcommand};
+use serde_json::Value;
+use tool_core::provider::Provider;
+
+/// A local agent with any model in this folder, its tools' approvals inline, the journal of what
+/// ran, and this machine as a server's device.
+#[derive(Debug, Parser)]
+#[command(version, about, after_help = concat!(
+    "Models: profiles in config.toml in the config folder ($XDG_CONFIG_HOME/toolhost/config.toml), or ",
+    "OPENAI_API_KEY (with OPENAI_BASE_URL for a compatible server such as Ollama or vLLM) or ",
+    "ANTHROPIC_API_KEY.\nThe journal and saved conversations live in $XDG_DATA_HOME/toolhost ",
+    "(TOOLHOST_DATA_DIR overrides)."))]
+struct Cli {
+    #[command(subcommand)]
+    command: Option<Command>,
+    #[command(flatten)]
+    chat: chat::ChatArgs,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Run one task without a screen; the exit code says how it ended (0 answered, 1 failed, 2
+    /// turn limit or budget, 130 cancelled).
+    Exec(exec::ExecArgs),
+    /// The tool catalogue, as text or in a provider's declaration format.
+    Tools {
+        /// `text`, `openai`, `anthropic`, `gemini` or `mcp`.
+        #[arg(long, default_value = "text")]
+        format: String,
+    },
+    /// The calls made in this folder, newest first.
+    Journal(JournalArgs),
+    /// Run a server's calls on this machine, as this person's device.
+    Connect(ConnectArgs),
+}
+
+#[derive(Debug, clap::Args)]
+struct JournalArgs {
+    /// Only calls that ended so: executed, failed, blocked, denied, proposed, abandoned…
+    #[arg(long)]
+    status: Option<String>,
+    /// Only this tool.
+    #[arg(long)]
+    tool: Option<String>,
+    /// At most this many.
+    #[arg(long, default_value_t = 50)]
+    limit: u32,
+    /// The whole record of one call (by its call id).
+    #[arg(long = "call")]
+    call: Option<String>,
+    /// Every folder's calls, not only this one's.
+    #[arg(long)]
+    all: bool,
+    /// JSON lines.
+    #[arg(long)]
+    json: bool,
+    /// The folder (default: the current one).
+    #[arg(long = "cd", short = 'C', value_name = "DIR")]
+    folder: Option<std::path::PathBuf>,
+}
+
+#[derive(Debug, clap::Args)]
+struct ConnectArgs {
+    /// The server's base URL (http://…) or device WebSocket URL (ws://…).
+    url: String,
+    /// The tenant's API key (prefer TOOLHOST_API_KEY: a flag shows in the process list).
+    #[arg(long, env = "TOOLHOST_API_KEY", hide_env_values = true)]
+    key: Option<String>,
+    /// This device's id within the tenant.
+    #[arg(long, env = "TOOLHOST_DEVICE_ID", default_value = "terminal")]
+    device_id: String,
+    /// `auto-run` (default: what the server approved runs unless this machine's own audits flag
+    /// it, which is then asked here), `manual` (ask here as policy says), `read-only` or
+    /// `headless` (ask nothing: what would ask is blocked).
+    #[arg(long = "approval-mode", default_value = "auto-run", value_parser = setup::parse_mode)]
+    mode: tool_executor::ApprovalMode,
+    #[command(flatten)]
+    guard: setup::GuardArgs,
+}
+
+fn main() -> ExitCode {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "warn".into()),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    let cli = Cli::parse();
+    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+        Ok(runtime) => runtime,
+        Err(error) => {
+            eprintln!("error: cannot start the runtime: {error}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let result = runtime.block_on(async move {
+        match cli.command {
+            None => chat::run(cli.chat).await,
+            Some(Command::Exec(args)) => exec::run(args).await,
+            Some(Command::Tools { format }) => tools(&format).map(|()| 0),
+            Some(Command::Journal(args)) => journal(args).await.map(|()| 0),
+            Some(Command::Connect(args)) => connect(args).await.map(|()| 0),
+        }
+    });
+    // Commands still running in the background are not waited for.
+    runtime.shutdown_timeout(std::time::Duration::from_secs(1));
+    match result {
+        Ok(code) => ExitCode::from(code),
+        Err(error) => {
+            eprintln!("error: {error:#}");
+            ExitCode::from(exec::code::FAILED)
+        }
+    }
+}
+
+fn tools(format: &str) -> anyhow::Result<()> {
+    let registry = builtin_tools::Registry::builtin();
+    if format != "text" {
+        let provider = Provider::parse(format).with_context(|| {
+            format!("unknown format `{format}`; use text, openai, anthropic, gemini or mcp")
+        })?;
+        println!("{}", serde_json::to_string_pretty(&registry.catalogue(provider))?);
+        return Ok(());
+    }
+    for entry in registry.catalogued() {
+        let manifest = &entry.manifest;
+        println!("{} — {}", manifest.identifier, manifest.meta.description);
+        for api in &manifest.apis {
+            let name = registry.names().name_of(&manifest.identifier, &api.name).unwrap_or(&api.name);
+            let summary = api.description.lines().next().unwrap_or_default();
+            println!("  {name:<20} {summary}");
+        }
+    }
+    Ok(())
+}
+
+async fn journal(args: JournalArgs) -> anyhow::Result<()> {
+    let data = setup::data_dir()?;
+    let journal = setup::journal(&data).await?;
+    let folder = match &args.folder {
+        Some(folder) => {
+            std::fs::canonicalize(folder).with_context(|| format!("using {}", folder.display()))?
+        }
+        None => std::env::current_dir()?,
+    };
+    let key = setup::folder_key(&folder);
+    let ours = |session: &str| args.all || session.starts_with(&format!("{key}-"));
+    if let Some(call) = &args.call {
+        let filter = journal::AttemptFilter { limit: Some(1000), ..Default::default() };
+        let rows = journal.query(setup::TENANT, &filter).await?;
+        let row = rows
+            .into_iter()
+            .find(|a| &a.call_id == call && ours(&a.session_id))
+            .with_context(|| format!("no call `{call}` in this folder's journal"))?;
+        println!("{}", serde_json::to_string_pretty(&row)?);
+        return Ok(());
+    }
+    let status = match &args.status {
+        Some(status) => Some(
+            serde_json::from_value::<journal::AttemptStatus>(Value::String(status.clone()))
+                .map_err(|_| anyhow::anyhow!("unknown status `{status}`"))?,
+        ),
+        None => None,
+    };
+    // The store returns the newest rows of the tenant; this folder's are picked from them.
+    let filter =
+        journal::AttemptFilter { status, tool: args.tool.clone(), limit: Some(1000), ..Default::default() };
+    let rows: Vec<_> = journal
+        .query(setup::TENANT, &filter)
+        .await?
+        .into_iter()
+        .filter(|a| ours(&a.session_id))
+        .take(args.limit as usize)
+        .collect();
+    for row in &rows {
+        if args.json {
+            println!("{}", serde_json::to_string(row)?);
+            continue;
+        }
+        let arguments = row.arguments.to_string();
+        let arguments: String = arguments.chars().take(80).collect();
+        println!(
+            "{}  {:<9} {}/{}  {}  {arguments}",
+            time_of(row.attempted_at),
+            row.status.as_str(),
+            row.tool,
+            row.api,
+            row.call_id
+        );
+    }
+    if rows.is_empty() && !args.json {
+        eprintln!("no calls journalled in {} yet", folder.display());
+    }
+    Ok(())
+}
+
+/// `YYYY-MM-DD HH:MM:SS` (UTC) of Unix milliseconds.
+fn time_of(ms: i64) -> String {
+    let seconds = ms.div_euclid(1000);
+    let day = seconds.div_euclid(86_400);
+    let rest = seconds.rem_euclid(86_400);
+    format!(
+        "{} {:02}:{:02}:{:02}",
+        tool_core::manifest::civil_date(day),
+        rest / 3600,
+        rest % 3600 / 60,
+        rest % 60
+    )
+}
+
+async fn connect(args: ConnectArgs) -> anyhow::Result<()> {
+    use client_executor::device::{self, DeviceConfig};
+    let folder = args.guard.folder()?;
+    // The server's calls run through this machine's own pipeline, journalled here, and what this
+    // machine's policy asks about is asked at this terminal.
+    let data = setup::data_dir()?;
+    let lines = ask::stdin_lines();
+    let executor =
+        setup::executor(setup::journal(&data).await?, std::sync::Arc::new(ask::TerminalBroker::new(lines)))
+            .await?;
+    let mut config = DeviceConfig::new(args.url, args.device_id);
+    config.person_present = true;
+    config.api_key = args.key;
+    config.approval_mode = args.mode;
+    config.working_directory = Some(folder.clone());
+    config.sandbox = args.guard.sandbox();
+    let shutdown = tokio_util::sync::CancellationToken::new();
+    let stop = shutdown.clone();
+    tokio::spawn(async move {
+        let _ = tokio::signal::ctrl_c().await;
+        stop.cancel();
+    });
+    eprintln!("connected as a device; running calls in {} (Ctrl-C stops)", folder.display());
+    device::run(config, executor, shutdown).await?;
+    Ok(())
+}

@@ -1,0 +1,198 @@
+//! What every mode shares: the folder, the data folder, the journal, the pipeline over the builtin
+//! tools, the session and the model.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context as _;
+use tool_executor::{ApprovalBroker, ApprovalMode, Executor, Session, SessionConfig, SessionPolicy, Toolbox};
+
+/// The tenant every local call is journalled under.
+pub const TENANT: &str = "local";
+
+/// Model selection flags, shared by the modes that talk to a model.
+#[derive(Debug, Clone, Default, clap::Args)]
+pub struct ModelArgs {
+    /// A profile of config.toml (see `toolhost --help` for where it lives).
+    #[arg(long, env = "TOOLHOST_PROFILE")]
+    pub profile: Option<String>,
+    /// The model, overriding the profile's.
+    #[arg(long, short = 'm')]
+    pub model: Option<String>,
+    /// The wire format: `openai` (any compatible server) or `anthropic`.
+    #[arg(long, value_parser = parse_provider)]
+    pub provider: Option<agent::ProviderKind>,
+    /// The API's base URL, overriding the profile's.
+    #[arg(long)]
+    pub base_url: Option<String>,
+}
+
+/// Parses an approval mode written with dashes or underscores (`auto-run`, `auto_run`).
+pub fn parse_mode(text: &str) -> Result<ApprovalMode, String> {
+    text.replace('-', "_").parse()
+}
+
+fn parse_provider(text: &str) -> Result<agent::ProviderKind, String> {
+    match text {
+        "openai" => Ok(agent::ProviderKind::Openai),
+        "anthropic" => Ok(agent::ProviderKind::Anthropic),
+        other => Err(format!("unknown provider `{other}`; use openai or anthropic")),
+    }
+}
+
+/// How calls are guarded, shared by the modes that run calls.
+#[derive(Debug, Clone, clap::Args)]
+pub struct GuardArgs {
+    /// The folder the agent works in (default: the current folder).
+    #[arg(long = "cd", short = 'C', value_name = "DIR")]
+    pub folder: Option<PathBuf>,
+    /// The sandbox commands run in: `workspace-write` (writes only in the folder), `read-only`
+    /// or `off`.
+    #[arg(long, env = "TOOLHOST_SANDBOX", default_value = "workspace-write")]
+    pub sandbox: tool_core::SandboxMode,
+    /// Whether sandboxed commands may use the network.
+    #[arg(long, env = "TOOLHOST_NETWORK", default_value = "off")]
+    pub network: tool_core::NetworkAccess,
+}
+
+impl GuardArgs {
+    /// The folder, resolved.
+    ///
+    /// # Errors
+    ///
+    /// The folder does not exist.
+    pub fn folder(&self) -> anyhow::Result<PathBuf> {
+        let folder = match &self.folder {
+            Some(folder) => folder.clone(),
+            None => std::env::current_dir().context("finding the current folder")?,
+        };
+        std::fs::canonicalize(&folder).with_context(|| format!("using {} as the folder", folder.display()))
+    }
+
+    /// The sandbox policy.
+    pub fn sandbox(&self) -> tool_core::SandboxPolicy {
+        tool_core::SandboxPolicy { mode: self.sandbox, ..tool_core::SandboxPolicy::default() }
+            .with_network(self.network)
+    }
+}
+
+/// `toolhost` in the user's data folder (`$XDG_DATA_HOME/toolhost`), or `TOOLHOST_DATA_DIR`.
+///
+/// # Errors
+///
+/// No home folder, or the folder cannot be made.
+pub fn data_dir() -> anyhow::Result<PathBuf> {
+    use etcetera::BaseStrategy as _;
+    let dir = match std::env::var_os("TOOLHOST_DATA_DIR").filter(|v| !v.is_empty()) {
+        Some(dir) => PathBuf::from(dir),
+        None => {
+            etcetera::choose_base_strategy().context("finding the data folder")?.data_dir().join("toolhost")
+        }
+    };
+    std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+    Ok(dir)
+}
+
+/// The journal of this machine's local calls (SQLite, in the data folder).
+///
+/// # Errors
+///
+/// The database cannot be opened or migrated.
+pub async fn journal(data: &Path) -> anyhow::Result<Arc<dyn journal::Journal>> {
+    let path = data.join("local-journal.db");
+    journal::open(&format!("sqlite://{}", path.display()))
+        .await
+        .with_context(|| format!("opening the journal {}", path.display()))
+}
+
+/// The toolbox of builtin tools over this machine's files and processes.
+///
+/// # Errors
+///
+/// A tool needs a service this app does not provide.
+pub fn toolbox() -> anyhow::Result<Toolbox> {
+    let computer: Arc<dyn computer_runtime::ComputerRuntime> =
+        Arc::new(computer_runtime::LocalComputer::default());
+    let services = tool_core::Services::new().with(computer);
+    let mut toolbox = Toolbox::new();
+    for (manifest, runtime) in builtin_tools::Registry::builtin().runtimes(&services)? {
+        toolbox.add_tool(manifest, runtime)?;
+    }
+    for (name, audit) in builtin_tools::audits() {
+        toolbox.add_audit(*name, *audit);
+    }
+    Ok(toolbox)
+}
+
+/// The pipeline, journalled, asking through `broker`.
+///
+/// # Errors
+///
+/// The toolbox or the journal's housekeeping cannot start.
+pub async fn executor(
+    journal: Arc<dyn journal::Journal>,
+    broker: Arc<dyn ApprovalBroker>,
+) -> anyhow::Result<Executor> {
+    let executor = Executor::builder(Arc::new(toolbox()?)).journal(journal).broker(broker).build();
+    executor.start(Duration::from_secs(60)).await.context("starting the journal's housekeeping")?;
+    Ok(executor)
+}
+
+/// A short, stable key of a folder: sessions and journal rows of one folder share it.
+pub fn folder_key(folder: &Path) -> String {
+    // FNV-1a: stable across runs and builds (the std hasher is not).
+    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+    for byte in folder.as_os_str().as_encoded_bytes() {
+        hash ^= u64::from(*byte);
+        hash = hash.wrapping_mul(0x0100_0000_01b3);
+    }
+    let name = folder.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    let name: String =
+        name.chars().filter(|c| c.is_ascii_alphanumeric() || *c == '-' || *c == '_').take(24).collect();
+    format!("{name}-{hash:016x}")
+}
+
+/// A new session id for `folder`: its key and the time.
+pub fn new_session_id(folder: &Path) -> String {
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis());
+    format!("{}-{now:x}", folder_key(folder))
+}
+
+/// Opens a session in `folder` with these guards; with `no_person`, whatever would ask is blocked.
+pub fn session(
+    executor: &Executor,
+    id: String,
+    folder: &Path,
+    mode: ApprovalMode,
+    no_person: bool,
+    guard: &GuardArgs,
+) -> Arc<Session> {
+    executor.open_session(SessionConfig {
+        id,
+        tenant: TENANT.into(),
+        working_directory: Some(folder.to_owned()),
+        policy: SessionPolicy { mode, no_person, ..SessionPolicy::default() },
+        sandbox: guard.sandbox(),
+        project: Some(folder.display().to_string()),
+        ..SessionConfig::default()
+    })
+}
+
+/// The model, from config.toml, the environment and the flags.
+///
+/// # Errors
+///
+/// No model configured, an unknown profile, or an invalid file.
+pub fn model(args: &ModelArgs) -> anyhow::Result<agent::ModelProfile> {
+    let path = agent::config::default_path().context("finding the configuration folder")?;
+    let file = agent::ConfigFile::load(&path)?;
+    let overrides = agent::Overrides {
+        profile: args.profile.clone(),
+        model: args.model.clone(),
+        provider: args.provider,
+        base_url: args.base_url.clone(),
+    };
+    let env = |name: &str| std::env::var(name).ok();
+    Ok(agent::config::resolve(&file, &path.display().to_string(), &overrides, &env)?)
+}

@@ -1,0 +1,221 @@
+//! The `toolhost` binary end to end: a scripted model server on loopback (the provider's real
+//! streaming format), the real pipeline, tools and SQLite journal, in temp folders.
+
+use std::io::Write as _;
+use std::process::{Command, Output, Stdio};
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use test_support::model::{ScriptedModel, openai_reply};
+
+struct Home {
+    folder: tempfile::TempDir,
+    data: tempfile::TempDir,
+    config: tempfile::TempDir,
+}
+
+impl Home {
+    fn new() -> Self {
+        Self {
+            folder: tempfile::tempdir().unwrap(),
+            data: tempfile::tempdir().unwrap(),
+            config: tempfile::tempdir().unwrap(),
+        }
+    }
+
+    fn command(&self, server: Option<&ScriptedModel>) -> Command {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_toolhost"));
+        command
+            .current_dir(self.folder.path())
+            .env_clear()
+            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+            .env("HOME", self.config.path())
+            .env("XDG_CONFIG_HOME", self.config.path())
+            .env("TOOLHOST_DATA_DIR", self.data.path());
+        if let Some(server) = server {
+            command.env("OPENAI_BASE_URL", server.base_url()).env("OPENAI_API_KEY", "sk-scripted");
+        }
+        command
+    }
+}
+
+/// Runs the binary on a blocking thread (the scripted server lives on the test's runtime).
+async fn output(mut command: Command, stdin: &str) -> Output {
+    let stdin = stdin.to_owned();
+    tokio::task::spawn_blocking(move || {
+        let mut child =
+            command.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
+        let mut input = child.stdin.take().unwrap();
+        // Lines go in one at a time, as a person types them, so each is read when it is wanted.
+        for line in stdin.split_inclusive('\n') {
+            if input.write_all(line.as_bytes()).is_err() {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(300));
+        }
+        drop(input);
+        child.wait_with_output().unwrap()
+    })
+    .await
+    .unwrap()
+}
+
+fn json_lines(output: &Output) -> Vec<Value> {
+    String::from_utf8_lossy(&output.stdout).lines().map(|l| serde_json::from_str(l).unwrap()).collect()
+}
+
+fn command_call(command: &str) -> String {
+    json!({ "command": command }).to_string()
+}
+
+fn stderr(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stderr).into_owned()
+}
+
+fn journal(home: &Home, extra: &[&str]) -> Vec<Value> {
+    let mut command = home.command(None);
+    command.args(["journal", "--json"]).args(extra);
+    let output = command.output().unwrap();
+    assert!(output.status.success(), "{}", stderr(&output));
+    json_lines(&output)
+}
+
+#[tokio::test]
+async fn exec_is_headless_by_default_and_auto_run_runs_in_the_folder() {
+    let home = Home::new();
+    let args = command_call("echo hello > notes.txt");
+    let server = ScriptedModel::start(vec![
+        openai_reply("", "Writing.", &[("w1", "runCommand", &args)], "tool_calls"),
+        openai_reply("", "I could not write it.", &[], "stop"),
+        openai_reply("", "Writing.", &[("w2", "runCommand", &args)], "tool_calls"),
+        openai_reply("", "Wrote notes.txt.", &[], "stop"),
+    ])
+    .await;
+
+    let mut headless = home.command(Some(&server));
+    headless.args(["exec", "write notes.txt", "--json"]);
+    let out = output(headless, "").await;
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(!home.folder.path().join("notes.txt").exists(), "a command needs approval, and no one is there");
+    let lines = json_lines(&out);
+    let results = lines.iter().find(|l| l["type"] == "results").unwrap();
+    assert_eq!(results["results"][0]["status"], "blocked");
+    assert_eq!(lines.last().unwrap()["outcome"], "answered");
+    let sent = &server.received()[1].body["messages"][3];
+    assert_eq!(sent["tool_call_id"], "w1");
+    assert!(sent["content"].as_str().unwrap().contains("Blocked"), "{sent}");
+
+    let mut auto = home.command(Some(&server));
+    auto.args(["exec", "write notes.txt", "--approval-mode", "auto-run"]);
+    let out = output(auto, "").await;
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(std::fs::read_to_string(home.folder.path().join("notes.txt")).unwrap(), "hello\n");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("Writing.") && text.ends_with("Wrote notes.txt.\n"), "{text}");
+    assert!(text.contains("[executed]"), "each call gets a line with its status: {text}");
+
+    // Both calls are in this folder's journal, and in no other folder's.
+    let rows = journal(&home, &[]);
+    let statuses: Vec<&str> = rows.iter().map(|r| r["status"].as_str().unwrap()).collect();
+    assert_eq!(statuses, ["executed", "blocked"], "newest first");
+    assert_eq!(journal(&home, &["--status", "blocked"]).len(), 1);
+    let elsewhere = tempfile::tempdir().unwrap();
+    assert!(journal(&home, &["-C", elsewhere.path().to_str().unwrap()]).is_empty());
+    let mut one = home.command(None);
+    one.args(["journal", "--call", "w2"]);
+    let record: Value = serde_json::from_slice(&one.output().unwrap().stdout).unwrap();
+    assert_eq!(record["arguments"]["command"], "echo hello > notes.txt");
+}
+
+#[tokio::test]
+async fn exec_exit_codes_say_how_it_ended() {
+    let home = Home::new();
+    let server = ScriptedModel::start(vec![
+        openai_reply("", "", &[("g1", "globFiles", r#"{"pattern":"*"}"#)], "tool_calls"),
+        test_support::model::Scripted::error(
+            401,
+            json!({ "error": { "message": "Incorrect API key provided" } }),
+        ),
+    ])
+    .await;
+    let mut limited = home.command(Some(&server));
+    limited.args(["exec", "list", "--max-turns", "1"]);
+    let out = output(limited, "").await;
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+
+    let mut refused = home.command(Some(&server));
+    refused.args(["exec", "list"]);
+    let out = output(refused, "").await;
+    assert_eq!(out.status.code(), Some(1));
+    assert!(stderr(&out).contains("refused the API key"), "{}", stderr(&out));
+
+    let mut unconfigured = home.command(None);
+    unconfigured.args(["exec", "list"]);
+    let out = output(unconfigured, "").await;
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        stderr(&out).contains("OPENAI_API_KEY"),
+        "one line on how to configure a model: {}",
+        stderr(&out)
+    );
+}
+
+#[tokio::test]
+async fn a_bad_config_file_is_a_clear_error() {
+    let home = Home::new();
+    std::fs::create_dir_all(home.config.path().join("toolhost")).unwrap();
+    std::fs::write(home.config.path().join("toolhost/config.toml"), "[profiles.x]\nmodle = \"typo\"\n")
+        .unwrap();
+    let mut command = home.command(None);
+    command.args(["exec", "hi"]);
+    let out = output(command, "").await;
+    assert_eq!(out.status.code(), Some(1));
+    assert!(stderr(&out).contains("modle"), "{}", stderr(&out));
+}
+
+#[tokio::test]
+async fn the_conversation_asks_inline_remembers_answers_and_resumes() {
+    let home = Home::new();
+    let first = command_call("echo one > a.txt");
+    let second = command_call("echo two > b.txt");
+    let server = ScriptedModel::start(vec![
+        openai_reply("", "", &[("w1", "runCommand", &first)], "tool_calls"),
+        openai_reply("", "", &[("w2", "runCommand", &second)], "tool_calls"),
+        openai_reply("", "a.txt is written; b.txt was refused.", &[], "stop"),
+    ])
+    .await;
+    let conversation = home.command(Some(&server));
+    let out = output(conversation, "write two files\ny\nnot b, it is generated\n/quit\n").await;
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let err = stderr(&out);
+    assert!(err.contains("wants to run local-system/runCommand"), "the question is asked inline: {err}");
+    assert!(err.contains("[y] yes once"), "{err}");
+    assert_eq!(std::fs::read_to_string(home.folder.path().join("a.txt")).unwrap(), "one\n");
+    assert!(!home.folder.path().join("b.txt").exists());
+    let told = &server.received()[2].body["messages"];
+    let refusal = told.as_array().unwrap().iter().find(|m| m["tool_call_id"] == "w2").unwrap();
+    assert!(refusal["content"].as_str().unwrap().contains("not b, it is generated"), "{refusal}");
+    assert!(String::from_utf8_lossy(&out.stdout).contains("a.txt is written"));
+
+    server.push([openai_reply("", "We wrote a.txt before.", &[], "stop")]);
+    let mut resumed = home.command(Some(&server));
+    resumed.arg("--resume");
+    let out = output(resumed, "what did we do?\n/quit\n").await;
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let messages = server.received()[3].body["messages"].as_array().unwrap().clone();
+    assert!(messages.iter().any(|m| m["tool_call_id"] == "w1"), "the earlier turns are sent again");
+    assert_eq!(messages.last().unwrap()["content"], "what did we do?");
+}
+
+#[tokio::test]
+async fn tools_lists_the_catalogue() {
+    let home = Home::new();
+    let out = home.command(None).arg("tools").output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("local-system") && text.contains("readFile"), "{text}");
+    let out = home.command(None).args(["tools", "--format", "anthropic"]).output().unwrap();
+    let declarations: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(declarations.as_array().unwrap().iter().any(|d| d["name"] == "runCommand"));
+    let out = home.command(None).args(["tools", "--format", "nope"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(1));
+}
