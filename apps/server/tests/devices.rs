@@ -295,3 +295,50 @@ async fn a_device_decides_for_its_own_machine() {
     device.await.unwrap();
     server.stop().await;
 }
+
+/// A person at the device: answers every question with "yes once" and counts them.
+#[derive(Debug, Default)]
+struct PersonSaysYes(std::sync::atomic::AtomicUsize);
+
+#[async_trait::async_trait]
+impl tool_executor::ApprovalBroker for PersonSaysYes {
+    async fn wait(
+        &self,
+        _request: &tool_executor::approval::ApprovalRequest,
+        _cancel: &tokio_util::sync::CancellationToken,
+        _timeout: Duration,
+    ) -> Option<tool_executor::Decided> {
+        self.0.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        Some(tool_executor::Decided {
+            decision: tool_executor::Decision::AllowOnce,
+            by: Some("person".into()),
+        })
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_device_with_a_person_asks_them_instead_of_blocking() {
+    let server = TestServer::start().await;
+    let mine = workspace();
+    let person = std::sync::Arc::new(PersonSaysYes::default());
+    let toolbox = client_executor::device::builtin_toolbox().unwrap();
+    let executor =
+        tool_executor::Executor::builder(std::sync::Arc::new(toolbox)).broker(person.clone()).build();
+    let mut config = client_executor::device::DeviceConfig::new(server.base.clone(), "desk");
+    config.working_directory = Some(mine.path().to_path_buf());
+    config.reconnect_delay = Duration::from_millis(100);
+    config.person_present = true;
+    let stop = tokio_util::sync::CancellationToken::new();
+    let device = tokio::spawn(client_executor::device::run(config, executor, stop.clone()));
+    wait_for_device(&server, "desk").await;
+    let sid = server
+        .session(json!({"working_directory": mine.path(), "runs_on": "device", "approval_mode": "auto_run"}))
+        .await;
+    // The device's own audit flags the path; its person is asked and says yes, so it runs.
+    let outside = server.call(&sid, "p1", "readFile", json!({"path": OUTSIDE})).await;
+    assert_eq!(outside["status"], "executed", "{outside}");
+    assert_eq!(person.0.load(std::sync::atomic::Ordering::SeqCst), 1);
+    stop.cancel();
+    device.await.unwrap().unwrap();
+    server.stop().await;
+}

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context as _;
-use tool_executor::{ApprovalBroker, ApprovalMode, Executor, Session, SessionConfig, SessionPolicy, Toolbox};
+use tool_executor::{ApprovalBroker, ApprovalMode, Executor, Session, SessionConfig, SessionPolicy};
 
 /// The tenant every local call is journalled under.
 pub const TENANT: &str = "local";
@@ -106,25 +106,6 @@ pub async fn journal(data: &Path) -> anyhow::Result<Arc<dyn journal::Journal>> {
         .with_context(|| format!("opening the journal {}", path.display()))
 }
 
-/// The toolbox of builtin tools over this machine's files and processes.
-///
-/// # Errors
-///
-/// A tool needs a service this app does not provide.
-pub fn toolbox() -> anyhow::Result<Toolbox> {
-    let computer: Arc<dyn computer_runtime::ComputerRuntime> =
-        Arc::new(computer_runtime::LocalComputer::default());
-    let services = tool_core::Services::new().with(computer);
-    let mut toolbox = Toolbox::new();
-    for (manifest, runtime) in builtin_tools::Registry::builtin().runtimes(&services)? {
-        toolbox.add_tool(manifest, runtime)?;
-    }
-    for (name, audit) in builtin_tools::audits() {
-        toolbox.add_audit(*name, *audit);
-    }
-    Ok(toolbox)
-}
-
 /// The pipeline, journalled, asking through `broker`.
 ///
 /// # Errors
@@ -134,7 +115,10 @@ pub async fn executor(
     journal: Arc<dyn journal::Journal>,
     broker: Arc<dyn ApprovalBroker>,
 ) -> anyhow::Result<Executor> {
-    let executor = Executor::builder(Arc::new(toolbox()?)).journal(journal).broker(broker).build();
+    let toolbox = client_executor::device::builtin_toolbox()
+        .map_err(anyhow::Error::msg)
+        .context("building the tools")?;
+    let executor = Executor::builder(Arc::new(toolbox)).journal(journal).broker(broker).build();
     executor.start(Duration::from_secs(60)).await.context("starting the journal's housekeeping")?;
     Ok(executor)
 }

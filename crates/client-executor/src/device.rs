@@ -140,12 +140,12 @@ impl ApprovalBroker for NoOneToAsk {
     }
 }
 
-/// A device executor over the builtin tools and this machine's files and processes.
+/// The builtin tools over this machine's files and processes, with their audits.
 ///
 /// # Errors
 ///
 /// A builtin tool that needs a service the device does not provide.
-pub fn builtin_executor() -> Result<Executor, String> {
+pub fn builtin_toolbox() -> Result<Toolbox, String> {
     let computer: Arc<dyn computer_runtime::ComputerRuntime> =
         Arc::new(computer_runtime::LocalComputer::default());
     let services = tool_core::Services::new().with(computer);
@@ -158,7 +158,16 @@ pub fn builtin_executor() -> Result<Executor, String> {
     for (name, audit) in builtin_tools::audits() {
         toolbox.add_audit(*name, *audit);
     }
-    Ok(Executor::builder(Arc::new(toolbox)).broker(Arc::new(NoOneToAsk)).build())
+    Ok(toolbox)
+}
+
+/// A device executor over [`builtin_toolbox`] that asks no one ([`NoOneToAsk`]).
+///
+/// # Errors
+///
+/// A builtin tool that needs a service the device does not provide.
+pub fn builtin_executor() -> Result<Executor, String> {
+    Ok(Executor::builder(Arc::new(builtin_toolbox()?)).broker(Arc::new(NoOneToAsk)).build())
 }
 
 enum Request {
