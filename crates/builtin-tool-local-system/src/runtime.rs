@@ -212,6 +212,7 @@ impl LocalSystemRuntime {
                     background: args.background.unwrap_or(false),
                     owner: context.session_id.clone(),
                     sandbox,
+                    live: Some(live_output(context.progress.clone())),
                 };
                 let state = computer.run_command(spec, &context.cancel).await.map_err(failure)?;
                 let content = format::run(&state);
@@ -240,6 +241,13 @@ impl LocalSystemRuntime {
             }
         }
     }
+}
+
+/// A command's output as it is written, as progress updates of the call.
+fn live_output(progress: tool_core::ProgressSink) -> computer_runtime::process::LiveOutput {
+    computer_runtime::process::LiveOutput::new(move |text| {
+        progress.send(tool_core::Progress { output: Some(text), ..tool_core::Progress::default() });
+    })
 }
 
 fn parse<T: DeserializeOwned>(api: LocalSystemApi, arguments: Value) -> Result<T, ToolOutput> {

@@ -137,6 +137,64 @@ pub struct CommandSpec {
     pub owner: String,
     /// The sandbox it runs in, from the session.
     pub sandbox: CallSandbox,
+    /// Where a foreground command's output goes while it runs, whole lines at a time (the
+    /// result still carries the head and tail as usual).
+    pub live: Option<LiveOutput>,
+}
+
+/// A receiver of a command's output as it is written.
+#[derive(Clone)]
+pub struct LiveOutput(Arc<dyn Fn(String) + Send + Sync>);
+
+impl LiveOutput {
+    /// Output goes to `f`.
+    pub fn new(f: impl Fn(String) + Send + Sync + 'static) -> Self {
+        Self(Arc::new(f))
+    }
+}
+
+impl std::fmt::Debug for LiveOutput {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("LiveOutput")
+    }
+}
+
+/// Every receiver is alike for comparison: a spec is the command, not who watches it.
+impl PartialEq for LiveOutput {
+    fn eq(&self, _: &Self) -> bool {
+        true
+    }
+}
+
+impl Eq for LiveOutput {}
+
+/// How often a live command's output file is read.
+const LIVE_INTERVAL: Duration = Duration::from_millis(100);
+
+/// The most output handed on per read: a command printing faster is shown in part live (the
+/// result has it all).
+const LIVE_CHUNK: usize = 64 * 1024;
+
+/// Follows `file` from its start, handing whole lines to `live`; never ends.
+async fn follow(file: Arc<File>, live: LiveOutput) {
+    let mut offset = 0u64;
+    loop {
+        tokio::time::sleep(LIVE_INTERVAL).await;
+        let Ok(len) = file_len(&file) else { continue };
+        if len <= offset {
+            continue;
+        }
+        let want = usize::try_from(len - offset).unwrap_or(LIVE_CHUNK).min(LIVE_CHUNK);
+        let Ok(bytes) = read_at_most(&file, offset, want) else { continue };
+        // Whole lines only, unless a single line fills the chunk.
+        let take = match bytes.iter().rposition(|b| *b == b'\n') {
+            Some(end) => end + 1,
+            None if bytes.len() == LIVE_CHUNK => bytes.len(),
+            None => continue,
+        };
+        offset += take as u64;
+        (live.0)(String::from_utf8_lossy(&bytes[..take]).into_owned());
+    }
 }
 
 /// How a process ended.
@@ -465,11 +523,18 @@ impl ProcessManager {
         // Only the direct child is awaited: see the module docs for why this
         // cannot hang on grandchildren that hold the output open.
         let trim = self.trim_for(&file);
+        let live = async {
+            match spec.live.clone() {
+                Some(live) => follow(Arc::clone(&file), live).await,
+                None => std::future::pending().await,
+            }
+        };
         let outcome = tokio::select! {
             status = child.wait() => Outcome::Exited(status.map_err(io_error("waiting for the command"))?),
             () = tokio::time::sleep(spec.timeout) => Outcome::TimedOut,
             () = cancel.cancelled() => Outcome::Cancelled,
             () = trim.watch() => unreachable!("the trim watch never ends"),
+            () = live => unreachable!("following the output never ends"),
         };
         trim.check();
         let (exit, timed_out, cancelled) = match outcome {
@@ -1305,7 +1370,25 @@ mod tests {
             background: false,
             owner: OWNER.to_owned(),
             sandbox: CallSandbox::default(),
+            live: None,
         }
+    }
+
+    #[tokio::test]
+    async fn a_foreground_command_streams_whole_lines_while_it_runs() {
+        let dir = tempfile::tempdir().unwrap();
+        let m = manager(dir.path());
+        let seen = Arc::new(std::sync::Mutex::new(Vec::<(Instant, String)>::new()));
+        let sink = seen.clone();
+        let mut spec = spec("echo first; sleep 0.5; printf 'second\\nthi'; sleep 0.5; echo rd", dir.path());
+        spec.live = Some(LiveOutput::new(move |text| sink.lock().unwrap().push((Instant::now(), text))));
+        let state = m.run(spec, &CancellationToken::new()).await.unwrap();
+        let ended = Instant::now();
+        let seen = seen.lock().unwrap().clone();
+        let texts: Vec<&str> = seen.iter().map(|(_, t)| t.as_str()).collect();
+        assert_eq!(texts[..2], ["first\n", "second\n"], "whole lines, as they come: {texts:?}");
+        assert!(ended.duration_since(seen[0].0) >= Duration::from_millis(700), "the first line came live");
+        assert!(state.output.text.contains("third"), "the result still has everything");
     }
 
     fn background(command: &str, cwd: &Path) -> CommandSpec {

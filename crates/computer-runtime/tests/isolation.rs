@@ -39,6 +39,7 @@ impl Session {
                 policy: SandboxPolicy::workspace_write(),
                 temp_directory: Some(self.temp.clone()),
             },
+            live: None,
         }
     }
 
