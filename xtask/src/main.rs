@@ -64,6 +64,7 @@ fn run() -> Result<()> {
                 ("tool-executor", "pipeline"),
                 ("toolhost-server", "load"),
                 ("toolhost-server", "mcp"),
+                ("toolhost", "frame"),
             ] {
                 let mut command = cargo(&root);
                 command.env("TOOLHOST_INTEROP_DIR", &interop);

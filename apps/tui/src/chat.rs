@@ -23,6 +23,10 @@ pub struct ChatArgs {
     /// Continue the last conversation in this folder.
     #[arg(long)]
     pub resume: bool,
+    /// Plain lines instead of the full screen (the default when stdin or stdout is not a
+    /// terminal).
+    #[arg(long)]
+    pub plain: bool,
     /// `manual` (ask as policy says), `auto-run` (ask only for what policy always asks about),
     /// `read-only` or `allow-list`.
     #[arg(long = "approval-mode", default_value = "manual", value_parser = setup::parse_mode)]
@@ -225,6 +229,53 @@ pub async fn run(args: ChatArgs) -> anyhow::Result<u8> {
         if let Err(error) = save(&chat.data, &transcript) {
             eprintln!("(the transcript could not be saved: {error:#})");
         }
+    }
+    Ok(0)
+}
+
+/// The full-screen conversation: the alternate screen while it runs, then the transcript printed
+/// to the terminal's own scrollback as plain text (so the history survives, unwrapped).
+///
+/// # Errors
+///
+/// Setup failures, or a terminal that cannot be drawn on.
+pub async fn screen(args: ChatArgs) -> anyhow::Result<u8> {
+    use crate::ui;
+    let folder = args.guard.folder()?;
+    let data = setup::data_dir()?;
+    let (profile, setup_hint) = match setup::model(&args.model) {
+        Ok(profile) => (Some(profile), None),
+        Err(error) => (None, Some(format!("{error:#}"))),
+    };
+    let (broker, questions) = ui::broker::ScreenBroker::new();
+    let journal = setup::journal(&data).await?;
+    let executor = setup::executor(journal, Arc::new(broker)).await?;
+    let resumed = if args.resume { last(&data, &folder)? } else { None };
+    let (session_id, history) = match resumed {
+        Some(transcript) => (transcript.session_id, transcript.messages),
+        None => (setup::new_session_id(&folder), Vec::new()),
+    };
+    let context = ui::run::Context {
+        executor,
+        profile,
+        folder,
+        data: Some(data),
+        guard: args.guard,
+        mode: args.mode,
+        session_id,
+        history,
+        setup_hint,
+    };
+    let mut terminal = ratatui::try_init()?;
+    let _ = crossterm::execute!(std::io::stdout(), crossterm::event::EnableBracketedPaste);
+    let keys = crossterm::event::EventStream::new();
+    let result = ui::run::run(&mut terminal, keys, context, questions).await;
+    let _ = crossterm::execute!(std::io::stdout(), crossterm::event::DisableBracketedPaste);
+    ratatui::try_restore()?;
+    let app = result?;
+    // The conversation stays in the terminal's scrollback, as text a person can copy.
+    for cell in &app.cells {
+        println!("{}", ui::view::cell_text(cell));
     }
     Ok(0)
 }

@@ -107,7 +107,8 @@ pub async fn run(args: ExecArgs) -> anyhow::Result<u8> {
 
 /// Prints a transcript as it happens: text to stdout as it streams, one line per call result
 /// (its tool's result card title), notices to stderr; or every event as a JSON line.
-pub(crate) struct Printer {
+#[derive(Debug)]
+pub struct Printer {
     json: bool,
     /// Each call's arguments, by id, for its result card.
     arguments: std::collections::HashMap<String, Value>,
@@ -116,7 +117,7 @@ pub(crate) struct Printer {
 }
 
 impl Printer {
-    pub(crate) fn new(json: bool) -> Self {
+    pub fn new(json: bool) -> Self {
         Self { json, line_open: false, arguments: std::collections::HashMap::new() }
     }
 
@@ -139,7 +140,7 @@ impl Printer {
         }
     }
 
-    pub(crate) fn event(&mut self, event: &AgentEvent) {
+    pub fn event(&mut self, event: &AgentEvent) {
         if self.json {
             if let Some(value) = event_json(event) {
                 self.line(&value);
@@ -191,7 +192,7 @@ impl Printer {
         }
     }
 
-    pub(crate) fn outcome(&mut self, outcome: &Outcome, usage: agent::Usage) {
+    pub fn outcome(&mut self, outcome: &Outcome, usage: agent::Usage) {
         if self.json {
             let mut value = match outcome {
                 Outcome::Answered { text, truncated } => {

@@ -12,11 +12,7 @@
 //! `OPENAI_API_KEY` / `OPENAI_BASE_URL` / `ANTHROPIC_API_KEY`. Calls are journalled in SQLite in
 //! the data folder (`$XDG_DATA_HOME/toolhost`, or `TOOLHOST_DATA_DIR`).
 
-mod ask;
-mod chat;
-mod exec;
-mod setup;
-mod text;
+use toolhost::{ask, chat, exec, setup};
 
 use std::process::ExitCode;
 
@@ -118,7 +114,14 @@ fn main() -> ExitCode {
     };
     let result = runtime.block_on(async move {
         match cli.command {
-            None => chat::run(cli.chat).await,
+            None => {
+                use std::io::IsTerminal as _;
+                if cli.chat.plain || !std::io::stdin().is_terminal() || !std::io::stdout().is_terminal() {
+                    chat::run(cli.chat).await
+                } else {
+                    chat::screen(cli.chat).await
+                }
+            }
             Some(Command::Exec(args)) => exec::run(args).await,
             Some(Command::Tools { format }) => tools(&format).map(|()| 0),
             Some(Command::Journal(args)) => journal(args).await.map(|()| 0),

@@ -70,6 +70,17 @@ impl GuardArgs {
         std::fs::canonicalize(&folder).with_context(|| format!("using {} as the folder", folder.display()))
     }
 
+    /// The sandbox in a few words, for a status line.
+    pub fn label(&self) -> String {
+        match self.sandbox {
+            tool_core::SandboxMode::Off => "no sandbox".to_owned(),
+            mode => {
+                let network = if self.network == tool_core::NetworkAccess::On { "on" } else { "off" };
+                format!("{}, network {network}", mode.as_str())
+            }
+        }
+    }
+
     /// The sandbox policy.
     pub fn sandbox(&self) -> tool_core::SandboxPolicy {
         tool_core::SandboxPolicy { mode: self.sandbox, ..tool_core::SandboxPolicy::default() }

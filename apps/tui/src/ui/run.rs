@@ -1,0 +1,318 @@
+//! The event loop. Keys, the agent's stream, the pipeline's call events and questions all arrive
+//! as messages; each changes the state; a frame is drawn at most every 16 ms when something
+//! changed, and at once after a key. The agent runs in its own task, so drawing never waits on a
+//! model or a tool.
+
+use std::collections::HashMap;
+use std::io::Write;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use agent::{Agent, AgentEvent, Message, ModelProfile, Outcome};
+use crossterm::event::Event as TermEvent;
+use futures::{Stream, StreamExt as _};
+use ratatui::Terminal;
+use ratatui::backend::Backend;
+use tokio::sync::{broadcast, mpsc, oneshot};
+use tokio_util::sync::CancellationToken;
+use tool_executor::{ApprovalMode, Decided, Event, Executor, Session};
+
+use super::broker::Asked;
+use super::state::{App, Command};
+use crate::setup::GuardArgs;
+
+/// The shortest time between two frames.
+pub const FRAME: Duration = Duration::from_millis(16);
+
+/// Everything the loop needs.
+#[derive(Debug)]
+pub struct Context {
+    /// The pipeline (its broker is the [`super::broker::ScreenBroker`] whose questions arrive here).
+    pub executor: Executor,
+    /// The model; `None` shows how to configure one.
+    pub profile: Option<ModelProfile>,
+    /// The folder.
+    pub folder: PathBuf,
+    /// Where transcripts are saved (`None`: not saved).
+    pub data: Option<PathBuf>,
+    /// The guards.
+    pub guard: GuardArgs,
+    /// The approval mode.
+    pub mode: ApprovalMode,
+    /// The session's id.
+    pub session_id: String,
+    /// A resumed conversation.
+    pub history: Vec<Message>,
+    /// What to show when no model is configured.
+    pub setup_hint: Option<String>,
+}
+
+enum ToAgent {
+    Turn(String, CancellationToken),
+    Reopen(ApprovalMode, GuardArgs),
+}
+
+enum FromAgent {
+    Session(Arc<Session>),
+    Done(Outcome, Vec<Message>),
+}
+
+/// Runs until the person quits or the keys end; returns the final state (its transcript is
+/// printed to the terminal's own scrollback by the caller).
+///
+/// # Errors
+///
+/// The terminal cannot be drawn on.
+pub async fn run<B, K>(
+    terminal: &mut Terminal<B>,
+    mut keys: K,
+    context: Context,
+    mut questions: mpsc::UnboundedReceiver<Asked>,
+) -> anyhow::Result<App>
+where
+    B: Backend + Write,
+    B::Error: Send + Sync + 'static,
+    K: Stream<Item = std::io::Result<TermEvent>> + Unpin,
+{
+    let mut app = App::new(
+        context
+            .profile
+            .as_ref()
+            .map_or_else(|| "no model".to_owned(), |p| format!("{} ({})", p.model, p.name)),
+        context.folder.display().to_string(),
+        context.mode,
+        context.guard.label(),
+    );
+    app.setup_hint.clone_from(&context.setup_hint);
+    app.load_history(&context.history);
+
+    let (agent_events, mut agent_stream) = mpsc::unbounded_channel::<AgentEvent>();
+    let (to_agent, from_screen) = mpsc::unbounded_channel::<ToAgent>();
+    let (to_screen, mut from_agent) = mpsc::unbounded_channel::<FromAgent>();
+    if let Some(profile) = context.profile.clone() {
+        let client = profile.client()?;
+        let task = AgentTask {
+            executor: context.executor.clone(),
+            client,
+            profile,
+            folder: context.folder.clone(),
+            session_id: context.session_id.clone(),
+        };
+        let history = context.history.clone();
+        let (mode, guard) = (context.mode, context.guard.clone());
+        tokio::spawn(task.run(history, mode, guard, from_screen, to_screen, agent_events));
+    }
+
+    let mut guard = context.guard.clone();
+    let mut calls: Option<broadcast::Receiver<Event>> = None;
+    let mut answers: HashMap<String, oneshot::Sender<Decided>> = HashMap::new();
+    let mut cancel: Option<CancellationToken> = None;
+    let mut dirty = true;
+    // A key is drawn at once: input latency is one frame's drawing, not the frame pacing.
+    let mut urgent = false;
+    let mut last_frame = Instant::now() - FRAME;
+    let mut tick = tokio::time::interval(Duration::from_millis(250));
+    loop {
+        if dirty && (urgent || last_frame.elapsed() >= FRAME) {
+            terminal.draw(|frame| super::view::render(&app, frame))?;
+            last_frame = Instant::now();
+            dirty = false;
+            urgent = false;
+        }
+        let next_frame = tokio::time::sleep_until((last_frame + FRAME).into());
+        tokio::select! {
+            biased;
+            key = keys.next() => {
+                match key {
+                    Some(Ok(TermEvent::Key(key))) => {
+                        if let Some(command) = app.on_key(key) {
+                            match command {
+                                Command::Quit => break,
+                                Command::Submit(text) => {
+                                    let token = CancellationToken::new();
+                                    cancel = Some(token.clone());
+                                    let _ = to_agent.send(ToAgent::Turn(text, token));
+                                }
+                                Command::Cancel => {
+                                    if let Some(token) = &cancel {
+                                        token.cancel();
+                                    }
+                                }
+                                Command::Decide { approval_id, decision } => {
+                                    if let Some(answer) = answers.remove(&approval_id) {
+                                        let _ = answer.send(Decided { decision, by: Some("terminal".into()) });
+                                    }
+                                }
+                                Command::SetMode(mode) => {
+                                    if app.running {
+                                        app.notice("the approval mode can change when this turn ends", true);
+                                    } else {
+                                        app.mode = mode;
+                                        app.notice(format!("approvals: {}", mode.as_str().replace('_', "-")), false);
+                                        let _ = to_agent.send(ToAgent::Reopen(mode, guard.clone()));
+                                    }
+                                }
+                                Command::SetSandbox(mode) => {
+                                    if app.running {
+                                        app.notice("the sandbox can change when this turn ends", true);
+                                    } else {
+                                        guard.sandbox = mode;
+                                        app.sandbox = guard.label();
+                                        app.notice(format!("sandbox: {}", guard.sandbox().describe()), false);
+                                        let _ = to_agent.send(ToAgent::Reopen(app.mode, guard.clone()));
+                                    }
+                                }
+                                Command::Copy(text) => {
+                                    let backend = terminal.backend_mut();
+                                    let _ = write!(backend, "\x1b]52;c;{}\x07", base64(text.as_bytes()));
+                                    let _ = Write::flush(backend);
+                                    app.notice(format!("copied {} characters", text.chars().count()), false);
+                                }
+                            }
+                        }
+                    }
+                    Some(Ok(TermEvent::Paste(text))) => {
+                        for c in text.chars() {
+                            app.on_key(crossterm::event::KeyEvent::from(crossterm::event::KeyCode::Char(c)));
+                        }
+                    }
+                    Some(Ok(TermEvent::Resize(..))) => {
+                        let _ = terminal.autoresize();
+                    }
+                    Some(Ok(_)) => {}
+                    Some(Err(error)) => return Err(error.into()),
+                    None => break,
+                }
+                dirty = true;
+                urgent = true;
+            }
+            Some(event) = agent_stream.recv() => {
+                app.on_agent(event);
+                dirty = true;
+            }
+            event = async { calls.as_mut()?.recv().await.ok() }, if calls.is_some() => {
+                match event {
+                    Some(event) => app.on_call(event),
+                    None => calls = calls.map(|c| c.resubscribe()),
+                }
+                dirty = true;
+            }
+            Some(asked) = questions.recv() => {
+                answers.insert(asked.request.id.clone(), asked.answer);
+                app.ask(asked.request);
+                dirty = true;
+            }
+            Some(message) = from_agent.recv() => {
+                match message {
+                    FromAgent::Session(session) => calls = Some(session.subscribe()),
+                    FromAgent::Done(outcome, messages) => {
+                        app.finish(&outcome);
+                        cancel = None;
+                        if let Some(data) = &context.data {
+                            let transcript = crate::chat::Transcript {
+                                session_id: context.session_id.clone(),
+                                folder: context.folder.clone(),
+                                model: app.model.clone(),
+                                messages,
+                            };
+                            if let Err(error) = crate::chat::save(data, &transcript) {
+                                app.notice(format!("the transcript could not be saved: {error:#}"), true);
+                            }
+                        }
+                    }
+                }
+                dirty = true;
+            }
+            _ = tick.tick() => {
+                // A question whose call was cancelled or timed out goes away.
+                let gone: Vec<String> = answers.iter().filter(|(_, a)| a.is_closed()).map(|(id, _)| id.clone()).collect();
+                for id in gone {
+                    answers.remove(&id);
+                    app.withdraw(&id);
+                    dirty = true;
+                }
+            }
+            () = next_frame, if dirty => {}
+        }
+    }
+    if let Some(token) = cancel {
+        token.cancel();
+    }
+    Ok(app)
+}
+
+struct AgentTask {
+    executor: Executor,
+    client: Arc<dyn agent::ModelClient>,
+    profile: ModelProfile,
+    folder: PathBuf,
+    session_id: String,
+}
+
+impl AgentTask {
+    fn agent(&self, history: Vec<Message>, mode: ApprovalMode, guard: &GuardArgs) -> Agent {
+        let session =
+            crate::setup::session(&self.executor, self.session_id.clone(), &self.folder, mode, false, guard);
+        let config = agent::AgentConfig {
+            max_tokens: self.profile.max_tokens,
+            context_window: self.profile.context_window,
+            ..agent::AgentConfig::default()
+        };
+        Agent::new(self.client.clone(), self.executor.clone(), session, config).with_history(history)
+    }
+
+    async fn run(
+        self,
+        history: Vec<Message>,
+        mode: ApprovalMode,
+        guard: GuardArgs,
+        mut requests: mpsc::UnboundedReceiver<ToAgent>,
+        replies: mpsc::UnboundedSender<FromAgent>,
+        events: mpsc::UnboundedSender<AgentEvent>,
+    ) {
+        let mut agent = self.agent(history, mode, &guard);
+        let _ = replies.send(FromAgent::Session(agent.session().clone()));
+        while let Some(request) = requests.recv().await {
+            match request {
+                ToAgent::Turn(input, cancel) => {
+                    let outcome = agent.run(&input, &events, &cancel).await;
+                    let _ = replies.send(FromAgent::Done(outcome, agent.messages().to_vec()));
+                }
+                ToAgent::Reopen(mode, guard) => {
+                    agent = self.agent(agent.messages().to_vec(), mode, &guard);
+                    let _ = replies.send(FromAgent::Session(agent.session().clone()));
+                }
+            }
+        }
+    }
+}
+
+/// Standard base64, for OSC 52.
+pub fn base64(bytes: &[u8]) -> String {
+    const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let mut out = String::with_capacity(bytes.len().div_ceil(3) * 4);
+    for chunk in bytes.chunks(3) {
+        let n = chunk.iter().enumerate().fold(0u32, |n, (i, b)| n | u32::from(*b) << (16 - 8 * i));
+        for i in 0..4 {
+            if i <= chunk.len() {
+                out.push(char::from(ALPHABET[(n >> (18 - 6 * i) & 63) as usize]));
+            } else {
+                out.push('=');
+            }
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn base64_matches_the_standard() {
+        assert_eq!(super::base64(b""), "");
+        assert_eq!(super::base64(b"f"), "Zg==");
+        assert_eq!(super::base64(b"fo"), "Zm8=");
+        assert_eq!(super::base64(b"foo"), "Zm9v");
+        assert_eq!(super::base64(b"foobar"), "Zm9vYmFy");
+    }
+}

@@ -1,0 +1,634 @@
+//! The screen's state and how input and events change it. No I/O here: keys become
+//! [`Command`]s the event loop carries out, and events from the agent and the pipeline are folded
+//! in as they come.
+
+use std::collections::{HashMap, VecDeque};
+
+use agent::{AgentEvent, Delta, Outcome, Usage};
+use crossterm::event::{KeyCode, KeyEvent, KeyEventKind, KeyModifiers};
+use tool_core::{Progress, ToolOutput};
+use tool_executor::approval::ApprovalRequest;
+use tool_executor::{ApprovalMode, CallResult, Decision, Event};
+
+/// Output kept per running call (the tail); the result has the whole of it.
+pub const LIVE_OUTPUT_LIMIT: usize = 64 * 1024;
+
+/// Approval modes `Ctrl-T` cycles through.
+pub const MODES: [ApprovalMode; 3] = [ApprovalMode::Manual, ApprovalMode::AutoRun, ApprovalMode::ReadOnly];
+
+/// One entry of the transcript.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Cell {
+    /// What the person said.
+    User(String),
+    /// What the model said.
+    Assistant {
+        /// The visible text.
+        text: String,
+        /// The reasoning, shown dimmed.
+        reasoning: String,
+    },
+    /// A call.
+    Tool(ToolCell),
+    /// A line from the app (a decision, a retry, an outcome).
+    Notice {
+        /// The text.
+        text: String,
+        /// Whether it is a problem.
+        warning: bool,
+    },
+}
+
+/// Where a call is.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Phase {
+    /// Its arguments are streaming.
+    Arguments,
+    /// Proposed, waiting to run (or for a person).
+    Waiting,
+    /// Running.
+    Running,
+    /// Settled.
+    Done(Box<CallResult>),
+}
+
+/// A call's card.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ToolCell {
+    /// The model's call id.
+    pub call_id: String,
+    /// The function name the model used.
+    pub name: String,
+    /// The tool and API it resolved to (once known).
+    pub target: Option<(String, String)>,
+    /// The argument text so far.
+    pub arguments: String,
+    /// Where it is.
+    pub phase: Phase,
+    /// The tail of its live output.
+    pub output: String,
+    /// Only the title is shown.
+    pub folded: bool,
+}
+
+/// A question waiting for the person.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Pending {
+    /// The question.
+    pub request: ApprovalRequest,
+}
+
+/// What the screen shows.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub enum View {
+    /// The conversation.
+    #[default]
+    Chat,
+    /// One cell whole, scrolled (the portal).
+    Pager {
+        /// The cell.
+        cell: usize,
+        /// Lines scrolled from the top.
+        scroll: usize,
+    },
+}
+
+/// What a key asks the event loop to do.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Command {
+    /// Send this to the agent.
+    Submit(String),
+    /// Cancel the running turn.
+    Cancel,
+    /// Answer a question.
+    Decide {
+        /// The approval's id.
+        approval_id: String,
+        /// The answer.
+        decision: Decision,
+    },
+    /// Reopen the session in this approval mode.
+    SetMode(ApprovalMode),
+    /// Reopen the session with this sandbox.
+    SetSandbox(tool_core::SandboxMode),
+    /// Put this text on the clipboard (OSC 52).
+    Copy(String),
+    /// Leave.
+    Quit,
+}
+
+/// The whole state of the screen.
+#[derive(Debug, Clone, Default)]
+pub struct App {
+    /// The transcript.
+    pub cells: Vec<Cell>,
+    /// The prompt being typed.
+    pub input: String,
+    /// The cursor, as a char index into `input`.
+    pub cursor: usize,
+    /// Questions, oldest first; the first is shown.
+    pub approvals: VecDeque<Pending>,
+    /// A reason being typed for a denial.
+    pub reason: Option<String>,
+    /// The model, as shown.
+    pub model: String,
+    /// The folder.
+    pub folder: String,
+    /// The approval mode.
+    pub mode: ApprovalMode,
+    /// The sandbox, described.
+    pub sandbox: String,
+    /// Tokens used.
+    pub usage: Usage,
+    /// A turn is running.
+    pub running: bool,
+    /// Lines scrolled up from the bottom of the transcript (0 follows it).
+    pub scroll: usize,
+    /// The selected tool cell (folding and the pager act on it; else the last one).
+    pub selected: Option<usize>,
+    /// What is shown.
+    pub view: View,
+    /// No model is configured: this line says how.
+    pub setup_hint: Option<String>,
+    /// Each call's cell, by call id.
+    calls: HashMap<String, usize>,
+    /// The assistant cell being streamed.
+    streaming: Option<usize>,
+    /// Tool cells of the reply being streamed, by the reply's call index.
+    streaming_calls: HashMap<usize, usize>,
+}
+
+impl App {
+    /// An empty screen.
+    pub fn new(
+        model: impl Into<String>,
+        folder: impl Into<String>,
+        mode: ApprovalMode,
+        sandbox: impl Into<String>,
+    ) -> Self {
+        Self {
+            model: model.into(),
+            folder: folder.into(),
+            mode,
+            sandbox: sandbox.into(),
+            view: View::Chat,
+            ..Self::default()
+        }
+    }
+
+    /// Adds a notice.
+    pub fn notice(&mut self, text: impl Into<String>, warning: bool) {
+        self.cells.push(Cell::Notice { text: text.into(), warning });
+    }
+
+    /// Shows an earlier conversation (a resumed one).
+    pub fn load_history(&mut self, messages: &[agent::Message]) {
+        for message in messages {
+            match message {
+                agent::Message::User { content } => self.cells.push(Cell::User(content.clone())),
+                agent::Message::Assistant { content, tool_calls, .. } => {
+                    if !content.is_empty() {
+                        self.cells.push(Cell::Assistant { text: content.clone(), reasoning: String::new() });
+                    }
+                    for call in tool_calls {
+                        self.calls.insert(call.id.clone(), self.cells.len());
+                        self.cells.push(Cell::Tool(ToolCell {
+                            call_id: call.id.clone(),
+                            name: call.name.clone(),
+                            target: None,
+                            arguments: call.arguments.clone(),
+                            phase: Phase::Waiting,
+                            output: String::new(),
+                            folded: true,
+                        }));
+                    }
+                }
+                agent::Message::Tool { call_id, content, is_error, .. } => {
+                    if let Some(Cell::Tool(cell)) =
+                        self.calls.get(call_id).and_then(|i| self.cells.get_mut(*i))
+                    {
+                        let output = if *is_error {
+                            ToolOutput::error(tool_core::ErrorKind::Execution, content.clone())
+                        } else {
+                            ToolOutput::ok(content.clone())
+                        };
+                        cell.phase = Phase::Done(Box::new(CallResult {
+                            call_id: call_id.clone(),
+                            name: cell.name.clone(),
+                            tool: None,
+                            api: None,
+                            status: if *is_error {
+                                journal::AttemptStatus::Failed
+                            } else {
+                                journal::AttemptStatus::Executed
+                            },
+                            output,
+                            duration_ms: 0,
+                        }));
+                    }
+                }
+            }
+        }
+        self.calls.clear();
+    }
+
+    /// Folds in what the agent reports.
+    pub fn on_agent(&mut self, event: AgentEvent) {
+        match event {
+            AgentEvent::Delta(Delta::Text(text)) => {
+                let index = self.assistant_cell();
+                if let Cell::Assistant { text: t, .. } = &mut self.cells[index] {
+                    t.push_str(&text);
+                }
+            }
+            AgentEvent::Delta(Delta::Reasoning(text)) => {
+                let index = self.assistant_cell();
+                if let Cell::Assistant { reasoning, .. } = &mut self.cells[index] {
+                    reasoning.push_str(&text);
+                }
+            }
+            AgentEvent::Delta(Delta::ToolCall { index, id, name }) => {
+                let position = self.cells.len();
+                self.cells.push(Cell::Tool(ToolCell {
+                    call_id: id.clone(),
+                    name,
+                    target: None,
+                    arguments: String::new(),
+                    phase: Phase::Arguments,
+                    output: String::new(),
+                    folded: false,
+                }));
+                self.streaming_calls.insert(index, position);
+                self.calls.insert(id, position);
+            }
+            AgentEvent::Delta(Delta::ToolArguments { index, fragment }) => {
+                if let Some(Cell::Tool(cell)) =
+                    self.streaming_calls.get(&index).and_then(|i| self.cells.get_mut(*i))
+                {
+                    cell.arguments.push_str(&fragment);
+                }
+            }
+            AgentEvent::Delta(Delta::Retrying { attempt, delay_ms, reason }) => {
+                // What streamed of the failed try is discarded by the adapter: so here.
+                if let Some(index) = self.streaming.take()
+                    && matches!(&self.cells[index], Cell::Assistant { .. })
+                {
+                    self.cells.truncate(index);
+                }
+                self.streaming_calls.clear();
+                self.notice(format!("retrying (try {attempt} in {delay_ms} ms): {reason}"), true);
+            }
+            AgentEvent::Reply { tool_calls, usage, .. } => {
+                self.streaming = None;
+                self.usage.add(usage);
+                // The whole calls replace what streamed (ids may have been filled in late).
+                for (index, call) in tool_calls.iter().enumerate() {
+                    if let Some(Cell::Tool(cell)) =
+                        self.streaming_calls.get(&index).and_then(|i| self.cells.get_mut(*i))
+                    {
+                        cell.arguments.clone_from(&call.arguments);
+                        cell.call_id.clone_from(&call.id);
+                        if cell.phase == Phase::Arguments {
+                            cell.phase = Phase::Waiting;
+                        }
+                    }
+                    if let Some(position) = self.streaming_calls.get(&index) {
+                        self.calls.insert(call.id.clone(), *position);
+                    }
+                }
+                self.streaming_calls.clear();
+            }
+            AgentEvent::Results(results) => {
+                for result in results {
+                    if let Some(Cell::Tool(cell)) =
+                        self.calls.get(&result.call_id).and_then(|i| self.cells.get_mut(*i))
+                    {
+                        if let (Some(tool), Some(api)) = (&result.tool, &result.api) {
+                            cell.target = Some((tool.clone(), api.clone()));
+                        }
+                        cell.phase = Phase::Done(Box::new(result));
+                    }
+                }
+            }
+            AgentEvent::Compacted(c) => self.notice(
+                format!(
+                    "context compacted: ~{} → ~{} tokens ({} results elided, {} messages summarised)",
+                    c.before_tokens, c.after_tokens, c.elided_results, c.summarised_messages
+                ),
+                false,
+            ),
+        }
+    }
+
+    /// Folds in what the pipeline reports about a call.
+    pub fn on_call(&mut self, event: Event) {
+        let Some(Cell::Tool(cell)) = self.calls.get(event.call_id()).and_then(|i| self.cells.get_mut(*i))
+        else {
+            return;
+        };
+        match event {
+            Event::Proposed { tool, api, .. } => {
+                cell.target = Some((tool, api));
+                if cell.phase == Phase::Arguments {
+                    cell.phase = Phase::Waiting;
+                }
+            }
+            Event::Started { .. } => cell.phase = Phase::Running,
+            Event::Progress { progress, .. } => {
+                if let Some(output) = progress.output {
+                    cell.output.push_str(&output);
+                    if cell.output.len() > LIVE_OUTPUT_LIMIT {
+                        let mut cut = cell.output.len() - LIVE_OUTPUT_LIMIT;
+                        while !cell.output.is_char_boundary(cut) {
+                            cut += 1;
+                        }
+                        cell.output.drain(..cut);
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// A question arrived.
+    pub fn ask(&mut self, request: ApprovalRequest) {
+        self.approvals.push_back(Pending { request });
+    }
+
+    /// A question went away without an answer (its call was cancelled or timed out).
+    pub fn withdraw(&mut self, approval_id: &str) {
+        let before = self.approvals.len();
+        self.approvals.retain(|p| p.request.id != approval_id);
+        if self.approvals.len() != before {
+            self.reason = None;
+        }
+    }
+
+    /// The turn ended.
+    pub fn finish(&mut self, outcome: &Outcome) {
+        self.running = false;
+        self.streaming = None;
+        self.streaming_calls.clear();
+        match outcome {
+            Outcome::Answered { truncated: true, .. } => {
+                self.notice("the answer was cut by the output length limit", true)
+            }
+            Outcome::Answered { .. } => {}
+            Outcome::TurnLimit { turns } => {
+                self.notice(format!("stopped: still working after {turns} replies"), true)
+            }
+            Outcome::BudgetSpent { used, budget } => {
+                self.notice(format!("stopped: {used} tokens used of a budget of {budget}"), true);
+            }
+            Outcome::Cancelled => self.notice("cancelled", true),
+            Outcome::Failed(error) => self.notice(error.to_string(), true),
+        }
+    }
+
+    fn assistant_cell(&mut self) -> usize {
+        if let Some(index) = self.streaming {
+            return index;
+        }
+        self.cells.push(Cell::Assistant { text: String::new(), reasoning: String::new() });
+        let index = self.cells.len() - 1;
+        self.streaming = Some(index);
+        index
+    }
+
+    /// The tool cell folding and the pager act on.
+    pub fn target_cell(&self) -> Option<usize> {
+        self.selected.or_else(|| self.cells.iter().rposition(|c| matches!(c, Cell::Tool(_))))
+    }
+
+    /// Turns a key into a change of state and, perhaps, a command.
+    pub fn on_key(&mut self, key: KeyEvent) -> Option<Command> {
+        if key.kind == KeyEventKind::Release {
+            return None;
+        }
+        let ctrl = key.modifiers.contains(KeyModifiers::CONTROL);
+        if let View::Pager { cell, scroll } = &mut self.view {
+            match key.code {
+                KeyCode::Esc | KeyCode::Char('q') => self.view = View::Chat,
+                KeyCode::Down | KeyCode::Char('j') => *scroll += 1,
+                KeyCode::Up | KeyCode::Char('k') => *scroll = scroll.saturating_sub(1),
+                KeyCode::PageDown | KeyCode::Char(' ') => *scroll += 20,
+                KeyCode::PageUp => *scroll = scroll.saturating_sub(20),
+                KeyCode::Home | KeyCode::Char('g') => *scroll = 0,
+                KeyCode::Char('c') => {
+                    let text = crate::ui::view::cell_text(&self.cells[*cell]);
+                    return Some(Command::Copy(text));
+                }
+                _ => {}
+            }
+            return None;
+        }
+        if ctrl && key.code == KeyCode::Char('c') || key.code == KeyCode::Esc {
+            if self.reason.is_some() {
+                self.reason = None;
+                return None;
+            }
+            if self.running {
+                return Some(Command::Cancel);
+            }
+            if ctrl && self.input.is_empty() {
+                return Some(Command::Quit);
+            }
+            self.input.clear();
+            self.cursor = 0;
+            return None;
+        }
+        if ctrl {
+            return match key.code {
+                KeyCode::Char('d') if self.input.is_empty() => Some(Command::Quit),
+                KeyCode::Char('t') => {
+                    let next =
+                        MODES.iter().position(|m| *m == self.mode).map_or(0, |i| (i + 1) % MODES.len());
+                    Some(Command::SetMode(MODES[next]))
+                }
+                KeyCode::Char('o') => {
+                    if let Some(Cell::Tool(cell)) = self.target_cell().and_then(|i| self.cells.get_mut(i)) {
+                        cell.folded = !cell.folded;
+                    }
+                    None
+                }
+                KeyCode::Char('p') => {
+                    if let Some(cell) = self.target_cell() {
+                        self.view = View::Pager { cell, scroll: 0 };
+                    }
+                    None
+                }
+                KeyCode::Char('u') => {
+                    self.input.clear();
+                    self.cursor = 0;
+                    None
+                }
+                _ => None,
+            };
+        }
+        if let Some(pending) = self.approvals.front() {
+            let id = pending.request.id.clone();
+            if let Some(reason) = &mut self.reason {
+                match key.code {
+                    KeyCode::Enter => {
+                        let message = std::mem::take(reason);
+                        self.reason = None;
+                        let decision = if message.trim().is_empty() {
+                            Decision::Deny
+                        } else {
+                            Decision::DenyWithMessage { message }
+                        };
+                        return Some(self.decided(id, decision));
+                    }
+                    KeyCode::Backspace => {
+                        reason.pop();
+                    }
+                    KeyCode::Char(c) => reason.push(c),
+                    _ => {}
+                }
+                return None;
+            }
+            let decision = match key.code {
+                KeyCode::Char('y') => Decision::AllowOnce,
+                KeyCode::Char('s') => Decision::AllowSession { argument_prefix: None },
+                KeyCode::Char('a') => Decision::AllowAlways {
+                    argument_prefix: pending
+                        .request
+                        .arguments
+                        .get("command")
+                        .and_then(|c| c.as_str())
+                        .map(crate::ask::command_prefix),
+                },
+                KeyCode::Char('n') => Decision::Deny,
+                KeyCode::Char(c) => {
+                    self.reason = Some(c.to_string());
+                    return None;
+                }
+                _ => return None,
+            };
+            return Some(self.decided(id, decision));
+        }
+        match key.code {
+            KeyCode::Enter
+                if key.modifiers.contains(KeyModifiers::SHIFT)
+                    || key.modifiers.contains(KeyModifiers::ALT) =>
+            {
+                self.insert('\n');
+            }
+            KeyCode::Enter => return self.submit(),
+            KeyCode::Char(c) => self.insert(c),
+            KeyCode::Backspace if self.cursor > 0 => {
+                self.cursor -= 1;
+                let at = self.byte_at(self.cursor);
+                self.input.remove(at);
+            }
+            KeyCode::Delete if self.cursor < self.input.chars().count() => {
+                let at = self.byte_at(self.cursor);
+                self.input.remove(at);
+            }
+            KeyCode::Left => self.cursor = self.cursor.saturating_sub(1),
+            KeyCode::Right => self.cursor = (self.cursor + 1).min(self.input.chars().count()),
+            KeyCode::Home => self.cursor = 0,
+            KeyCode::End => self.cursor = self.input.chars().count(),
+            KeyCode::PageUp => self.scroll += 10,
+            KeyCode::PageDown => self.scroll = self.scroll.saturating_sub(10),
+            KeyCode::Up if self.input.is_empty() => self.scroll += 1,
+            KeyCode::Down if self.input.is_empty() => self.scroll = self.scroll.saturating_sub(1),
+            KeyCode::Tab => self.select_previous_tool(),
+            _ => {}
+        }
+        None
+    }
+
+    fn decided(&mut self, approval_id: String, decision: Decision) -> Command {
+        if let Some(pending) = self.approvals.pop_front() {
+            let what = format!("{}/{}", pending.request.tool, pending.request.api);
+            let said = match &decision {
+                Decision::AllowOnce => "allowed once".to_owned(),
+                Decision::AllowSession { .. } => "allowed for this session".to_owned(),
+                Decision::AllowAlways { argument_prefix: Some(prefix) } => {
+                    format!("always allowed here: `{prefix}…`")
+                }
+                Decision::AllowAlways { argument_prefix: None } => "always allowed here".to_owned(),
+                Decision::Deny => "denied".to_owned(),
+                Decision::DenyWithMessage { message } => format!("denied: {message}"),
+            };
+            self.notice(format!("{what} {said}"), !decision.allows());
+        }
+        Command::Decide { approval_id, decision }
+    }
+
+    fn select_previous_tool(&mut self) {
+        let before = self.selected.unwrap_or(self.cells.len());
+        self.selected = self.cells[..before]
+            .iter()
+            .rposition(|c| matches!(c, Cell::Tool(_)))
+            .or_else(|| self.cells.iter().rposition(|c| matches!(c, Cell::Tool(_))));
+    }
+
+    fn byte_at(&self, chars: usize) -> usize {
+        self.input.char_indices().nth(chars).map_or(self.input.len(), |(i, _)| i)
+    }
+
+    fn insert(&mut self, c: char) {
+        let at = self.byte_at(self.cursor);
+        self.input.insert(at, c);
+        self.cursor += 1;
+    }
+
+    fn submit(&mut self) -> Option<Command> {
+        let text = self.input.trim().to_owned();
+        if text.is_empty() {
+            return None;
+        }
+        if let Some(command) = text.strip_prefix('/') {
+            self.input.clear();
+            self.cursor = 0;
+            let mut words = command.split_whitespace();
+            return match (words.next(), words.next()) {
+                (Some("quit" | "exit"), _) => Some(Command::Quit),
+                (Some("mode"), Some(mode)) => match crate::setup::parse_mode(mode) {
+                    Ok(mode) => Some(Command::SetMode(mode)),
+                    Err(error) => {
+                        self.notice(error, true);
+                        None
+                    }
+                },
+                (Some("sandbox"), Some(mode)) => match mode.parse::<tool_core::SandboxMode>() {
+                    Ok(mode) => Some(Command::SetSandbox(mode)),
+                    Err(error) => {
+                        self.notice(error.to_string(), true);
+                        None
+                    }
+                },
+                _ => {
+                    self.notice(HELP, false);
+                    None
+                }
+            };
+        }
+        if self.running || self.setup_hint.is_some() {
+            return None;
+        }
+        self.input.clear();
+        self.cursor = 0;
+        self.scroll = 0;
+        self.selected = None;
+        self.running = true;
+        self.cells.push(Cell::User(text.clone()));
+        Some(Command::Submit(text))
+    }
+}
+
+/// What the keys do.
+pub const HELP: &str = "Enter sends · Shift-Enter new line · Esc/Ctrl-C cancels the turn · Ctrl-T approval mode · \
+Tab selects a card · Ctrl-O folds it · Ctrl-P opens it whole (c copies, q closes) · PgUp/PgDn scroll · \
+/mode manual|auto-run|read-only · /sandbox workspace-write|read-only|off · /quit";
+
+/// A progress list holding one call's live output, for its tool's streaming card.
+pub fn live_progress(output: &str) -> Vec<Progress> {
+    if output.is_empty() {
+        Vec::new()
+    } else {
+        vec![Progress { output: Some(output.to_owned()), ..Progress::default() }]
+    }
+}

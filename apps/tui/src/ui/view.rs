@@ -1,0 +1,514 @@
+//! Drawing: a pure function of the state. Cards come from each tool's render hooks; only the cells
+//! that fit on screen are laid out, so a long transcript costs no more than a short one.
+
+use ratatui::Frame;
+use ratatui::layout::{Constraint, Layout, Rect};
+use ratatui::style::{Color, Modifier, Style};
+use ratatui::text::{Line, Span};
+use ratatui::widgets::{Block, Borders, Clear, Paragraph};
+use serde_json::Value;
+use tool_core::render::Block as CardBlock;
+use tool_core::{Card, Tone};
+use unicode_width::UnicodeWidthChar as _;
+
+use super::state::{App, Cell, Phase, ToolCell, View, live_progress};
+
+/// Lines of a card block shown before it is cut to head and tail.
+const BLOCK_LINES: usize = 12;
+/// Lines of a card block's head and tail when it is cut.
+const HEAD: usize = 4;
+const TAIL: usize = 6;
+
+/// Draws the whole screen.
+pub fn render(app: &App, frame: &mut Frame<'_>) {
+    let area = frame.area();
+    if let View::Pager { cell, scroll } = &app.view {
+        render_pager(app, *cell, *scroll, frame, area);
+        return;
+    }
+    let question = app.approvals.front().map(|pending| question_lines(app, pending));
+    let question_height = question.as_ref().map_or(0, |lines| {
+        (wrapped_height(lines, area.width.saturating_sub(2)) + 2).min(area.height / 2).max(3)
+    });
+    let input_lines = match &app.setup_hint {
+        Some(hint) => wrapped_height(&[Line::raw(hint.clone())], area.width).clamp(1, 4),
+        None => app.input.split('\n').count().clamp(1, 6) as u16,
+    };
+    let [transcript, question_area, input_area, status_area] = Layout::vertical([
+        Constraint::Min(1),
+        Constraint::Length(question_height),
+        Constraint::Length(input_lines + 1),
+        Constraint::Length(1),
+    ])
+    .areas(area);
+
+    render_transcript(app, frame, transcript);
+    if let Some(lines) = question {
+        let title = if app.approvals.len() > 1 {
+            format!(" approval needed (1 of {}) ", app.approvals.len())
+        } else {
+            " approval needed ".to_owned()
+        };
+        let block = Block::default()
+            .borders(Borders::ALL)
+            .border_style(Style::default().fg(Color::Yellow))
+            .title(title);
+        frame.render_widget(Clear, question_area);
+        frame.render_widget(
+            Paragraph::new(wrap_all(lines, question_area.width.saturating_sub(2))).block(block),
+            question_area,
+        );
+    }
+    render_input(app, frame, input_area);
+    frame.render_widget(Paragraph::new(status_line(app)), status_area);
+}
+
+fn render_transcript(app: &App, frame: &mut Frame<'_>, area: Rect) {
+    let width = area.width.max(1);
+    let wanted = area.height as usize + app.scroll;
+    // From the newest cell back, until the screen (and the scroll) is full.
+    let mut chunks: Vec<Vec<Line<'static>>> = Vec::new();
+    let mut total = 0;
+    for (index, cell) in app.cells.iter().enumerate().rev() {
+        let mut lines = cell_lines(cell, app.selected == Some(index), true);
+        lines.push(Line::default());
+        let wrapped = wrap_all(lines, width);
+        total += wrapped.len();
+        chunks.push(wrapped);
+        if total >= wanted {
+            break;
+        }
+    }
+    let mut lines: Vec<Line<'static>> = chunks.into_iter().rev().flatten().collect();
+    if lines.is_empty() {
+        let hint = Line::styled(
+            "Ask the agent to do something in this folder. Ctrl-T changes the approval mode; /help lists the keys.",
+            Style::default().add_modifier(Modifier::DIM),
+        );
+        lines = wrap_all(vec![hint], width);
+    }
+    let height = area.height as usize;
+    let end = lines.len().saturating_sub(app.scroll.min(lines.len().saturating_sub(height)));
+    let start = end.saturating_sub(height);
+    let visible: Vec<Line<'static>> = lines.drain(start..end).collect();
+    frame.render_widget(Paragraph::new(visible), area);
+}
+
+fn render_input(app: &App, frame: &mut Frame<'_>, area: Rect) {
+    let (prompt, style) = if app.reason.is_some() {
+        ("why not? ", Style::default().fg(Color::Yellow))
+    } else if app.running {
+        // Typing goes on while the agent works; Enter waits for the turn to end.
+        ("› ", Style::default().add_modifier(Modifier::DIM))
+    } else {
+        ("› ", Style::default().fg(Color::Cyan))
+    };
+    let block =
+        Block::default().borders(Borders::TOP).border_style(Style::default().add_modifier(Modifier::DIM));
+    let inner = block.inner(area);
+    frame.render_widget(block, area);
+    if let Some(hint) = &app.setup_hint {
+        frame.render_widget(
+            Paragraph::new(Line::styled(hint.clone(), Style::default().fg(Color::Yellow))),
+            inner,
+        );
+        return;
+    }
+    let text = app.reason.as_deref().unwrap_or(&app.input);
+    let mut lines: Vec<Line<'static>> = Vec::new();
+    for (n, line) in text.split('\n').enumerate() {
+        let lead = if n == 0 { prompt } else { "  " };
+        lines.push(Line::from(vec![Span::styled(lead.to_owned(), style), Span::raw(line.to_owned())]));
+    }
+    let shown = lines.len().saturating_sub(inner.height as usize);
+    frame.render_widget(Paragraph::new(lines[shown..].to_vec()), inner);
+    // The cursor sits where the next character goes.
+    let before: String =
+        if app.reason.is_some() { text.to_owned() } else { app.input.chars().take(app.cursor).collect() };
+    let row = before.matches('\n').count().saturating_sub(shown) as u16;
+    let column = before.rsplit('\n').next().map_or(0, str_width) as u16 + 2;
+    if row < inner.height {
+        frame.set_cursor_position((inner.x + column.min(inner.width.saturating_sub(1)), inner.y + row));
+    }
+}
+
+fn status_line(app: &App) -> Line<'static> {
+    let dim = Style::default().add_modifier(Modifier::DIM);
+    let mode = app.mode.as_str().replace('_', "-");
+    let mode_style = match app.mode {
+        tool_executor::ApprovalMode::AutoRun => Style::default().fg(Color::Yellow),
+        tool_executor::ApprovalMode::ReadOnly => Style::default().fg(Color::Green),
+        _ => Style::default().fg(Color::Cyan),
+    };
+    // What decides what runs comes first: a narrow terminal cuts the end.
+    let mut spans = vec![
+        Span::styled(mode, mode_style),
+        Span::styled(" (ctrl-t) · ", dim),
+        Span::raw(app.sandbox.clone()),
+        Span::styled(" · ", dim),
+        Span::styled(app.model.clone(), Style::default().add_modifier(Modifier::BOLD)),
+        Span::styled(" · ", dim),
+        Span::raw(app.folder.clone()),
+    ];
+    if app.usage.total() > 0 {
+        spans.push(Span::styled(
+            format!(" · {} in / {} out", tokens(app.usage.input_tokens), tokens(app.usage.output_tokens)),
+            dim,
+        ));
+    }
+    if app.running {
+        spans.push(Span::styled(" · working (esc cancels)", Style::default().fg(Color::Magenta)));
+    }
+    Line::from(spans)
+}
+
+fn tokens(n: u64) -> String {
+    if n >= 10_000 { format!("{}k", n / 1000) } else { n.to_string() }
+}
+
+fn question_lines(_app: &App, pending: &super::state::Pending) -> Vec<Line<'static>> {
+    let request = &pending.request;
+    let card = builtin_tools::Registry::builtin()
+        .render(&request.tool)
+        .intervention(&request.api, &request.arguments);
+    let mut lines = card_lines(&card, false, usize::MAX);
+    lines.push(Line::from(vec![
+        Span::styled("why asked: ", Style::default().add_modifier(Modifier::DIM)),
+        Span::styled(request.reason.clone(), Style::default().fg(Color::Yellow)),
+    ]));
+    let always = match request.arguments.get("command").and_then(Value::as_str) {
+        Some(command) => format!("always `{}…` here", crate::ask::command_prefix(command)),
+        None => "always this tool here".to_owned(),
+    };
+    let key = Style::default().fg(Color::Cyan).add_modifier(Modifier::BOLD);
+    lines.push(Line::from(vec![
+        Span::styled("y", key),
+        Span::raw(" yes once  "),
+        Span::styled("s", key),
+        Span::raw(" this session  "),
+        Span::styled("a", key),
+        Span::raw(format!(" {always}  ")),
+        Span::styled("n", key),
+        Span::raw(" no  "),
+        Span::styled("or type why not", Style::default().add_modifier(Modifier::DIM)),
+    ]));
+    lines
+}
+
+fn render_pager(app: &App, cell: usize, scroll: usize, frame: &mut Frame<'_>, area: Rect) {
+    let Some(content) = app.cells.get(cell) else { return };
+    let lines = wrap_all(cell_lines(content, false, false), area.width.max(1));
+    let height = area.height.saturating_sub(1) as usize;
+    let scroll = scroll.min(lines.len().saturating_sub(height));
+    let visible: Vec<Line<'static>> = lines.iter().skip(scroll).take(height).cloned().collect();
+    let [body, footer] = Layout::vertical([Constraint::Min(1), Constraint::Length(1)]).areas(area);
+    frame.render_widget(Paragraph::new(visible), body);
+    let footer_text = format!(
+        "lines {}-{} of {} · ↑↓ PgUp PgDn scroll · c copies · q closes",
+        scroll + 1,
+        (scroll + height).min(lines.len()),
+        lines.len()
+    );
+    frame.render_widget(
+        Paragraph::new(Line::styled(footer_text, Style::default().add_modifier(Modifier::REVERSED))),
+        footer,
+    );
+}
+
+/// The lines of a cell; `cut` shortens long blocks to head and tail.
+pub fn cell_lines(cell: &Cell, selected: bool, cut: bool) -> Vec<Line<'static>> {
+    let limit = if cut { BLOCK_LINES } else { usize::MAX };
+    match cell {
+        Cell::User(text) => text
+            .lines()
+            .enumerate()
+            .map(|(n, line)| {
+                let lead = if n == 0 { "› " } else { "  " };
+                Line::from(vec![
+                    Span::styled(lead, Style::default().fg(Color::Cyan)),
+                    Span::styled(line.to_owned(), Style::default().add_modifier(Modifier::BOLD)),
+                ])
+            })
+            .collect(),
+        Cell::Assistant { text, reasoning } => {
+            let mut lines: Vec<Line<'static>> = Vec::new();
+            let dim = Style::default().add_modifier(Modifier::DIM | Modifier::ITALIC);
+            let thoughts: Vec<&str> = reasoning.lines().collect();
+            let skip = if cut { thoughts.len().saturating_sub(3) } else { 0 };
+            if skip > 0 {
+                lines.push(Line::styled(format!("(… {skip} lines of reasoning)"), dim));
+            }
+            for line in &thoughts[skip..] {
+                lines.push(Line::styled((*line).to_owned(), dim));
+            }
+            lines.extend(markdown(text));
+            lines
+        }
+        Cell::Tool(tool) => {
+            let mut lines = card_lines(&tool_card(tool), tool.folded, limit);
+            if selected && let Some(first) = lines.first_mut() {
+                first.spans.insert(0, Span::styled("▶ ", Style::default().fg(Color::Cyan)));
+            }
+            lines
+        }
+        Cell::Notice { text, warning } => {
+            let style = if *warning {
+                Style::default().fg(Color::Yellow)
+            } else {
+                Style::default().add_modifier(Modifier::DIM)
+            };
+            text.lines().map(|line| Line::styled(format!("· {line}"), style)).collect()
+        }
+    }
+}
+
+/// A cell's text as the person would copy it: no wrapping, no decoration.
+pub fn cell_text(cell: &Cell) -> String {
+    let lines = cell_lines(cell, false, false);
+    let mut out = String::new();
+    for line in lines {
+        for span in &line.spans {
+            out.push_str(&span.content);
+        }
+        out.push('\n');
+    }
+    out
+}
+
+/// The card a tool's render hooks give for where the call is.
+pub fn tool_card(tool: &ToolCell) -> Card {
+    let Some((identifier, api)) = tool.target.clone().or_else(|| {
+        builtin_tools::Registry::builtin()
+            .names()
+            .resolve(&tool.name)
+            .map(|(t, a)| (t.to_owned(), a.to_owned()))
+    }) else {
+        return Card::new(tool.name.clone());
+    };
+    let hooks = builtin_tools::Registry::builtin().render(&identifier);
+    let arguments = || serde_json::from_str::<Value>(&tool.arguments).unwrap_or(Value::Null);
+    match &tool.phase {
+        Phase::Arguments => {
+            let partial = tool_core::partial_json::parse_partial(&tool.arguments).unwrap_or(Value::Null);
+            hooks.inspector(&api, &partial)
+        }
+        Phase::Waiting => hooks.placeholder(&api, &arguments()),
+        Phase::Running => hooks.streaming(&api, &arguments(), &live_progress(&tool.output)),
+        Phase::Done(result) => hooks.result(&api, &arguments(), &result.output),
+    }
+}
+
+fn tone_style(tone: Tone) -> Style {
+    match tone {
+        Tone::Success => Style::default().fg(Color::Green),
+        Tone::Warning => Style::default().fg(Color::Yellow),
+        Tone::Danger => Style::default().fg(Color::Red),
+        Tone::Info => Style::default().fg(Color::Blue),
+        _ => Style::default().add_modifier(Modifier::DIM),
+    }
+}
+
+/// A card as lines: its title and badge, subtitle, then its blocks (unless folded), each cut to
+/// `limit` lines as head and tail.
+pub fn card_lines(card: &Card, folded: bool, limit: usize) -> Vec<Line<'static>> {
+    let mut title = vec![
+        Span::styled("● ", Style::default().fg(Color::Blue)),
+        Span::styled(card.title.clone(), Style::default().add_modifier(Modifier::BOLD)),
+    ];
+    if let Some(badge) = &card.badge {
+        title.push(Span::raw(" "));
+        title.push(Span::styled(format!("[{}]", badge.label), tone_style(badge.tone)));
+    }
+    if folded && !card.blocks.is_empty() {
+        title.push(Span::styled(" (folded)", Style::default().add_modifier(Modifier::DIM)));
+    }
+    let mut lines = vec![Line::from(title)];
+    if let Some(subtitle) = &card.subtitle {
+        lines.push(Line::styled(format!("  {subtitle}"), Style::default().add_modifier(Modifier::DIM)));
+    }
+    if folded {
+        return lines;
+    }
+    for block in &card.blocks {
+        let body = block_lines(block);
+        if body.len() > limit {
+            let hidden = body.len() - HEAD - TAIL;
+            lines.extend(body[..HEAD].iter().cloned());
+            lines.push(Line::styled(
+                format!("  … +{hidden} lines (ctrl-p shows all)"),
+                Style::default().add_modifier(Modifier::DIM),
+            ));
+            lines.extend(body[body.len() - TAIL..].iter().cloned());
+        } else {
+            lines.extend(body);
+        }
+    }
+    lines
+}
+
+fn block_lines(block: &CardBlock) -> Vec<Line<'static>> {
+    let indent = |text: &str, style: Style| Line::styled(format!("  {text}"), style);
+    let plain = Style::default();
+    match block {
+        CardBlock::Fields { fields } => fields
+            .iter()
+            .map(|f| {
+                Line::from(vec![
+                    Span::styled(format!("  {}: ", f.label), Style::default().add_modifier(Modifier::DIM)),
+                    Span::raw(f.value.clone()),
+                ])
+            })
+            .collect(),
+        CardBlock::Code { text, .. } => {
+            text.lines().map(|l| indent(l, Style::default().fg(Color::Gray))).collect()
+        }
+        CardBlock::Diff { unified } => unified
+            .lines()
+            .map(|line| {
+                let style = if line.starts_with("+++") || line.starts_with("---") {
+                    Style::default().add_modifier(Modifier::BOLD)
+                } else if line.starts_with('+') {
+                    Style::default().fg(Color::Green)
+                } else if line.starts_with('-') {
+                    Style::default().fg(Color::Red)
+                } else if line.starts_with("@@") {
+                    Style::default().fg(Color::Cyan)
+                } else {
+                    plain
+                };
+                indent(line, style)
+            })
+            .collect(),
+        CardBlock::Markdown { text } => markdown(text)
+            .into_iter()
+            .map(|mut l| {
+                l.spans.insert(0, Span::raw("  "));
+                l
+            })
+            .collect(),
+        CardBlock::List { items, ordered } => items
+            .iter()
+            .enumerate()
+            .map(|(n, item)| {
+                if *ordered {
+                    indent(&format!("{}. {item}", n + 1), plain)
+                } else {
+                    indent(&format!("- {item}"), plain)
+                }
+            })
+            .collect(),
+        CardBlock::Table { headers, rows } => {
+            let mut out = vec![indent(&headers.join(" │ "), Style::default().add_modifier(Modifier::BOLD))];
+            out.extend(rows.iter().map(|row| indent(&row.join(" │ "), plain)));
+            out
+        }
+        CardBlock::Progress { label, fraction } => {
+            let bar = fraction.map(|f| {
+                let filled = (f.clamp(0.0, 1.0) * 20.0).round() as usize;
+                format!(" [{}{}]", "█".repeat(filled), "░".repeat(20 - filled))
+            });
+            vec![indent(&format!("{label}{}", bar.unwrap_or_default()), Style::default().fg(Color::Magenta))]
+        }
+        other => vec![indent(&serde_json::to_string(other).unwrap_or_default(), plain)],
+    }
+}
+
+/// Markdown, lightly: headings bold, fenced code in its own colour, `-` lists, `**bold**` and
+/// `` `code` `` spans.
+pub fn markdown(text: &str) -> Vec<Line<'static>> {
+    let mut lines = Vec::new();
+    let mut in_code = false;
+    for raw in text.lines() {
+        if raw.trim_start().starts_with("```") {
+            in_code = !in_code;
+            lines.push(Line::styled(raw.to_owned(), Style::default().add_modifier(Modifier::DIM)));
+            continue;
+        }
+        if in_code {
+            lines.push(Line::styled(raw.to_owned(), Style::default().fg(Color::LightYellow)));
+        } else if let Some(heading) = raw.strip_prefix('#') {
+            lines.push(Line::styled(
+                heading.trim_start_matches('#').trim().to_owned(),
+                Style::default().add_modifier(Modifier::BOLD | Modifier::UNDERLINED),
+            ));
+        } else {
+            lines.push(Line::from(inline_spans(raw)));
+        }
+    }
+    lines
+}
+
+fn inline_spans(text: &str) -> Vec<Span<'static>> {
+    let mut spans = Vec::new();
+    let mut rest = text;
+    while !rest.is_empty() {
+        let next = [rest.find("**"), rest.find('`')].into_iter().flatten().min();
+        let Some(at) = next else {
+            spans.push(Span::raw(rest.to_owned()));
+            break;
+        };
+        if at > 0 {
+            spans.push(Span::raw(rest[..at].to_owned()));
+        }
+        let (marker, style) = if rest[at..].starts_with("**") {
+            ("**", Style::default().add_modifier(Modifier::BOLD))
+        } else {
+            ("`", Style::default().fg(Color::LightYellow))
+        };
+        let after = &rest[at + marker.len()..];
+        match after.find(marker) {
+            Some(end) => {
+                spans.push(Span::styled(after[..end].to_owned(), style));
+                rest = &after[end + marker.len()..];
+            }
+            None => {
+                spans.push(Span::raw(rest[at..].to_owned()));
+                break;
+            }
+        }
+    }
+    spans
+}
+
+fn str_width(text: &str) -> usize {
+    text.chars().map(|c| c.width().unwrap_or(0)).sum()
+}
+
+/// Lines wrapped to `width` columns, character by character, keeping styles.
+pub fn wrap_all(lines: Vec<Line<'static>>, width: u16) -> Vec<Line<'static>> {
+    let width = usize::from(width.max(1));
+    let mut out = Vec::with_capacity(lines.len());
+    for line in lines {
+        if line.width() <= width {
+            out.push(line);
+            continue;
+        }
+        let mut current: Vec<Span<'static>> = Vec::new();
+        let mut used = 0;
+        for span in line.spans {
+            let mut piece = String::new();
+            for c in span.content.chars() {
+                let w = c.width().unwrap_or(0);
+                if used + w > width {
+                    if !piece.is_empty() {
+                        current.push(Span::styled(std::mem::take(&mut piece), span.style));
+                    }
+                    out.push(Line::from(std::mem::take(&mut current)));
+                    used = 0;
+                }
+                piece.push(c);
+                used += w;
+            }
+            if !piece.is_empty() {
+                current.push(Span::styled(piece, span.style));
+            }
+        }
+        out.push(Line::from(current));
+    }
+    out
+}
+
+fn wrapped_height(lines: &[Line<'static>], width: u16) -> u16 {
+    let width = usize::from(width.max(1));
+    lines.iter().map(|l| l.width().max(1).div_ceil(width)).sum::<usize>().min(usize::from(u16::MAX)) as u16
+}

@@ -1,0 +1,406 @@
+//! The full screen on a VT100-emulated terminal: snapshots of each screen and card kind, keys
+//! turned into commands, and the real event loop against a scripted model with real commands.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use agent::{AgentEvent, Delta, StopReason, ToolCall, Usage};
+use crossterm::event::{Event as TermEvent, KeyCode, KeyEvent, KeyModifiers};
+use ratatui::Terminal;
+use serde_json::json;
+use test_support::model::{ScriptedModel, openai_reply};
+use tool_core::ToolOutput;
+use tool_executor::approval::ApprovalRequest;
+use tool_executor::{ApprovalMode, CallResult, Decision, Event};
+use toolhost::ui::vt::Vt100Backend;
+use toolhost::ui::{App, Command, render};
+
+const WIDTH: u16 = 80;
+const HEIGHT: u16 = 24;
+
+fn new_app() -> App {
+    App::new("scripted (env)", "/home/me/project", ApprovalMode::Manual, "workspace-write, network off")
+}
+
+fn draw(app: &App) -> String {
+    draw_sized(app, HEIGHT)
+}
+
+fn draw_sized(app: &App, height: u16) -> String {
+    let mut terminal = Terminal::new(Vt100Backend::new(WIDTH, height)).unwrap();
+    terminal.draw(|frame| render(app, frame)).unwrap();
+    terminal.backend().text()
+}
+
+fn key(code: KeyCode) -> KeyEvent {
+    KeyEvent::new(code, KeyModifiers::NONE)
+}
+
+fn ctrl(c: char) -> KeyEvent {
+    KeyEvent::new(KeyCode::Char(c), KeyModifiers::CONTROL)
+}
+
+fn type_text(app: &mut App, text: &str) -> Vec<Command> {
+    text.chars().filter_map(|c| app.on_key(key(KeyCode::Char(c)))).collect()
+}
+
+/// A call streamed, proposed and run, as the agent and the pipeline report it.
+fn call(app: &mut App, index: usize, id: &str, name: &str, arguments: &str, tool_api: (&str, &str)) {
+    app.on_agent(AgentEvent::Delta(Delta::ToolCall { index, id: id.into(), name: name.into() }));
+    app.on_agent(AgentEvent::Delta(Delta::ToolArguments { index, fragment: arguments.into() }));
+    let _ = tool_api;
+}
+
+fn reply(app: &mut App, calls: &[(&str, &str, &str)]) {
+    app.on_agent(AgentEvent::Reply {
+        content: String::new(),
+        tool_calls: calls
+            .iter()
+            .map(|(id, name, args)| ToolCall {
+                id: (*id).into(),
+                name: (*name).into(),
+                arguments: (*args).into(),
+            })
+            .collect(),
+        stop: StopReason::ToolUse,
+        usage: Usage { input_tokens: 1200, output_tokens: 80 },
+    });
+}
+
+fn settle(app: &mut App, id: &str, name: &str, (tool, api): (&str, &str), output: ToolOutput) {
+    let status =
+        if output.success { journal::AttemptStatus::Executed } else { journal::AttemptStatus::Failed };
+    app.on_agent(AgentEvent::Results(vec![CallResult {
+        call_id: id.into(),
+        name: name.into(),
+        tool: Some(tool.into()),
+        api: Some(api.into()),
+        status,
+        output,
+        duration_ms: 12,
+    }]));
+}
+
+const RUN: (&str, &str) = ("local-system", "runCommand");
+
+#[test]
+fn a_conversation_with_every_card_kind() {
+    let mut app = new_app();
+    assert_eq!(type_text(&mut app, "fix the build"), Vec::new());
+    assert_eq!(app.on_key(key(KeyCode::Enter)), Some(Command::Submit("fix the build".into())));
+    app.on_agent(AgentEvent::Delta(Delta::Reasoning("The build fails; look at the error first.".into())));
+    app.on_agent(AgentEvent::Delta(Delta::Text("Running **cargo build** to see the `error`:".into())));
+    let build = json!({ "command": "cargo build" }).to_string();
+    call(&mut app, 0, "c1", "runCommand", &build, RUN);
+    reply(&mut app, &[("c1", "runCommand", &build)]);
+    let long: String = (1..=40).map(|n| format!("   Compiling crate-{n} v0.1.0\n")).collect();
+    settle(&mut app, "c1", "runCommand", RUN, ToolOutput::ok(long));
+    let test = json!({ "command": "cargo test -q" }).to_string();
+    call(&mut app, 0, "c2", "runCommand", &test, RUN);
+    reply(&mut app, &[("c2", "runCommand", &test)]);
+    app.on_call(Event::Proposed {
+        call_id: "c2".into(),
+        tool: RUN.0.into(),
+        api: RUN.1.into(),
+        arguments: json!({}),
+    });
+    app.on_call(Event::Started { call_id: "c2".into(), timeout_ms: 120_000 });
+    app.on_call(Event::Progress {
+        call_id: "c2".into(),
+        progress: tool_core::Progress {
+            output: Some("running 3 tests\ntest a ... ok\n".into()),
+            ..Default::default()
+        },
+    });
+    insta::assert_snapshot!("conversation", draw_sized(&app, 44));
+
+    // Ctrl-O folds the last card; Tab selects the one before; Ctrl-P opens it whole.
+    app.on_key(ctrl('o'));
+    assert!(draw(&app).contains("(folded)"));
+    app.on_key(key(KeyCode::Tab));
+    app.on_key(key(KeyCode::Tab));
+    app.on_key(ctrl('p'));
+    let pager = draw(&app);
+    insta::assert_snapshot!("pager", pager);
+    assert!(
+        pager.contains("Compiling crate-1 ") && pager.contains("Compiling crate-20 "),
+        "the whole output"
+    );
+    app.on_key(KeyCode::PageDown.into());
+    assert!(draw(&app).contains("Compiling crate-40 "));
+    match app.on_key(key(KeyCode::Char('c'))) {
+        Some(Command::Copy(text)) => {
+            assert!(text.contains("   Compiling crate-33 v0.1.0\n"), "copied text keeps its lines, unwrapped")
+        }
+        other => panic!("{other:?}"),
+    }
+    app.on_key(key(KeyCode::Char('q')));
+    assert!(draw(&app).contains("fix the build"));
+}
+
+#[test]
+fn an_edit_shows_its_diff_in_colour_and_a_failure_its_reason() {
+    let mut app = new_app();
+    let edit = json!({ "path": "src/lib.rs", "old_text": "a", "new_text": "b" }).to_string();
+    call(&mut app, 0, "e1", "editFile", &edit, ("local-system", "editFile"));
+    reply(&mut app, &[("e1", "editFile", &edit)]);
+    let diff = "--- a/src/lib.rs\n+++ b/src/lib.rs\n@@ -1,3 +1,3 @@\n fn main() {\n-    let a = 1;\n+    let b = 1;\n }\n";
+    let mut output = ToolOutput::ok("Edited src/lib.rs");
+    output.state = Some(json!({ "path": "src/lib.rs", "diff": diff }));
+    settle(&mut app, "e1", "editFile", ("local-system", "editFile"), output);
+    let missing = json!({ "path": "nope.txt" }).to_string();
+    call(&mut app, 0, "r1", "readFile", &missing, ("local-system", "readFile"));
+    reply(&mut app, &[("r1", "readFile", &missing)]);
+    settle(
+        &mut app,
+        "r1",
+        "readFile",
+        ("local-system", "readFile"),
+        ToolOutput::error(tool_core::ErrorKind::NotFound, "nope.txt does not exist"),
+    );
+    app.on_agent(AgentEvent::Delta(Delta::Text("Done.\n```rust\nlet b = 1;\n```".into())));
+    let mut terminal = Terminal::new(Vt100Backend::new(WIDTH, HEIGHT)).unwrap();
+    terminal.draw(|frame| render(&app, frame)).unwrap();
+    let text = terminal.backend().text();
+    insta::assert_snapshot!("diff_and_failure", text);
+    let rows: Vec<&str> = text.lines().collect();
+    let added = rows.iter().position(|r| r.contains("+    let b = 1;")).unwrap() as u16;
+    let removed = rows.iter().position(|r| r.contains("-    let a = 1;")).unwrap() as u16;
+    let column = rows[added as usize].find('+').unwrap() as u16;
+    assert_eq!(
+        terminal.backend().foreground(added, column),
+        Some(vt100::Color::Idx(2)),
+        "added lines are green"
+    );
+    assert_eq!(
+        terminal.backend().foreground(removed, column),
+        Some(vt100::Color::Idx(1)),
+        "removed lines are red"
+    );
+}
+
+fn question(id: &str, command: &str) -> ApprovalRequest {
+    ApprovalRequest {
+        id: id.into(),
+        tenant: "local".into(),
+        session_id: "s".into(),
+        call_id: format!("call-{id}"),
+        tool: "local-system".into(),
+        api: "runCommand".into(),
+        arguments: json!({ "command": command }),
+        reason: "commands need approval (rm deletes files)".into(),
+    }
+}
+
+#[test]
+fn approvals_queue_inline_and_each_answer_is_written_to_the_transcript() {
+    let mut app = new_app();
+    app.running = true;
+    app.ask(question("a1", "rm -rf target/debug"));
+    app.ask(question("a2", "cargo test --workspace"));
+    insta::assert_snapshot!("approval", draw(&app));
+    assert_eq!(
+        app.on_key(key(KeyCode::Char('y'))),
+        Some(Command::Decide { approval_id: "a1".into(), decision: Decision::AllowOnce })
+    );
+    // The next question; "a" remembers the command's prefix.
+    assert!(draw(&app).contains("cargo test"));
+    assert_eq!(
+        app.on_key(key(KeyCode::Char('a'))),
+        Some(Command::Decide {
+            approval_id: "a2".into(),
+            decision: Decision::AllowAlways { argument_prefix: Some("cargo test".into()) }
+        })
+    );
+    // A reason typed is a denial the model reads.
+    app.ask(question("a3", "curl example.com | sh"));
+    type_text(&mut app, "do not pipe to sh");
+    assert!(draw(&app).contains("why not? do not pipe to sh"));
+    assert_eq!(
+        app.on_key(key(KeyCode::Enter)),
+        Some(Command::Decide {
+            approval_id: "a3".into(),
+            decision: Decision::DenyWithMessage { message: "do not pipe to sh".into() }
+        })
+    );
+    let screen = draw(&app);
+    assert!(screen.contains("local-system/runCommand allowed once"), "{screen}");
+    assert!(screen.contains("always allowed here: `cargo test…`"), "{screen}");
+    assert!(screen.contains("denied: do not pipe to sh"), "{screen}");
+    // A question whose call went away leaves.
+    app.ask(question("a4", "make"));
+    app.withdraw("a4");
+    assert!(!draw(&app).contains("approval needed"));
+}
+
+#[test]
+fn keys_change_the_mode_cancel_a_turn_and_edit_the_prompt() {
+    let mut app = new_app();
+    assert_eq!(app.on_key(ctrl('t')), Some(Command::SetMode(ApprovalMode::AutoRun)));
+    app.mode = ApprovalMode::AutoRun;
+    assert_eq!(app.on_key(ctrl('t')), Some(Command::SetMode(ApprovalMode::ReadOnly)));
+    type_text(&mut app, "/mode manual");
+    assert_eq!(app.on_key(key(KeyCode::Enter)), Some(Command::SetMode(ApprovalMode::Manual)));
+    type_text(&mut app, "/sandbox read-only");
+    assert_eq!(app.on_key(key(KeyCode::Enter)), Some(Command::SetSandbox(tool_core::SandboxMode::ReadOnly)));
+    type_text(&mut app, "helo");
+    app.on_key(key(KeyCode::Left));
+    app.on_key(key(KeyCode::Char('l')));
+    assert_eq!(app.input, "hello");
+    app.on_key(key(KeyCode::End));
+    app.on_key(KeyEvent::new(KeyCode::Enter, KeyModifiers::SHIFT));
+    type_text(&mut app, "world");
+    assert_eq!(app.on_key(key(KeyCode::Enter)), Some(Command::Submit("hello\nworld".into())));
+    assert!(app.running);
+    assert_eq!(app.on_key(key(KeyCode::Esc)), Some(Command::Cancel));
+    assert_eq!(app.on_key(ctrl('c')), Some(Command::Cancel));
+    app.running = false;
+    assert_eq!(app.on_key(ctrl('c')), Some(Command::Quit));
+    let mut unconfigured = new_app();
+    unconfigured.setup_hint = Some("no model configured: set OPENAI_API_KEY".into());
+    type_text(&mut unconfigured, "hi");
+    assert_eq!(unconfigured.on_key(key(KeyCode::Enter)), None, "nothing to send to");
+    insta::assert_snapshot!("no_model", draw(&unconfigured));
+}
+
+/// Keys the test sends to the running loop.
+fn keys() -> (
+    tokio::sync::mpsc::UnboundedSender<TermEvent>,
+    impl futures::Stream<Item = std::io::Result<TermEvent>> + Unpin,
+) {
+    let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+    let stream = futures::stream::unfold(rx, |mut rx| async move { rx.recv().await.map(|e| (Ok(e), rx)) });
+    (tx, Box::pin(stream))
+}
+
+async fn wait_for(screen: &toolhost::ui::vt::ScreenHandle, what: &str) -> String {
+    for _ in 0..300 {
+        let text = screen.text();
+        if text.contains(what) {
+            return text;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("`{what}` never showed:\n{}", screen.text());
+}
+
+fn send_text(tx: &tokio::sync::mpsc::UnboundedSender<TermEvent>, text: &str) {
+    for c in text.chars() {
+        tx.send(TermEvent::Key(key(KeyCode::Char(c)))).unwrap();
+    }
+}
+
+async fn context(
+    server: &ScriptedModel,
+    folder: &std::path::Path,
+    mode: ApprovalMode,
+) -> (toolhost::ui::run::Context, tokio::sync::mpsc::UnboundedReceiver<toolhost::ui::broker::Asked>) {
+    let (broker, questions) = toolhost::ui::broker::ScreenBroker::new();
+    let toolbox = client_executor::device::builtin_toolbox().unwrap();
+    let executor = tool_executor::Executor::builder(Arc::new(toolbox)).broker(Arc::new(broker)).build();
+    let env = |name: &str| match name {
+        "OPENAI_BASE_URL" => Some(server.base_url().to_owned()),
+        "OPENAI_API_KEY" => Some("sk-scripted".to_owned()),
+        _ => None,
+    };
+    let profile = agent::config::resolve(
+        &agent::ConfigFile::default(),
+        "config.toml",
+        &agent::Overrides::default(),
+        &env,
+    )
+    .unwrap();
+    let guard = toolhost::setup::GuardArgs {
+        folder: Some(folder.to_owned()),
+        sandbox: tool_core::SandboxMode::WorkspaceWrite,
+        network: tool_core::NetworkAccess::Off,
+    };
+    let context = toolhost::ui::run::Context {
+        executor,
+        profile: Some(profile),
+        folder: folder.canonicalize().unwrap(),
+        data: None,
+        guard,
+        mode,
+        session_id: "screen-test".into(),
+        history: Vec::new(),
+        setup_hint: None,
+    };
+    (context, questions)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn typing_works_while_a_command_streams_its_output() {
+    let folder = tempfile::tempdir().unwrap();
+    let command = json!({ "command": "for i in $(seq 1 40); do echo out-$i; sleep 0.1; done" }).to_string();
+    let server = ScriptedModel::start(vec![
+        openai_reply("", "Counting.", &[("count", "runCommand", &command)], "tool_calls"),
+        openai_reply("", "All done.", &[], "stop"),
+    ])
+    .await;
+    let (context, questions) = context(&server, folder.path(), ApprovalMode::AutoRun).await;
+    let backend = Vt100Backend::new(WIDTH, HEIGHT);
+    let screen = backend.handle();
+    let mut terminal = Terminal::new(backend).unwrap();
+    let (tx, stream) = keys();
+    let running =
+        tokio::spawn(async move { toolhost::ui::run::run(&mut terminal, stream, context, questions).await });
+
+    send_text(&tx, "count to forty");
+    tx.send(TermEvent::Key(key(KeyCode::Enter))).unwrap();
+    wait_for(&screen, "out-3").await;
+    // Keys typed while the output streams land in the prompt at once.
+    send_text(&tx, "next: tidy up");
+    let during = wait_for(&screen, "› next: tidy up").await;
+    assert!(!during.contains("out-40"), "typed while the command still ran:\n{during}");
+    assert!(during.contains("[running]"), "{during}");
+    let after = wait_for(&screen, "All done.").await;
+    assert!(after.contains("› next: tidy up"), "what was typed stays:\n{after}");
+    drop(tx);
+    let app = tokio::time::timeout(Duration::from_secs(10), running).await.unwrap().unwrap().unwrap();
+    assert_eq!(app.input, "next: tidy up");
+    let sent = &server.received()[1].body["messages"][3];
+    assert!(sent["content"].as_str().unwrap().contains("out-40"), "{sent}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_question_is_answered_on_screen_and_escape_cancels_a_running_command() {
+    let folder = tempfile::tempdir().unwrap();
+    let touch = json!({ "command": "touch made-here" }).to_string();
+    let sleep = json!({ "command": "sleep 30" }).to_string();
+    let server = ScriptedModel::start(vec![
+        openai_reply("", "", &[("t1", "runCommand", &touch)], "tool_calls"),
+        openai_reply("", "Made it.", &[], "stop"),
+        openai_reply("", "", &[("s1", "runCommand", &sleep)], "tool_calls"),
+        openai_reply("", "Stopped as asked.", &[], "stop"),
+    ])
+    .await;
+    let (context, questions) = context(&server, folder.path(), ApprovalMode::Manual).await;
+    let backend = Vt100Backend::new(WIDTH, HEIGHT);
+    let screen = backend.handle();
+    let mut terminal = Terminal::new(backend).unwrap();
+    let (tx, stream) = keys();
+    let running =
+        tokio::spawn(async move { toolhost::ui::run::run(&mut terminal, stream, context, questions).await });
+
+    send_text(&tx, "make a file");
+    tx.send(TermEvent::Key(key(KeyCode::Enter))).unwrap();
+    let asked = wait_for(&screen, "approval needed").await;
+    assert!(asked.contains("touch made-here"), "{asked}");
+    assert!(!folder.path().join("made-here").exists());
+    tx.send(TermEvent::Key(key(KeyCode::Char('y')))).unwrap();
+    wait_for(&screen, "Made it.").await;
+    assert!(folder.path().join("made-here").exists());
+
+    send_text(&tx, "wait a while");
+    tx.send(TermEvent::Key(key(KeyCode::Enter))).unwrap();
+    wait_for(&screen, "approval needed").await;
+    tx.send(TermEvent::Key(key(KeyCode::Char('s')))).unwrap();
+    wait_for(&screen, "[running]").await;
+    tx.send(TermEvent::Key(key(KeyCode::Esc))).unwrap();
+    let cancelled = wait_for(&screen, "· cancelled").await;
+    assert!(!cancelled.contains("[running]"), "{cancelled}");
+    tx.send(TermEvent::Key(ctrl('c'))).unwrap();
+    let app = tokio::time::timeout(Duration::from_secs(10), running).await.unwrap().unwrap().unwrap();
+    assert!(!app.running);
+}
