@@ -207,7 +207,7 @@ async fn journal(args: JournalArgs) -> anyhow::Result<()> {
         let arguments: String = arguments.chars().take(80).collect();
         println!(
             "{}  {:<9} {}/{}  {}  {arguments}",
-            time_of(row.attempted_at),
+            setup::time_of(row.attempted_at),
             row.status.as_str(),
             row.tool,
             row.api,
@@ -218,20 +218,6 @@ async fn journal(args: JournalArgs) -> anyhow::Result<()> {
         eprintln!("no calls journalled in {} yet", folder.display());
     }
     Ok(())
-}
-
-/// `YYYY-MM-DD HH:MM:SS` (UTC) of Unix milliseconds.
-fn time_of(ms: i64) -> String {
-    let seconds = ms.div_euclid(1000);
-    let day = seconds.div_euclid(86_400);
-    let rest = seconds.rem_euclid(86_400);
-    format!(
-        "{} {:02}:{:02}:{:02}",
-        tool_core::manifest::civil_date(day),
-        rest / 3600,
-        rest % 3600 / 60,
-        rest % 60
-    )
 }
 
 async fn connect(args: ConnectArgs) -> anyhow::Result<()> {

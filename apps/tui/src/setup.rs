@@ -191,3 +191,17 @@ pub fn model(args: &ModelArgs) -> anyhow::Result<agent::ModelProfile> {
     let env = |name: &str| std::env::var(name).ok();
     Ok(agent::config::resolve(&file, &path.display().to_string(), &overrides, &env)?)
 }
+
+/// `YYYY-MM-DD HH:MM:SS` (UTC) of Unix milliseconds.
+pub fn time_of(ms: i64) -> String {
+    let seconds = ms.div_euclid(1000);
+    let day = seconds.div_euclid(86_400);
+    let rest = seconds.rem_euclid(86_400);
+    format!(
+        "{} {:02}:{:02}:{:02}",
+        tool_core::manifest::civil_date(day),
+        rest / 3600,
+        rest % 3600 / 60,
+        rest % 60
+    )
+}

@@ -284,6 +284,22 @@ async fn wait_for(screen: &toolhost::ui::vt::ScreenHandle, what: &str) -> String
     panic!("`{what}` never showed:\n{}", screen.text());
 }
 
+/// The screen with temp folder names replaced, so snapshots do not change from run to run.
+fn without_temp_paths(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(at) = rest.find("/tmp/") {
+        out.push_str(&rest[..at]);
+        out.push_str("[TEMP]");
+        let after = &rest[at + 5..];
+        let end =
+            after.find(|c: char| !(c.is_ascii_alphanumeric() || c == '.' || c == '_')).unwrap_or(after.len());
+        rest = &after[end..];
+    }
+    out.push_str(rest);
+    out
+}
+
 fn send_text(tx: &tokio::sync::mpsc::UnboundedSender<TermEvent>, text: &str) {
     for c in text.chars() {
         tx.send(TermEvent::Key(key(KeyCode::Char(c)))).unwrap();
@@ -322,7 +338,7 @@ async fn context(
         data: None,
         guard,
         mode,
-        session_id: "screen-test".into(),
+        session_id: toolhost::setup::new_session_id(&folder.canonicalize().unwrap()),
         history: Vec::new(),
         setup_hint: None,
     };
@@ -403,4 +419,92 @@ async fn a_question_is_answered_on_screen_and_escape_cancels_a_running_command()
     tx.send(TermEvent::Key(ctrl('c'))).unwrap();
     let app = tokio::time::timeout(Duration::from_secs(10), running).await.unwrap().unwrap().unwrap();
     assert!(!app.running);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_a_model_the_console_runs_tools_and_the_journal_shows_and_revokes() {
+    let folder = tempfile::tempdir().unwrap();
+    std::fs::write(folder.path().join("notes.txt"), "hello from the console\n").unwrap();
+    let data = tempfile::tempdir().unwrap();
+    let journal = journal::open(&format!("sqlite://{}", data.path().join("j.db").display())).await.unwrap();
+    let project = folder.path().canonicalize().unwrap().display().to_string();
+    journal
+        .remember(&journal::RememberedDecision {
+            id: "always-cargo".into(),
+            tenant: "local".into(),
+            project: project.clone(),
+            tool: "local-system".into(),
+            api: "runCommand".into(),
+            argument_prefix: Some("cargo test".into()),
+            created_by: Some("terminal".into()),
+            created_at: 0,
+        })
+        .await
+        .unwrap();
+    let (broker, questions) = toolhost::ui::broker::ScreenBroker::new();
+    let toolbox = client_executor::device::builtin_toolbox().unwrap();
+    let executor = tool_executor::Executor::builder(Arc::new(toolbox))
+        .broker(Arc::new(broker))
+        .journal(journal.clone())
+        .build();
+    let canonical = folder.path().canonicalize().unwrap();
+    let context = toolhost::ui::run::Context {
+        executor,
+        profile: None,
+        folder: canonical.clone(),
+        data: None,
+        guard: toolhost::setup::GuardArgs {
+            folder: Some(canonical.clone()),
+            sandbox: tool_core::SandboxMode::WorkspaceWrite,
+            network: tool_core::NetworkAccess::Off,
+        },
+        mode: ApprovalMode::Manual,
+        session_id: toolhost::setup::new_session_id(&canonical),
+        history: Vec::new(),
+        setup_hint: Some("no model configured: set OPENAI_API_KEY or ANTHROPIC_API_KEY".into()),
+    };
+    let backend = Vt100Backend::new(WIDTH, 30);
+    let screen = backend.handle();
+    let mut terminal = Terminal::new(backend).unwrap();
+    let (tx, stream) = keys();
+    let running =
+        tokio::spawn(async move { toolhost::ui::run::run(&mut terminal, stream, context, questions).await });
+
+    let list = wait_for(&screen, "Tool console").await;
+    assert!(list.contains("local-system/readFile") && list.contains("no model configured"), "{list}");
+    // Down to readFile, open its form, fill the path, run it.
+    let position = toolhost::ui::run::catalogue_names(&client_executor::device::builtin_toolbox().unwrap())
+        .iter()
+        .position(|n| n == "local-system/readFile")
+        .unwrap();
+    for _ in 0..position {
+        tx.send(TermEvent::Key(key(KeyCode::Down))).unwrap();
+    }
+    tx.send(TermEvent::Key(key(KeyCode::Enter))).unwrap();
+    wait_for(&screen, "*path").await;
+    tx.send(TermEvent::Key(key(KeyCode::Enter))).unwrap();
+    wait_for(&screen, "path is required").await;
+    send_text(&tx, "notes.txt");
+    insta::assert_snapshot!("console_form", without_temp_paths(&wait_for(&screen, "notes.txt▏").await));
+    tx.send(TermEvent::Key(key(KeyCode::Enter))).unwrap();
+    let ran = wait_for(&screen, "hello from the console").await;
+    assert!(ran.contains("[done]"), "{ran}");
+
+    // The journal has the call; its record opens whole.
+    tx.send(TermEvent::Key(key(KeyCode::F(3)))).unwrap();
+    wait_for(&screen, "Journal of this folder").await;
+    let rows = wait_for(&screen, "executed  local-system/readFile").await;
+    assert!(rows.contains("notes.txt"), "{rows}");
+    tx.send(TermEvent::Key(key(KeyCode::Enter))).unwrap();
+    let record = wait_for(&screen, "\"call_id\"").await;
+    assert!(record.contains("notes.txt"), "{record}");
+    tx.send(TermEvent::Key(key(KeyCode::Char('q')))).unwrap();
+    // Remembered decisions are listed and revocable.
+    tx.send(TermEvent::Key(key(KeyCode::Char('r')))).unwrap();
+    wait_for(&screen, "local-system/runCommand `cargo test…`").await;
+    tx.send(TermEvent::Key(key(KeyCode::Char('d')))).unwrap();
+    wait_for(&screen, "none").await;
+    assert!(journal.remembered("local", Some(&project)).await.unwrap().is_empty());
+    drop(tx);
+    tokio::time::timeout(Duration::from_secs(10), running).await.unwrap().unwrap().unwrap();
 }

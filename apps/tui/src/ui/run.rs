@@ -16,10 +16,11 @@ use ratatui::Terminal;
 use ratatui::backend::Backend;
 use tokio::sync::{broadcast, mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
-use tool_executor::{ApprovalMode, Decided, Event, Executor, Session};
+use tool_executor::{ApprovalMode, Batch, CallResult, Decided, Event, Executor, RawCall, Session};
 
 use super::broker::Asked;
-use super::state::{App, Command};
+use super::panes::ApiEntry;
+use super::state::{App, Command, View};
 use crate::setup::GuardArgs;
 
 /// The shortest time between two frames.
@@ -58,6 +59,41 @@ enum FromAgent {
     Done(Outcome, Vec<Message>),
 }
 
+/// What the console and journal tasks bring back.
+enum FromPane {
+    Ran(Box<CallResult>, serde_json::Value),
+    Journal(Vec<journal::Attempt>, Vec<journal::RememberedDecision>),
+    Failed(String),
+}
+
+/// `tool/api` of every API of a toolbox, in the console's order.
+pub fn catalogue_names(toolbox: &tool_executor::Toolbox) -> Vec<String> {
+    toolbox
+        .tools()
+        .iter()
+        .flat_map(|t| t.manifest.apis.iter().map(|a| format!("{}/{}", t.manifest.identifier, a.name)))
+        .collect()
+}
+
+/// Every API of the toolbox, named as a model would call it.
+fn catalogue(executor: &Executor) -> Vec<ApiEntry> {
+    let names = executor.toolbox().names(None);
+    let mut out = Vec::new();
+    for entry in executor.toolbox().tools() {
+        for api in &entry.manifest.apis {
+            let name = names.name_of(&entry.manifest.identifier, &api.name).unwrap_or(&api.name).to_owned();
+            out.push(ApiEntry {
+                tool: entry.manifest.identifier.clone(),
+                api: api.name.clone(),
+                name,
+                description: api.description.clone(),
+                parameters: api.parameters.clone(),
+            });
+        }
+    }
+    out
+}
+
 /// Runs until the person quits or the keys end; returns the final state (its transcript is
 /// printed to the terminal's own scrollback by the caller).
 ///
@@ -86,6 +122,13 @@ where
     );
     app.setup_hint.clone_from(&context.setup_hint);
     app.load_history(&context.history);
+    app.console.catalogue = catalogue(&context.executor);
+    if context.profile.is_none() {
+        // Nothing to talk to yet: the tools themselves are here.
+        app.view = View::Console;
+    }
+    let (pane_results, mut from_pane) = mpsc::unbounded_channel::<FromPane>();
+    let mut console_runs = 0u64;
 
     let (agent_events, mut agent_stream) = mpsc::unbounded_channel::<AgentEvent>();
     let (to_agent, from_screen) = mpsc::unbounded_channel::<ToAgent>();
@@ -163,6 +206,29 @@ where
                                         let _ = to_agent.send(ToAgent::Reopen(app.mode, guard.clone()));
                                     }
                                 }
+                                Command::RunTool { name, arguments } => {
+                                    console_runs += 1;
+                                    let session = crate::setup::session(
+                                        &context.executor,
+                                        format!("{}-console", context.session_id),
+                                        &context.folder,
+                                        app.mode,
+                                        false,
+                                        &guard,
+                                    );
+                                    let executor = context.executor.clone();
+                                    let results = pane_results.clone();
+                                    let call = RawCall { id: format!("console-{console_runs}"), name, arguments: arguments.to_string() };
+                                    tokio::spawn(async move {
+                                        let batch = Batch { message_id: None, calls: vec![call], stopped_on_length: false };
+                                        let mut settled = executor.execute_batch(&session, batch).await;
+                                        if let Some(result) = settled.pop() {
+                                            let _ = results.send(FromPane::Ran(Box::new(result), arguments));
+                                        }
+                                    });
+                                }
+                                Command::LoadJournal => load_journal(&context, &app, &pane_results, None),
+                                Command::Revoke(id) => load_journal(&context, &app, &pane_results, Some(id)),
                                 Command::Copy(text) => {
                                     let backend = terminal.backend_mut();
                                     let _ = write!(backend, "\x1b]52;c;{}\x07", base64(text.as_bytes()));
@@ -224,6 +290,19 @@ where
                 }
                 dirty = true;
             }
+            Some(result) = from_pane.recv() => {
+                match result {
+                    FromPane::Ran(result, arguments) => app.console.finished(*result, arguments),
+                    FromPane::Journal(rows, remembered) => {
+                        app.journal.rows = rows;
+                        app.journal.remembered = remembered;
+                        let len = if app.journal.showing_remembered { app.journal.remembered.len() } else { app.journal.rows.len() };
+                        app.journal.selected = app.journal.selected.min(len.saturating_sub(1));
+                    }
+                    FromPane::Failed(error) => app.notice(error, true),
+                }
+                dirty = true;
+            }
             _ = tick.tick() => {
                 // A question whose call was cancelled or timed out goes away.
                 let gone: Vec<String> = answers.iter().filter(|(_, a)| a.is_closed()).map(|(id, _)| id.clone()).collect();
@@ -240,6 +319,48 @@ where
         token.cancel();
     }
     Ok(app)
+}
+
+/// Loads the journal view's rows (this folder's, with its filters) and remembered decisions, first
+/// revoking `revoke` if given; the result comes back as a [`FromPane`].
+fn load_journal(
+    context: &Context,
+    app: &App,
+    results: &mpsc::UnboundedSender<FromPane>,
+    revoke: Option<String>,
+) {
+    let Some(journal) = context.executor.journal().cloned() else {
+        let _ = results.send(FromPane::Failed("this app has no journal".into()));
+        return;
+    };
+    let filter = journal::AttemptFilter {
+        status: app.journal.status,
+        tool: app.journal.tool.clone(),
+        limit: Some(1000),
+        ..journal::AttemptFilter::default()
+    };
+    let key = format!("{}-", crate::setup::folder_key(&context.folder));
+    let project = context.folder.display().to_string();
+    let results = results.clone();
+    tokio::spawn(async move {
+        let tenant = crate::setup::TENANT;
+        if let Some(id) = revoke
+            && let Err(error) = journal.revoke(tenant, &id).await
+        {
+            let _ = results.send(FromPane::Failed(format!("revoking: {error}")));
+        }
+        let rows = journal.query(tenant, &filter).await;
+        let remembered = journal.remembered(tenant, Some(&project)).await;
+        let _ = match (rows, remembered) {
+            (Ok(rows), Ok(remembered)) => {
+                let rows = rows.into_iter().filter(|row| row.session_id.starts_with(&key)).collect();
+                results.send(FromPane::Journal(rows, remembered))
+            }
+            (Err(error), _) | (_, Err(error)) => {
+                results.send(FromPane::Failed(format!("reading the journal: {error}")))
+            }
+        };
+    });
 }
 
 struct AgentTask {

@@ -91,6 +91,17 @@ pub enum View {
         /// Lines scrolled from the top.
         scroll: usize,
     },
+    /// The tool console.
+    Console,
+    /// The journal.
+    Journal,
+    /// One journal record whole.
+    Record {
+        /// The record, pretty JSON.
+        text: String,
+        /// Lines scrolled from the top.
+        scroll: usize,
+    },
 }
 
 /// What a key asks the event loop to do.
@@ -113,6 +124,17 @@ pub enum Command {
     SetSandbox(tool_core::SandboxMode),
     /// Put this text on the clipboard (OSC 52).
     Copy(String),
+    /// Run one call from the console.
+    RunTool {
+        /// The function name.
+        name: String,
+        /// The arguments.
+        arguments: serde_json::Value,
+    },
+    /// Load the journal view's rows (and remembered decisions) with its filters.
+    LoadJournal,
+    /// Revoke a remembered decision.
+    Revoke(String),
     /// Leave.
     Quit,
 }
@@ -150,6 +172,10 @@ pub struct App {
     pub view: View,
     /// No model is configured: this line says how.
     pub setup_hint: Option<String>,
+    /// The tool console.
+    pub console: super::panes::Console,
+    /// The journal view.
+    pub journal: super::panes::JournalView,
     /// Each call's cell, by call id.
     calls: HashMap<String, usize>,
     /// The assistant cell being streamed.
@@ -406,6 +432,28 @@ impl App {
             return None;
         }
         let ctrl = key.modifiers.contains(KeyModifiers::CONTROL);
+        if let View::Record { scroll, .. } = &mut self.view {
+            match key.code {
+                KeyCode::Esc | KeyCode::Char('q') => self.view = View::Journal,
+                KeyCode::Down | KeyCode::Char('j') => *scroll += 1,
+                KeyCode::Up | KeyCode::Char('k') => *scroll = scroll.saturating_sub(1),
+                KeyCode::PageDown | KeyCode::Char(' ') => *scroll += 20,
+                KeyCode::PageUp => *scroll = scroll.saturating_sub(20),
+                _ => {}
+            }
+            return None;
+        }
+        match key.code {
+            KeyCode::F(2) => {
+                self.view = View::Console;
+                return None;
+            }
+            KeyCode::F(3) => {
+                self.view = View::Journal;
+                return Some(Command::LoadJournal);
+            }
+            _ => {}
+        }
         if let View::Pager { cell, scroll } = &mut self.view {
             match key.code {
                 KeyCode::Esc | KeyCode::Char('q') => self.view = View::Chat,
@@ -422,7 +470,9 @@ impl App {
             }
             return None;
         }
-        if ctrl && key.code == KeyCode::Char('c') || key.code == KeyCode::Esc {
+        let esc = key.code == KeyCode::Esc;
+        let pane = matches!(self.view, View::Console | View::Journal);
+        if ctrl && key.code == KeyCode::Char('c') || esc && (!pane || self.reason.is_some()) {
             if self.reason.is_some() {
                 self.reason = None;
                 return None;
@@ -507,6 +557,35 @@ impl App {
             };
             return Some(self.decided(id, decision));
         }
+        if self.view == View::Console {
+            return match self.console.on_key(key) {
+                super::panes::ConsoleAction::None => None,
+                super::panes::ConsoleAction::Leave => {
+                    self.view = View::Chat;
+                    None
+                }
+                super::panes::ConsoleAction::Run { name, arguments } => {
+                    Some(Command::RunTool { name, arguments })
+                }
+            };
+        }
+        if self.view == View::Journal {
+            let mut tools: Vec<String> = self.console.catalogue.iter().map(|e| e.tool.clone()).collect();
+            tools.dedup();
+            return match self.journal.on_key(key, &tools) {
+                super::panes::JournalAction::None => None,
+                super::panes::JournalAction::Leave => {
+                    self.view = View::Chat;
+                    None
+                }
+                super::panes::JournalAction::Reload => Some(Command::LoadJournal),
+                super::panes::JournalAction::Open(text) => {
+                    self.view = View::Record { text, scroll: 0 };
+                    None
+                }
+                super::panes::JournalAction::Revoke(id) => Some(Command::Revoke(id)),
+            };
+        }
         match key.code {
             KeyCode::Enter
                 if key.modifiers.contains(KeyModifiers::SHIFT)
@@ -586,6 +665,14 @@ impl App {
             let mut words = command.split_whitespace();
             return match (words.next(), words.next()) {
                 (Some("quit" | "exit"), _) => Some(Command::Quit),
+                (Some("console"), _) => {
+                    self.view = View::Console;
+                    None
+                }
+                (Some("journal"), _) => {
+                    self.view = View::Journal;
+                    Some(Command::LoadJournal)
+                }
                 (Some("mode"), Some(mode)) => match crate::setup::parse_mode(mode) {
                     Ok(mode) => Some(Command::SetMode(mode)),
                     Err(error) => {
@@ -620,7 +707,7 @@ impl App {
 }
 
 /// What the keys do.
-pub const HELP: &str = "Enter sends · Shift-Enter new line · Esc/Ctrl-C cancels the turn · Ctrl-T approval mode · \
+pub const HELP: &str = "F2 or /console: the tool console · F3 or /journal: the journal · Enter sends · Shift-Enter new line · Esc/Ctrl-C cancels the turn · Ctrl-T approval mode · \
 Tab selects a card · Ctrl-O folds it · Ctrl-P opens it whole (c copies, q closes) · PgUp/PgDn scroll · \
 /mode manual|auto-run|read-only · /sandbox workspace-write|read-only|off · /quit";
 

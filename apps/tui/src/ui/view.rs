@@ -23,7 +23,13 @@ const TAIL: usize = 6;
 pub fn render(app: &App, frame: &mut Frame<'_>) {
     let area = frame.area();
     if let View::Pager { cell, scroll } = &app.view {
-        render_pager(app, *cell, *scroll, frame, area);
+        let lines = app.cells.get(*cell).map(|c| cell_lines(c, false, false)).unwrap_or_default();
+        render_pager(lines, *scroll, "c copies · q closes", frame, area);
+        return;
+    }
+    if let View::Record { text, scroll } = &app.view {
+        let lines = text.lines().map(|l| Line::raw(l.to_owned())).collect();
+        render_pager(lines, *scroll, "q closes", frame, area);
         return;
     }
     let question = app.approvals.front().map(|pending| question_lines(app, pending));
@@ -42,7 +48,11 @@ pub fn render(app: &App, frame: &mut Frame<'_>) {
     ])
     .areas(area);
 
-    render_transcript(app, frame, transcript);
+    match app.view {
+        View::Console => render_console(app, frame, transcript),
+        View::Journal => render_journal(app, frame, transcript),
+        _ => render_transcript(app, frame, transcript),
+    }
     if let Some(lines) = question {
         let title = if app.approvals.len() > 1 {
             format!(" approval needed (1 of {}) ", app.approvals.len())
@@ -107,6 +117,24 @@ fn render_input(app: &App, frame: &mut Frame<'_>, area: Rect) {
         Block::default().borders(Borders::TOP).border_style(Style::default().add_modifier(Modifier::DIM));
     let inner = block.inner(area);
     frame.render_widget(block, area);
+    let keys = match app.view {
+        View::Console if app.console.form.is_some() => {
+            Some("type a value · ↑↓ Tab move · Enter runs · Esc back to the list")
+        }
+        View::Console => Some("↑↓ choose an API · Enter fills in its arguments · Esc to the conversation"),
+        View::Journal if app.journal.showing_remembered => {
+            Some("↑↓ · d revokes · r the calls · Esc to the conversation")
+        }
+        View::Journal => {
+            Some("↑↓ · Enter the whole record · s status · t tool · r remembered decisions · Esc back")
+        }
+        _ => None,
+    };
+    if let Some(keys) = keys {
+        let dim = Style::default().add_modifier(Modifier::DIM);
+        frame.render_widget(Paragraph::new(wrap_all(vec![Line::styled(keys, dim)], inner.width)), inner);
+        return;
+    }
     if let Some(hint) = &app.setup_hint {
         frame.render_widget(
             Paragraph::new(Line::styled(hint.clone(), Style::default().fg(Color::Yellow))),
@@ -195,16 +223,15 @@ fn question_lines(_app: &App, pending: &super::state::Pending) -> Vec<Line<'stat
     lines
 }
 
-fn render_pager(app: &App, cell: usize, scroll: usize, frame: &mut Frame<'_>, area: Rect) {
-    let Some(content) = app.cells.get(cell) else { return };
-    let lines = wrap_all(cell_lines(content, false, false), area.width.max(1));
+fn render_pager(lines: Vec<Line<'static>>, scroll: usize, keys: &str, frame: &mut Frame<'_>, area: Rect) {
+    let lines = wrap_all(lines, area.width.max(1));
     let height = area.height.saturating_sub(1) as usize;
     let scroll = scroll.min(lines.len().saturating_sub(height));
     let visible: Vec<Line<'static>> = lines.iter().skip(scroll).take(height).cloned().collect();
     let [body, footer] = Layout::vertical([Constraint::Min(1), Constraint::Length(1)]).areas(area);
     frame.render_widget(Paragraph::new(visible), body);
     let footer_text = format!(
-        "lines {}-{} of {} · ↑↓ PgUp PgDn scroll · c copies · q closes",
+        "lines {}-{} of {} · ↑↓ PgUp PgDn scroll · {keys}",
         scroll + 1,
         (scroll + height).min(lines.len()),
         lines.len()
@@ -213,6 +240,162 @@ fn render_pager(app: &App, cell: usize, scroll: usize, frame: &mut Frame<'_>, ar
         Paragraph::new(Line::styled(footer_text, Style::default().add_modifier(Modifier::REVERSED))),
         footer,
     );
+}
+
+fn selected_style(selected: bool) -> Style {
+    if selected { Style::default().add_modifier(Modifier::REVERSED) } else { Style::default() }
+}
+
+/// Keeps the highlighted row on screen: the first row to show of `len` in `height`.
+fn window(selected: usize, len: usize, height: usize) -> usize {
+    if len <= height { 0 } else { selected.saturating_sub(height / 2).min(len - height) }
+}
+
+fn render_console(app: &App, frame: &mut Frame<'_>, area: Rect) {
+    let console = &app.console;
+    let dim = Style::default().add_modifier(Modifier::DIM);
+    let mut lines = Vec::new();
+    if let Some(hint) = &app.setup_hint {
+        lines.push(Line::styled(hint.clone(), Style::default().fg(Color::Yellow)));
+    }
+    lines.push(Line::styled(
+        "Tool console: run any tool through the pipeline, no model needed",
+        Style::default().add_modifier(Modifier::BOLD),
+    ));
+    lines.push(Line::default());
+    let Some(form) = &console.form else {
+        let height = (area.height as usize).saturating_sub(lines.len());
+        let first = window(console.selected, console.catalogue.len(), height);
+        for (index, entry) in console.catalogue.iter().enumerate().skip(first).take(height) {
+            let room = usize::from(area.width).saturating_sub(33);
+            let mut summary: String =
+                entry.description.lines().next().unwrap_or_default().chars().take(room).collect();
+            if summary.chars().count() == room && room > 0 {
+                summary.pop();
+                summary.push('…');
+            }
+            lines.push(Line::from(vec![
+                Span::styled(
+                    format!("{:<31}", format!("{}/{}", entry.tool, entry.api)),
+                    selected_style(index == console.selected),
+                ),
+                Span::styled(format!(" {summary}"), dim),
+            ]));
+        }
+        frame.render_widget(Paragraph::new(wrap_all(lines, area.width)), area);
+        return;
+    };
+    let entry = &console.catalogue[form.entry];
+    lines.push(Line::from(vec![
+        Span::styled(format!("{}/{}", entry.tool, entry.api), Style::default().add_modifier(Modifier::BOLD)),
+        Span::styled(format!(" ({})", entry.name), dim),
+    ]));
+    lines.push(Line::styled(entry.description.lines().next().unwrap_or_default().to_owned(), dim));
+    lines.push(Line::default());
+    for (index, field) in form.fields.iter().enumerate() {
+        let marker = if field.required { "*" } else { " " };
+        let focused = index == form.focus;
+        lines.push(Line::from(vec![
+            Span::styled(
+                format!("{marker}{:<16}", field.name),
+                Style::default().add_modifier(Modifier::BOLD),
+            ),
+            Span::styled(format!("{:<8}", field.kind), dim),
+            Span::styled(
+                format!("{}{}", field.value, if focused { "▏" } else { "" }),
+                selected_style(focused),
+            ),
+        ]));
+        if focused && !field.description.is_empty() {
+            lines.push(Line::styled(
+                format!("  {}", field.description.lines().next().unwrap_or_default()),
+                dim,
+            ));
+        }
+    }
+    if let Some(error) = &form.error {
+        lines.push(Line::default());
+        lines.push(Line::styled(
+            error.lines().next().unwrap_or_default().to_owned(),
+            Style::default().fg(Color::Red),
+        ));
+    }
+    if console.running {
+        lines.push(Line::styled("running…", Style::default().fg(Color::Magenta)));
+    }
+    if let Some((result, arguments)) = &console.result {
+        lines.push(Line::default());
+        let card = builtin_tools::Registry::builtin().render(&entry.tool).result(
+            &entry.api,
+            arguments,
+            &result.output,
+        );
+        lines.extend(card_lines(&card, false, BLOCK_LINES));
+    }
+    frame.render_widget(Paragraph::new(wrap_all(lines, area.width)), area);
+}
+
+fn render_journal(app: &App, frame: &mut Frame<'_>, area: Rect) {
+    let view = &app.journal;
+    let dim = Style::default().add_modifier(Modifier::DIM);
+    let mut lines = Vec::new();
+    if view.showing_remembered {
+        lines.push(Line::styled(
+            "Remembered decisions in this folder (\"always\" answers)",
+            Style::default().add_modifier(Modifier::BOLD),
+        ));
+        lines.push(Line::default());
+        if view.remembered.is_empty() {
+            lines.push(Line::styled("none", dim));
+        }
+        for (index, decision) in view.remembered.iter().enumerate() {
+            let prefix = decision.argument_prefix.as_deref().map(|p| format!(" `{p}…`")).unwrap_or_default();
+            lines.push(Line::from(vec![
+                Span::styled(
+                    format!("{}/{}{prefix}", decision.tool, decision.api),
+                    selected_style(index == view.selected),
+                ),
+                Span::styled(format!("  since {}", crate::setup::time_of(decision.created_at)), dim),
+            ]));
+        }
+        frame.render_widget(Paragraph::new(wrap_all(lines, area.width)), area);
+        return;
+    }
+    let status = view.status.map_or("all", journal::AttemptStatus::as_str);
+    let tool = view.tool.as_deref().unwrap_or("all");
+    lines.push(Line::from(vec![
+        Span::styled("Journal of this folder", Style::default().add_modifier(Modifier::BOLD)),
+        Span::styled(format!("  status: {status} · tool: {tool} · {} calls", view.rows.len()), dim),
+    ]));
+    lines.push(Line::default());
+    if view.rows.is_empty() {
+        lines.push(Line::styled("no calls", dim));
+    }
+    let height = (area.height as usize).saturating_sub(lines.len());
+    let first = window(view.selected, view.rows.len(), height);
+    for (index, row) in view.rows.iter().enumerate().skip(first).take(height) {
+        let status_style = match row.status {
+            journal::AttemptStatus::Executed | journal::AttemptStatus::Confirmed => {
+                Style::default().fg(Color::Green)
+            }
+            journal::AttemptStatus::Failed | journal::AttemptStatus::Abandoned => {
+                Style::default().fg(Color::Red)
+            }
+            journal::AttemptStatus::Blocked | journal::AttemptStatus::Denied => {
+                Style::default().fg(Color::Yellow)
+            }
+            _ => dim,
+        };
+        let arguments: String = row.arguments.to_string().chars().take(60).collect();
+        lines.push(Line::from(vec![
+            Span::styled(crate::setup::time_of(row.attempted_at), selected_style(index == view.selected)),
+            Span::raw(" "),
+            Span::styled(format!("{:<9}", row.status.as_str()), status_style),
+            Span::raw(format!(" {}/{} ", row.tool, row.api)),
+            Span::styled(arguments, dim),
+        ]));
+    }
+    frame.render_widget(Paragraph::new(lines), area);
 }
 
 /// The lines of a cell; `cut` shortens long blocks to head and tail.

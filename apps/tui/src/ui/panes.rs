@@ -1,0 +1,361 @@
+//! The tool console (any tool and API, its arguments filled in a form generated from its schema,
+//! run through the pipeline without a model) and the journal view (this folder's calls, filtered
+//! by status and tool, each record whole; remembered decisions, revocable).
+
+use crossterm::event::{KeyCode, KeyEvent};
+use journal::{Attempt, AttemptStatus, RememberedDecision};
+use serde_json::{Map, Value};
+use tool_executor::CallResult;
+
+/// One API the console offers.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ApiEntry {
+    /// The tool.
+    pub tool: String,
+    /// The API.
+    pub api: String,
+    /// The function name (what a model would call).
+    pub name: String,
+    /// The API's description.
+    pub description: String,
+    /// Its argument schema.
+    pub parameters: Value,
+}
+
+/// One argument in the form.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FormField {
+    /// The property.
+    pub name: String,
+    /// Its JSON type (`string`, `integer`, `number`, `boolean`, `array`, `object`).
+    pub kind: String,
+    /// Whether the schema requires it.
+    pub required: bool,
+    /// Its description.
+    pub description: String,
+    /// What was typed.
+    pub value: String,
+}
+
+/// The form of one API.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Form {
+    /// The API, as an index into the catalogue.
+    pub entry: usize,
+    /// Its fields, in the schema's order.
+    pub fields: Vec<FormField>,
+    /// The field being typed in.
+    pub focus: usize,
+    /// Why the last run did not start.
+    pub error: Option<String>,
+}
+
+/// The console.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Console {
+    /// The APIs on offer.
+    pub catalogue: Vec<ApiEntry>,
+    /// The highlighted API.
+    pub selected: usize,
+    /// The open form.
+    pub form: Option<Form>,
+    /// A run is in flight.
+    pub running: bool,
+    /// The last run's result and its arguments.
+    pub result: Option<(Box<CallResult>, Value)>,
+}
+
+/// What a console key asks for.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ConsoleAction {
+    /// Nothing beyond the state change.
+    None,
+    /// Leave the console.
+    Leave,
+    /// Run this call.
+    Run {
+        /// The function name.
+        name: String,
+        /// The arguments.
+        arguments: Value,
+    },
+}
+
+/// The form's fields from an object schema: every property, required ones first.
+pub fn form_fields(schema: &Value) -> Vec<FormField> {
+    let required: Vec<&str> = schema
+        .get("required")
+        .and_then(Value::as_array)
+        .map(|r| r.iter().filter_map(Value::as_str).collect())
+        .unwrap_or_default();
+    let mut fields: Vec<FormField> = schema
+        .get("properties")
+        .and_then(Value::as_object)
+        .map(|properties| {
+            properties
+                .iter()
+                .map(|(name, property)| FormField {
+                    name: name.clone(),
+                    kind: kind_of(property),
+                    required: required.contains(&name.as_str()),
+                    description: property
+                        .get("description")
+                        .and_then(Value::as_str)
+                        .unwrap_or_default()
+                        .to_owned(),
+                    value: String::new(),
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    fields.sort_by_key(|f| !f.required);
+    fields
+}
+
+fn kind_of(property: &Value) -> String {
+    match property.get("type") {
+        Some(Value::String(kind)) => kind.clone(),
+        // `["string", "null"]` and the like: the first that is not null.
+        Some(Value::Array(kinds)) => {
+            kinds.iter().filter_map(Value::as_str).find(|k| *k != "null").unwrap_or("string").to_owned()
+        }
+        _ => {
+            let variants = property.get("anyOf").or_else(|| property.get("oneOf")).and_then(Value::as_array);
+            variants.and_then(|v| v.iter().map(kind_of).find(|k| k != "null")).unwrap_or_else(|| {
+                if property.get("enum").is_some() { "string".into() } else { "object".into() }
+            })
+        }
+    }
+}
+
+/// The arguments the form's fields make; an error names the field that is wrong. Empty optional
+/// fields are left out; the schema itself is checked by the pipeline, as for any call.
+///
+/// # Errors
+///
+/// A required field left empty, or a value that is not of its field's type.
+pub fn arguments(fields: &[FormField]) -> Result<Value, String> {
+    let mut out = Map::new();
+    for field in fields {
+        let text = field.value.trim();
+        if text.is_empty() {
+            if field.required {
+                return Err(format!("{} is required", field.name));
+            }
+            continue;
+        }
+        let value = match field.kind.as_str() {
+            "string" => Value::String(field.value.clone()),
+            "integer" => text
+                .parse::<i64>()
+                .map(Value::from)
+                .map_err(|_| format!("{}: not a whole number", field.name))?,
+            "number" => text
+                .parse::<f64>()
+                .ok()
+                .and_then(serde_json::Number::from_f64)
+                .map(Value::Number)
+                .ok_or_else(|| format!("{}: not a number", field.name))?,
+            "boolean" => match text {
+                "true" | "yes" | "y" => Value::Bool(true),
+                "false" | "no" | "n" => Value::Bool(false),
+                _ => return Err(format!("{}: true or false", field.name)),
+            },
+            _ => serde_json::from_str(text).map_err(|e| format!("{}: not JSON ({e})", field.name))?,
+        };
+        out.insert(field.name.clone(), value);
+    }
+    Ok(Value::Object(out))
+}
+
+impl Console {
+    /// Takes a key.
+    pub fn on_key(&mut self, key: KeyEvent) -> ConsoleAction {
+        let Some(form) = &mut self.form else {
+            match key.code {
+                KeyCode::Up => self.selected = self.selected.saturating_sub(1),
+                KeyCode::Down => {
+                    self.selected = (self.selected + 1).min(self.catalogue.len().saturating_sub(1))
+                }
+                KeyCode::Enter => {
+                    if let Some(entry) = self.catalogue.get(self.selected) {
+                        self.form = Some(Form {
+                            entry: self.selected,
+                            fields: form_fields(&entry.parameters),
+                            focus: 0,
+                            error: None,
+                        });
+                        self.result = None;
+                    }
+                }
+                KeyCode::Esc => return ConsoleAction::Leave,
+                _ => {}
+            }
+            return ConsoleAction::None;
+        };
+        match key.code {
+            KeyCode::Esc => {
+                self.form = None;
+            }
+            KeyCode::Up | KeyCode::BackTab => form.focus = form.focus.saturating_sub(1),
+            KeyCode::Down | KeyCode::Tab => {
+                form.focus = (form.focus + 1).min(form.fields.len().saturating_sub(1))
+            }
+            KeyCode::Backspace => {
+                if let Some(field) = form.fields.get_mut(form.focus) {
+                    field.value.pop();
+                }
+            }
+            KeyCode::Char(c) => {
+                if let Some(field) = form.fields.get_mut(form.focus) {
+                    field.value.push(c);
+                }
+            }
+            KeyCode::Enter if !self.running => match arguments(&form.fields) {
+                Ok(arguments) => {
+                    form.error = None;
+                    self.running = true;
+                    let name = self.catalogue[form.entry].name.clone();
+                    return ConsoleAction::Run { name, arguments };
+                }
+                Err(error) => form.error = Some(error),
+            },
+            _ => {}
+        }
+        ConsoleAction::None
+    }
+
+    /// A run finished.
+    pub fn finished(&mut self, result: CallResult, arguments: Value) {
+        self.running = false;
+        if let Some(form) = &mut self.form {
+            form.error = (!result.output.success).then(|| result.output.content.clone());
+        }
+        self.result = Some((Box::new(result), arguments));
+    }
+}
+
+/// The statuses the journal view cycles through (`None`: all).
+pub const STATUSES: [Option<AttemptStatus>; 6] = [
+    None,
+    Some(AttemptStatus::Executed),
+    Some(AttemptStatus::Failed),
+    Some(AttemptStatus::Blocked),
+    Some(AttemptStatus::Denied),
+    Some(AttemptStatus::Abandoned),
+];
+
+/// The journal view.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct JournalView {
+    /// The rows shown, newest first.
+    pub rows: Vec<Attempt>,
+    /// The highlighted row.
+    pub selected: usize,
+    /// Only this status.
+    pub status: Option<AttemptStatus>,
+    /// Only this tool.
+    pub tool: Option<String>,
+    /// Remembered decisions of this folder.
+    pub remembered: Vec<RememberedDecision>,
+    /// The remembered decisions are shown instead of the calls.
+    pub showing_remembered: bool,
+}
+
+/// What a journal key asks for.
+#[derive(Debug, Clone, PartialEq)]
+pub enum JournalAction {
+    /// Nothing beyond the state change.
+    None,
+    /// Leave the view.
+    Leave,
+    /// Load the rows again (a filter changed).
+    Reload,
+    /// Show this record whole.
+    Open(String),
+    /// Revoke this remembered decision.
+    Revoke(String),
+}
+
+impl JournalView {
+    /// Takes a key.
+    pub fn on_key(&mut self, key: KeyEvent, tools: &[String]) -> JournalAction {
+        let len = if self.showing_remembered { self.remembered.len() } else { self.rows.len() };
+        match key.code {
+            KeyCode::Esc | KeyCode::Char('q') => return JournalAction::Leave,
+            KeyCode::Up | KeyCode::Char('k') => self.selected = self.selected.saturating_sub(1),
+            KeyCode::Down | KeyCode::Char('j') => {
+                self.selected = (self.selected + 1).min(len.saturating_sub(1))
+            }
+            KeyCode::Char('r') => {
+                self.showing_remembered = !self.showing_remembered;
+                self.selected = 0;
+            }
+            KeyCode::Char('s') if !self.showing_remembered => {
+                let at = STATUSES.iter().position(|s| *s == self.status).unwrap_or(0);
+                self.status = STATUSES[(at + 1) % STATUSES.len()];
+                self.selected = 0;
+                return JournalAction::Reload;
+            }
+            KeyCode::Char('t') if !self.showing_remembered => {
+                let at = self.tool.as_ref().and_then(|t| tools.iter().position(|x| x == t));
+                self.tool = match at {
+                    None => tools.first().cloned(),
+                    Some(i) => tools.get(i + 1).cloned(),
+                };
+                self.selected = 0;
+                return JournalAction::Reload;
+            }
+            KeyCode::Enter if !self.showing_remembered => {
+                if let Some(row) = self.rows.get(self.selected) {
+                    return JournalAction::Open(serde_json::to_string_pretty(row).unwrap_or_default());
+                }
+            }
+            KeyCode::Char('d') | KeyCode::Delete if self.showing_remembered => {
+                if let Some(decision) = self.remembered.get(self.selected) {
+                    return JournalAction::Revoke(decision.id.clone());
+                }
+            }
+            _ => {}
+        }
+        JournalAction::None
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn a_form_from_a_schema_makes_typed_arguments() {
+        let schema = json!({
+            "type": "object",
+            "properties": {
+                "path": { "type": "string", "description": "The file" },
+                "offset": { "type": ["integer", "null"] },
+                "hidden": { "type": "boolean" },
+                "items": { "type": "array", "items": { "type": "string" } },
+            },
+            "required": ["path"],
+        });
+        let mut fields = form_fields(&schema);
+        assert_eq!(fields[0].name, "path");
+        assert!(fields[0].required);
+        assert_eq!(
+            fields.iter().map(|f| f.kind.as_str()).collect::<Vec<_>>(),
+            ["string", "integer", "boolean", "array"]
+        );
+        assert_eq!(arguments(&fields).unwrap_err(), "path is required");
+        fields[0].value = "notes.txt".into();
+        fields[1].value = "x".into();
+        assert_eq!(arguments(&fields).unwrap_err(), "offset: not a whole number");
+        fields[1].value = "10".into();
+        fields[2].value = "yes".into();
+        fields[3].value = r#"["a", "b"]"#.into();
+        assert_eq!(
+            arguments(&fields).unwrap(),
+            json!({ "path": "notes.txt", "offset": 10, "hidden": true, "items": ["a", "b"] })
+        );
+    }
+}
