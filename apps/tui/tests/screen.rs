@@ -508,3 +508,34 @@ async fn without_a_model_the_console_runs_tools_and_the_journal_shows_and_revoke
     drop(tx);
     tokio::time::timeout(Duration::from_secs(10), running).await.unwrap().unwrap().unwrap();
 }
+
+/// The capture in the README is this screen, drawn now: a session with a card and an approval.
+#[test]
+fn the_readme_shows_the_screen_as_it_is() {
+    let mut app = new_app();
+    type_text(&mut app, "rename the helper and run the tests");
+    app.on_key(key(KeyCode::Enter));
+    app.on_agent(AgentEvent::Delta(Delta::Text("Renaming `helper` to `parse_line`, then testing.".into())));
+    let edit = json!({ "path": "src/lib.rs", "old_text": "fn helper", "new_text": "fn parse_line" }).to_string();
+    call(&mut app, 0, "e1", "editFile", &edit, ("local-system", "editFile"));
+    reply(&mut app, &[("e1", "editFile", &edit)]);
+    let mut output = ToolOutput::ok("Edited src/lib.rs");
+    output.state = Some(json!({
+        "path": "src/lib.rs",
+        "diff": "@@ -3,3 +3,3 @@\n use std::io;\n-fn helper(line: &str) -> Option<Entry> {\n+fn parse_line(line: &str) -> Option<Entry> {\n     let (key, value) = line.split_once('=')?;\n",
+    }));
+    settle(&mut app, "e1", "editFile", ("local-system", "editFile"), output);
+    let test = json!({ "command": "cargo test -q" }).to_string();
+    call(&mut app, 0, "t1", "runCommand", &test, RUN);
+    reply(&mut app, &[("t1", "runCommand", &test)]);
+    let mut request = question("q1", "cargo test -q");
+    request.call_id = "t1".into();
+    request.reason = "commands need approval".into();
+    app.ask(request);
+    let screen = draw_sized(&app, 26);
+    insta::assert_snapshot!("readme", screen);
+    let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../README.md")).unwrap();
+    let block = readme.split("<!-- screen -->\n```text\n").nth(1).and_then(|rest| rest.split("\n```").next());
+    let trimmed: Vec<&str> = screen.lines().map(str::trim_end).collect();
+    assert_eq!(block.map(str::to_owned), Some(trimmed.join("\n")), "README's capture is out of date");
+}
