@@ -101,6 +101,14 @@ impl ApprovalBroker for TerminalBroker {
             lines = self.lines.lock() => lines,
             () = cancel.cancelled() => return None,
         };
+        // Lines typed before the question was shown are not its answer.
+        let mut early = 0;
+        while lines.try_recv().is_ok() {
+            early += 1;
+        }
+        if early > 0 {
+            eprintln!("\n({early} line(s) typed before this question were set aside)");
+        }
         eprint!("{}", question(request));
         let answer = tokio::select! {
             line = lines.recv() => line?,

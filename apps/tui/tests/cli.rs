@@ -51,7 +51,7 @@ async fn output(mut command: Command, stdin: &str) -> Output {
             if input.write_all(line.as_bytes()).is_err() {
                 break;
             }
-            std::thread::sleep(Duration::from_millis(300));
+            std::thread::sleep(Duration::from_millis(1000));
         }
         drop(input);
         child.wait_with_output().unwrap()

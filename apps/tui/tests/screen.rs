@@ -19,7 +19,11 @@ const WIDTH: u16 = 80;
 const HEIGHT: u16 = 24;
 
 fn new_app() -> App {
-    App::new("scripted (env)", "/home/me/project", ApprovalMode::Manual, "workspace-write, network off")
+    let mut app =
+        App::new("scripted (env)", "/home/me/project", ApprovalMode::Manual, "workspace-write, network off");
+    // Questions take keys at once here; `a_question_ignores_keys_typed_as_it_appears` tests the grace.
+    app.question_grace = Duration::ZERO;
+    app
 }
 
 fn draw(app: &App) -> String {
@@ -234,6 +238,26 @@ fn approvals_queue_inline_and_each_answer_is_written_to_the_transcript() {
 }
 
 #[test]
+fn a_question_ignores_keys_typed_as_it_appears_and_while_the_prompt_has_text() {
+    let mut app = App::new("m", "/f", ApprovalMode::Manual, "s");
+    app.running = true;
+    app.ask(question("q1", "make"));
+    assert_eq!(app.on_key(key(KeyCode::Char('y'))), None, "typed as the question appeared");
+    assert_eq!(app.input, "y");
+    app.question_grace = Duration::ZERO;
+    assert_eq!(app.on_key(key(KeyCode::Char('n'))), None, "the prompt has text: keys are text");
+    assert_eq!(app.input, "yn");
+    app.input.clear();
+    app.cursor = 0;
+    app.paste("yes please");
+    assert_eq!(app.input, "yes please", "a paste is text, never an answer");
+    assert_eq!(app.approvals.len(), 1);
+    app.input.clear();
+    app.cursor = 0;
+    assert!(matches!(app.on_key(key(KeyCode::Char('y'))), Some(Command::Decide { .. })));
+}
+
+#[test]
 fn keys_change_the_mode_cancel_a_turn_and_edit_the_prompt() {
     let mut app = new_app();
     assert_eq!(app.on_key(ctrl('t')), Some(Command::SetMode(ApprovalMode::AutoRun)));
@@ -404,6 +428,8 @@ async fn a_question_is_answered_on_screen_and_escape_cancels_a_running_command()
     let asked = wait_for(&screen, "approval needed").await;
     assert!(asked.contains("touch made-here"), "{asked}");
     assert!(!folder.path().join("made-here").exists());
+    // A new question ignores keys for a moment (a word being typed as it appears is not an answer).
+    tokio::time::sleep(toolhost::ui::state::QUESTION_GRACE).await;
     tx.send(TermEvent::Key(key(KeyCode::Char('y')))).unwrap();
     wait_for(&screen, "Made it.").await;
     assert!(folder.path().join("made-here").exists());
@@ -411,6 +437,7 @@ async fn a_question_is_answered_on_screen_and_escape_cancels_a_running_command()
     send_text(&tx, "wait a while");
     tx.send(TermEvent::Key(key(KeyCode::Enter))).unwrap();
     wait_for(&screen, "approval needed").await;
+    tokio::time::sleep(toolhost::ui::state::QUESTION_GRACE).await;
     tx.send(TermEvent::Key(key(KeyCode::Char('s')))).unwrap();
     wait_for(&screen, "[running]").await;
     tx.send(TermEvent::Key(key(KeyCode::Esc))).unwrap();
@@ -516,7 +543,8 @@ fn the_readme_shows_the_screen_as_it_is() {
     type_text(&mut app, "rename the helper and run the tests");
     app.on_key(key(KeyCode::Enter));
     app.on_agent(AgentEvent::Delta(Delta::Text("Renaming `helper` to `parse_line`, then testing.".into())));
-    let edit = json!({ "path": "src/lib.rs", "old_text": "fn helper", "new_text": "fn parse_line" }).to_string();
+    let edit =
+        json!({ "path": "src/lib.rs", "old_text": "fn helper", "new_text": "fn parse_line" }).to_string();
     call(&mut app, 0, "e1", "editFile", &edit, ("local-system", "editFile"));
     reply(&mut app, &[("e1", "editFile", &edit)]);
     let mut output = ToolOutput::ok("Edited src/lib.rs");
@@ -538,4 +566,33 @@ fn the_readme_shows_the_screen_as_it_is() {
     let block = readme.split("<!-- screen -->\n```text\n").nth(1).and_then(|rest| rest.split("\n```").next());
     let trimmed: Vec<&str> = screen.lines().map(str::trim_end).collect();
     assert_eq!(block.map(str::to_owned), Some(trimmed.join("\n")), "README's capture is out of date");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn changing_the_mode_reopens_the_session_and_the_loop_keeps_going() {
+    let folder = tempfile::tempdir().unwrap();
+    let touch = json!({ "command": "touch after-mode-change" }).to_string();
+    let server = ScriptedModel::start(vec![
+        openai_reply("", "", &[("m1", "runCommand", &touch)], "tool_calls"),
+        openai_reply("", "Touched.", &[], "stop"),
+    ])
+    .await;
+    let (context, questions) = context(&server, folder.path(), ApprovalMode::Manual).await;
+    let backend = Vt100Backend::new(WIDTH, HEIGHT);
+    let screen = backend.handle();
+    let mut terminal = Terminal::new(backend).unwrap();
+    let (tx, stream) = keys();
+    let running =
+        tokio::spawn(async move { toolhost::ui::run::run(&mut terminal, stream, context, questions).await });
+    wait_for(&screen, "manual (ctrl-t)").await;
+    tx.send(TermEvent::Key(ctrl('t'))).unwrap();
+    wait_for(&screen, "auto-run (ctrl-t)").await;
+    // In auto-run the command runs without a question, and its card follows it live.
+    send_text(&tx, "touch it");
+    tx.send(TermEvent::Key(key(KeyCode::Enter))).unwrap();
+    let done = wait_for(&screen, "Touched.").await;
+    assert!(!done.contains("approval needed"), "{done}");
+    assert!(folder.path().join("after-mode-change").exists());
+    drop(tx);
+    tokio::time::timeout(Duration::from_secs(10), running).await.unwrap().unwrap().unwrap();
 }

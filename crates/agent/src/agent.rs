@@ -314,6 +314,10 @@ impl Agent {
                 .collect(),
             stopped_on_length: reply.stop == StopReason::Length,
         };
+        if cancel.is_cancelled() {
+            // Cancelled between the reply and its calls: none of them starts.
+            return (batch.calls.into_iter().map(never_started).collect(), true);
+        }
         let running = self.executor.execute_batch(&self.session, batch);
         tokio::pin!(running);
         let mut cancelled = false;
@@ -349,8 +353,11 @@ impl Agent {
     }
 
     fn threshold(&self) -> u64 {
-        let share = (self.config.context_window as f64 * self.config.compact_at) as u64;
-        share.min(self.config.context_window.saturating_sub(u64::from(self.config.max_tokens)))
+        let window = self.config.context_window;
+        let share = (window as f64 * self.config.compact_at) as u64;
+        // Room for the reply, but never less than half the window (a profile whose reply limit
+        // is as large as its window would otherwise summarise on every turn).
+        share.min(window.saturating_sub(u64::from(self.config.max_tokens))).max(window / 2)
     }
 
     /// Makes the conversation fit: first old tool results become notices, then, if that is not
@@ -423,10 +430,12 @@ impl Agent {
              goal and constraints, what was done and found (files, commands, results), decisions made, \
              and what remains. Be specific and brief. Do not call tools.",
         ));
+        // Without tools: the answer must be text. (Providers accept tool calls and results in the
+        // history of a request that declares no tools.)
         let request = ModelRequest {
             system: "You summarise a conversation between a person and an agent so the agent can continue it.",
             messages: &messages,
-            tools: &self.tools,
+            tools: &[],
             max_tokens: self.config.max_tokens,
         };
         let mut ignore = |_: Delta| {};
@@ -435,7 +444,31 @@ impl Agent {
             () = cancel.cancelled() => return Err(None),
         };
         self.usage.add(reply.usage);
+        if reply.content.trim().is_empty() {
+            // An empty summary would wipe the history: keep it, and let the provider say if the
+            // request no longer fits.
+            return Err(Some(ProviderError::Protocol {
+                provider: "compaction",
+                message: "the model returned an empty summary; the conversation was kept as it was".into(),
+            }));
+        }
         Ok(reply.content)
+    }
+}
+
+/// The result of a call the person cancelled before it started.
+fn never_started(call: RawCall) -> CallResult {
+    CallResult {
+        call_id: call.id,
+        name: call.name,
+        tool: None,
+        api: None,
+        status: journal::AttemptStatus::Failed,
+        output: tool_core::ToolOutput::error(
+            tool_core::ErrorKind::Cancelled,
+            "The person cancelled this turn before this call started; it did not run.",
+        ),
+        duration_ms: 0,
     }
 }
 

@@ -17,7 +17,7 @@ const NAME: &str = "Anthropic";
 const VERSION: &str = "2023-06-01";
 
 /// The messages endpoint.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct AnthropicClient {
     http: reqwest::Client,
     base_url: String,
@@ -25,6 +25,17 @@ pub struct AnthropicClient {
     model: String,
     thinking_budget: Option<u32>,
     retry: RetryPolicy,
+}
+
+impl std::fmt::Debug for AnthropicClient {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // The key never reaches a log.
+        f.debug_struct("AnthropicClient")
+            .field("base_url", &self.base_url)
+            .field("model", &self.model)
+            .field("api_key", &self.api_key.as_ref().map(|_| "<set>"))
+            .finish_non_exhaustive()
+    }
 }
 
 impl AnthropicClient {
@@ -62,8 +73,16 @@ impl AnthropicClient {
                 Message::User { content } => ("user", vec![json!({ "type": "text", "text": content })]),
                 Message::Assistant { content, reasoning, tool_calls } => {
                     let mut blocks = Vec::new();
-                    if let Some(Reasoning { text, signature: Some(signature) }) = reasoning {
-                        blocks.push(json!({ "type": "thinking", "thinking": text, "signature": signature }));
+                    match reasoning {
+                        Some(Reasoning { blocks: thinking, .. }) if !thinking.is_empty() => {
+                            blocks.extend(thinking.iter().cloned());
+                        }
+                        Some(Reasoning { text, signature: Some(signature), .. }) => {
+                            blocks.push(
+                                json!({ "type": "thinking", "thinking": text, "signature": signature }),
+                            );
+                        }
+                        _ => {}
                     }
                     if !content.is_empty() {
                         blocks.push(json!({ "type": "text", "text": content }));
@@ -180,7 +199,8 @@ impl Exchange for AnthropicExchange<'_> {
 struct ReplyBuilder {
     content: String,
     reasoning: String,
-    signature: Option<String>,
+    /// Thinking and redacted-thinking blocks by content index, as they will be sent back.
+    thinking: Vec<(usize, Value)>,
     calls: CallAssembler,
     /// The kind of each content block, by its index.
     blocks: Vec<(usize, &'static str)>,
@@ -216,8 +236,15 @@ impl ReplyBuilder {
                             name: call.name.clone(),
                         });
                     }
-                    "thinking" => self.blocks.push((index, "thinking")),
-                    "redacted_thinking" => self.blocks.push((index, "redacted")),
+                    "thinking" => {
+                        self.blocks.push((index, "thinking"));
+                        self.thinking
+                            .push((index, json!({ "type": "thinking", "thinking": "", "signature": "" })));
+                    }
+                    "redacted_thinking" => {
+                        self.blocks.push((index, "redacted"));
+                        self.thinking.push((index, block.clone()));
+                    }
                     _ => {
                         self.blocks.push((index, "text"));
                         if let Some(text) =
@@ -241,10 +268,17 @@ impl ReplyBuilder {
                     "thinking_delta" => {
                         let piece = text("thinking");
                         self.reasoning.push_str(&piece);
+                        if let Some((_, block)) = self.thinking.iter_mut().find(|(i, _)| *i == index) {
+                            let so_far = block["thinking"].as_str().unwrap_or_default().to_owned();
+                            block["thinking"] = Value::String(so_far + &piece);
+                        }
                         sink(Delta::Reasoning(piece));
                     }
                     "signature_delta" => {
-                        self.signature.get_or_insert_with(String::new).push_str(&text("signature"));
+                        if let Some((_, block)) = self.thinking.iter_mut().find(|(i, _)| *i == index) {
+                            let so_far = block["signature"].as_str().unwrap_or_default().to_owned();
+                            block["signature"] = Value::String(so_far + &text("signature"));
+                        }
                     }
                     "input_json_delta" => {
                         let fragment = text("partial_json");
@@ -319,11 +353,58 @@ impl ReplyBuilder {
             .collect();
         Reply {
             content: self.content,
-            reasoning: (!self.reasoning.is_empty() || self.signature.is_some())
-                .then_some(Reasoning { text: self.reasoning, signature: self.signature }),
+            reasoning: (!self.reasoning.is_empty() || !self.thinking.is_empty()).then_some(Reasoning {
+                text: self.reasoning,
+                signature: None,
+                blocks: self.thinking.into_iter().map(|(_, block)| block).collect(),
+            }),
             tool_calls,
             stop,
             usage: self.usage,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::message::Message;
+
+    #[test]
+    fn thinking_blocks_go_back_verbatim_each_with_its_signature() {
+        let events = [
+            json!({ "type": "message_start", "message": { "usage": { "input_tokens": 5, "output_tokens": 1 } } }),
+            json!({ "type": "content_block_start", "index": 0, "content_block": { "type": "thinking", "thinking": "" } }),
+            json!({ "type": "content_block_delta", "index": 0, "delta": { "type": "thinking_delta", "thinking": "first" } }),
+            json!({ "type": "content_block_delta", "index": 0, "delta": { "type": "signature_delta", "signature": "sig-1" } }),
+            json!({ "type": "content_block_start", "index": 1, "content_block": { "type": "redacted_thinking", "data": "opaque" } }),
+            json!({ "type": "content_block_start", "index": 2, "content_block": { "type": "thinking", "thinking": "" } }),
+            json!({ "type": "content_block_delta", "index": 2, "delta": { "type": "thinking_delta", "thinking": "second" } }),
+            json!({ "type": "content_block_delta", "index": 2, "delta": { "type": "signature_delta", "signature": "sig-2" } }),
+            json!({ "type": "content_block_start", "index": 3, "content_block": { "type": "tool_use", "id": "t1", "name": "readFile", "input": {} } }),
+            json!({ "type": "message_delta", "delta": { "stop_reason": "tool_use" }, "usage": { "output_tokens": 9 } }),
+            json!({ "type": "message_stop" }),
+        ];
+        let mut builder = ReplyBuilder::default();
+        let mut sink = |_: Delta| {};
+        for event in &events {
+            builder.event(event, &mut sink).unwrap();
+        }
+        let reply = builder.finish();
+        let client = AnthropicClient::new(
+            reqwest::Client::new(),
+            "http://127.0.0.1:1",
+            Some("sk-ant-secret".into()),
+            "m",
+        );
+        let messages = [Message::user("go"), reply.to_message()];
+        let body = client.body(&ModelRequest { system: "", messages: &messages, tools: &[], max_tokens: 10 });
+        let blocks = body["messages"][1]["content"].as_array().unwrap();
+        assert_eq!(blocks[0], json!({ "type": "thinking", "thinking": "first", "signature": "sig-1" }));
+        assert_eq!(blocks[1], json!({ "type": "redacted_thinking", "data": "opaque" }));
+        assert_eq!(blocks[2], json!({ "type": "thinking", "thinking": "second", "signature": "sig-2" }));
+        assert_eq!(blocks[3]["type"], "tool_use");
+        assert_eq!(blocks[3]["input"], json!({}));
+        assert!(!format!("{client:?}").contains("sk-ant-secret"), "{client:?}");
     }
 }

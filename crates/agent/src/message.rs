@@ -64,6 +64,10 @@ pub struct Reasoning {
     /// Anthropic's signature, which must come back with the block on the next request.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub signature: Option<String>,
+    /// Anthropic's thinking and redacted-thinking blocks exactly as they came, each with its own
+    /// signature or data, to send back verbatim and in order.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub blocks: Vec<serde_json::Value>,
 }
 
 /// A call as the model produced it.

@@ -15,13 +15,24 @@ use crate::provider::{
 const NAME: &str = "OpenAI-compatible API";
 
 /// A chat completions endpoint.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct OpenAiClient {
     http: reqwest::Client,
     base_url: String,
     api_key: Option<String>,
     model: String,
     retry: RetryPolicy,
+}
+
+impl std::fmt::Debug for OpenAiClient {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // The key never reaches a log.
+        f.debug_struct("OpenAiClient")
+            .field("base_url", &self.base_url)
+            .field("model", &self.model)
+            .field("api_key", &self.api_key.as_ref().map(|_| "<set>"))
+            .finish_non_exhaustive()
+    }
 }
 
 impl OpenAiClient {
@@ -198,9 +209,15 @@ impl ReplyBuilder {
             for (n, piece) in
                 delta.get("tool_calls").and_then(Value::as_array).into_iter().flatten().enumerate()
             {
-                let index = piece.get("index").and_then(Value::as_u64).map_or(n, |i| i as usize);
+                let id = piece.get("id").and_then(Value::as_str).filter(|id| !id.is_empty());
+                let index = match piece.get("index").and_then(Value::as_u64) {
+                    Some(index) => index as usize,
+                    // Servers that leave `index` out: a new id is a new call, a piece without
+                    // one continues the latest.
+                    None => self.calls.index_for(id, n),
+                };
                 let (position, call, new) = self.calls.slot(index);
-                if let Some(id) = piece.get("id").and_then(Value::as_str).filter(|id| !id.is_empty()) {
+                if let Some(id) = id {
                     call.id = id.to_owned();
                 }
                 let function = piece.get("function");
@@ -242,11 +259,46 @@ impl ReplyBuilder {
         };
         Reply {
             content: self.content,
-            reasoning: (!self.reasoning.is_empty())
-                .then_some(Reasoning { text: self.reasoning, signature: None }),
+            reasoning: (!self.reasoning.is_empty()).then_some(Reasoning {
+                text: self.reasoning,
+                signature: None,
+                blocks: Vec::new(),
+            }),
             tool_calls,
             stop,
             usage: self.usage,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn calls_without_an_index_are_told_apart_by_their_ids() {
+        let mut reply = ReplyBuilder::default();
+        let mut sink = |_: Delta| {};
+        let pieces = [
+            json!({ "id": "a", "function": { "name": "readFile", "arguments": "{\"path\":" } }),
+            json!({ "function": { "arguments": "\"x\"}" } }),
+            json!({ "id": "b", "function": { "name": "readFile", "arguments": "{\"path\":\"y\"}" } }),
+        ];
+        for piece in pieces {
+            reply.chunk(&json!({ "choices": [{ "delta": { "tool_calls": [piece] } }] }), &mut sink);
+        }
+        let calls = reply.finish().tool_calls;
+        assert_eq!(calls.len(), 2, "{calls:?}");
+        assert_eq!((calls[0].id.as_str(), calls[0].arguments.as_str()), ("a", "{\"path\":\"x\"}"));
+        assert_eq!((calls[1].id.as_str(), calls[1].arguments.as_str()), ("b", "{\"path\":\"y\"}"));
+    }
+
+    #[test]
+    fn a_huge_retry_after_is_capped_not_a_panic() {
+        let mut headers = reqwest::header::HeaderMap::new();
+        headers.insert("retry-after", "1e300".parse().unwrap());
+        assert_eq!(crate::provider::retry_after_of(&headers), Some(std::time::Duration::from_secs(3600)));
+        headers.insert("retry-after-ms", "250".parse().unwrap());
+        assert_eq!(crate::provider::retry_after_of(&headers), Some(std::time::Duration::from_millis(250)));
     }
 }

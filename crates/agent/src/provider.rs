@@ -154,7 +154,7 @@ pub(crate) async fn send(
     if response.status().is_success() {
         return Ok(response);
     }
-    let retry_after = retry_after(response.headers()).map(|d| d.min(policy.max_delay));
+    let retry_after = retry_after_of(response.headers()).map(|d| d.min(policy.max_delay));
     let body = response.text().await.unwrap_or_default();
     let message = error_message(&body).unwrap_or_else(|| format!("HTTP {status}"));
     Err(match status {
@@ -208,13 +208,14 @@ pub(crate) async fn with_retries(
     }
 }
 
-fn retry_after(headers: &reqwest::header::HeaderMap) -> Option<Duration> {
+pub(crate) fn retry_after_of(headers: &reqwest::header::HeaderMap) -> Option<Duration> {
     let text = |name: &str| headers.get(name).and_then(|v| v.to_str().ok()).map(str::trim);
-    if let Some(ms) = text("retry-after-ms").and_then(|v| v.parse::<f64>().ok()) {
-        return (ms.is_finite() && ms >= 0.0).then(|| Duration::from_secs_f64(ms / 1000.0));
-    }
-    let seconds = text("retry-after")?.parse::<f64>().ok()?;
-    (seconds.is_finite() && seconds >= 0.0).then(|| Duration::from_secs_f64(seconds))
+    let seconds = match text("retry-after-ms").and_then(|v| v.parse::<f64>().ok()) {
+        Some(ms) => ms / 1000.0,
+        None => text("retry-after")?.parse::<f64>().ok()?,
+    };
+    // Capped before converting: a huge or odd value must not overflow.
+    (seconds.is_finite() && seconds >= 0.0).then(|| Duration::from_secs_f64(seconds.min(3600.0)))
 }
 
 /// The message of an error body in OpenAI's (`{error: {message}}`), Anthropic's (`{type: "error",
@@ -280,6 +281,16 @@ impl CallAssembler {
                 let position = self.calls.len() - 1;
                 (position, &mut self.calls[position].1, true)
             }
+        }
+    }
+
+    /// The provider index of a piece that came without one: the call with its id, a new call
+    /// for a new id, else the latest call (or `fallback` when there is none).
+    pub(crate) fn index_for(&self, id: Option<&str>, fallback: usize) -> usize {
+        let next = self.calls.iter().map(|(i, _)| i + 1).max().unwrap_or(fallback);
+        match id {
+            Some(id) => self.calls.iter().find(|(_, c)| c.id == id).map_or(next, |(i, _)| *i),
+            None => self.calls.last().map_or(fallback, |(i, _)| *i),
         }
     }
 

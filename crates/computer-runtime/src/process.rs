@@ -175,25 +175,43 @@ const LIVE_INTERVAL: Duration = Duration::from_millis(100);
 /// result has it all).
 const LIVE_CHUNK: usize = 64 * 1024;
 
-/// Follows `file` from its start, handing whole lines to `live`; never ends.
-async fn follow(file: Arc<File>, live: LiveOutput) {
+/// Follows `file` from its start, handing whole lines to `live`; never ends. A reader that falls
+/// more than a few chunks behind (a command printing faster than a screen can show) skips ahead to
+/// the newest output, and the trimmed hole of a huge output (zeros on disk) is never read.
+async fn follow(file: Arc<File>, trim: Trim, live: LiveOutput) {
     let mut offset = 0u64;
     loop {
         tokio::time::sleep(LIVE_INTERVAL).await;
         let Ok(len) = file_len(&file) else { continue };
+        let behind = len.saturating_sub(offset);
+        let mut skipped = false;
+        if behind > 4 * LIVE_CHUNK as u64 {
+            offset = len - LIVE_CHUNK as u64;
+            skipped = true;
+        }
+        offset = offset.max(trim.hole_end());
         if len <= offset {
             continue;
         }
         let want = usize::try_from(len - offset).unwrap_or(LIVE_CHUNK).min(LIVE_CHUNK);
         let Ok(bytes) = read_at_most(&file, offset, want) else { continue };
+        // After a skip, start at the next whole line.
+        let start = if skipped { bytes.iter().position(|b| *b == b'\n').map_or(0, |i| i + 1) } else { 0 };
         // Whole lines only, unless a single line fills the chunk.
-        let take = match bytes.iter().rposition(|b| *b == b'\n') {
-            Some(end) => end + 1,
+        let take = match bytes[start..].iter().rposition(|b| *b == b'\n') {
+            Some(end) => start + end + 1,
             None if bytes.len() == LIVE_CHUNK => bytes.len(),
-            None => continue,
+            None => {
+                offset += start as u64;
+                continue;
+            }
         };
         offset += take as u64;
-        (live.0)(String::from_utf8_lossy(&bytes[..take]).into_owned());
+        let mut text = String::from_utf8_lossy(&bytes[start..take]).replace('\0', "");
+        if skipped {
+            text.insert_str(0, "[… output skipped to keep up; the result has it all]\n");
+        }
+        (live.0)(text);
     }
 }
 
@@ -525,7 +543,7 @@ impl ProcessManager {
         let trim = self.trim_for(&file);
         let live = async {
             match spec.live.clone() {
-                Some(live) => follow(Arc::clone(&file), live).await,
+                Some(live) => follow(Arc::clone(&file), trim.clone(), live).await,
                 None => std::future::pending().await,
             }
         };
@@ -1372,6 +1390,30 @@ mod tests {
             sandbox: CallSandbox::default(),
             live: None,
         }
+    }
+
+    #[tokio::test]
+    async fn live_output_that_cannot_keep_up_skips_to_the_newest_lines() {
+        let dir = tempfile::tempdir().unwrap();
+        let m = manager(dir.path());
+        let seen = Arc::new(std::sync::Mutex::new(String::new()));
+        let sink = seen.clone();
+        // 3 MB at once, then a last line a moment later.
+        let mut spec =
+            spec("seq 1 400000 | sed 's/$/ xxxxx/'; sleep 0.4; echo last-line; sleep 0.3", dir.path());
+        spec.live = Some(LiveOutput::new(move |text| sink.lock().unwrap().push_str(&text)));
+        m.run(spec, &CancellationToken::new()).await.unwrap();
+        let seen = seen.lock().unwrap().clone();
+        assert!(seen.contains("output skipped to keep up"), "{}", &seen[..200.min(seen.len())]);
+        assert!(seen.len() < 1024 * 1024, "only what a screen can show: {} bytes", seen.len());
+        assert!(
+            seen.contains("400000 xxxxx\nlast-line\n") || seen.ends_with("last-line\n"),
+            "the newest lines arrive"
+        );
+        assert!(
+            seen.lines().filter(|l| !l.starts_with('[')).all(|l| l.ends_with(" xxxxx") || l == "last-line"),
+            "whole lines only"
+        );
     }
 
     #[tokio::test]

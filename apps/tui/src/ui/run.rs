@@ -238,11 +238,7 @@ where
                             }
                         }
                     }
-                    Some(Ok(TermEvent::Paste(text))) => {
-                        for c in text.chars() {
-                            app.on_key(crossterm::event::KeyEvent::from(crossterm::event::KeyCode::Char(c)));
-                        }
-                    }
+                    Some(Ok(TermEvent::Paste(text))) => app.paste(&text),
                     Some(Ok(TermEvent::Resize(..))) => {
                         let _ = terminal.autoresize();
                     }
@@ -257,10 +253,14 @@ where
                 app.on_agent(event);
                 dirty = true;
             }
-            event = async { calls.as_mut()?.recv().await.ok() }, if calls.is_some() => {
+            event = async { calls.as_mut()?.recv().await.into() }, if calls.is_some() => {
                 match event {
-                    Some(event) => app.on_call(event),
-                    None => calls = calls.map(|c| c.resubscribe()),
+                    Some(Ok(event)) => app.on_call(event),
+                    // Fell behind: the cards catch up with the next events and the results.
+                    Some(Err(broadcast::error::RecvError::Lagged(_))) => {}
+                    // The session was replaced (a mode change); its successor arrives as
+                    // `FromAgent::Session`.
+                    Some(Err(broadcast::error::RecvError::Closed)) | None => calls = None,
                 }
                 dirty = true;
             }

@@ -76,7 +76,12 @@ pub struct ToolCell {
 pub struct Pending {
     /// The question.
     pub request: ApprovalRequest,
+    /// When it appeared: keys typed just before are not taken as its answer.
+    pub arrived: std::time::Instant,
 }
+
+/// How long a new question ignores keys, so a word being typed when it appears does not answer it.
+pub const QUESTION_GRACE: std::time::Duration = std::time::Duration::from_millis(600);
 
 /// What the screen shows.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -176,6 +181,8 @@ pub struct App {
     pub console: super::panes::Console,
     /// The journal view.
     pub journal: super::panes::JournalView,
+    /// How long a new question ignores keys ([`QUESTION_GRACE`]; tests set zero).
+    pub question_grace: std::time::Duration,
     /// Each call's cell, by call id.
     calls: HashMap<String, usize>,
     /// The assistant cell being streamed.
@@ -198,6 +205,7 @@ impl App {
             mode,
             sandbox: sandbox.into(),
             view: View::Chat,
+            question_grace: QUESTION_GRACE,
             ..Self::default()
         }
     }
@@ -378,7 +386,7 @@ impl App {
 
     /// A question arrived.
     pub fn ask(&mut self, request: ApprovalRequest) {
-        self.approvals.push_back(Pending { request });
+        self.approvals.push_back(Pending { request, arrived: std::time::Instant::now() });
     }
 
     /// A question went away without an answer (its call was cancelled or timed out).
@@ -419,6 +427,26 @@ impl App {
         let index = self.cells.len() - 1;
         self.streaming = Some(index);
         index
+    }
+
+    /// Pasted text goes into what is being typed, as text (never as keys that could answer a
+    /// question or act in a pane).
+    pub fn paste(&mut self, text: &str) {
+        if let Some(reason) = &mut self.reason {
+            reason.push_str(text);
+            return;
+        }
+        if self.view == View::Console {
+            if let Some(field) = self.console.form.as_mut().and_then(|f| f.fields.get_mut(f.focus)) {
+                field.value.push_str(text);
+            }
+            return;
+        }
+        if self.view == View::Chat {
+            for c in text.chars() {
+                self.insert(if c == '\r' { '\n' } else { c });
+            }
+        }
     }
 
     /// The tool cell folding and the pager act on.
@@ -515,7 +543,13 @@ impl App {
                 _ => None,
             };
         }
-        if let Some(pending) = self.approvals.front() {
+        // A question is answered only with an empty prompt and once it has been on screen a
+        // moment: keys typed into the prompt, or just before it appeared, stay text.
+        let answerable = self.approvals.front().filter(|pending| {
+            self.reason.is_some()
+                || (self.input.is_empty() && pending.arrived.elapsed() >= self.question_grace)
+        });
+        if let Some(pending) = answerable {
             let id = pending.request.id.clone();
             if let Some(reason) = &mut self.reason {
                 match key.code {
