@@ -148,7 +148,12 @@ pub async fn run(args: ChatArgs) -> anyhow::Result<u8> {
     let data = setup::data_dir()?;
     let lines = ask::stdin_lines();
     let journal = setup::journal(&data).await?;
-    let executor = setup::executor(journal, Arc::new(TerminalBroker::new(lines.clone()))).await?;
+    let executor = setup::executor(
+        journal,
+        Arc::new(TerminalBroker::new(lines.clone())),
+        args.guard.mcp_config.as_deref(),
+    )
+    .await?;
     let resumed = if args.resume { last(&data, &folder)? } else { None };
     let (session_id, history) = match resumed {
         Some(transcript) => {
@@ -249,7 +254,7 @@ pub async fn screen(args: ChatArgs) -> anyhow::Result<u8> {
     };
     let (broker, questions) = ui::broker::ScreenBroker::new();
     let journal = setup::journal(&data).await?;
-    let executor = setup::executor(journal, Arc::new(broker)).await?;
+    let executor = setup::executor(journal, Arc::new(broker), args.guard.mcp_config.as_deref()).await?;
     let resumed = if args.resume { last(&data, &folder)? } else { None };
     let (session_id, history) = match resumed {
         Some(transcript) => (transcript.session_id, transcript.messages),

@@ -65,7 +65,12 @@ pub async fn run(args: ExecArgs) -> anyhow::Result<u8> {
     let folder = args.guard.folder()?;
     let data = setup::data_dir()?;
     let journal = setup::journal(&data).await?;
-    let executor = setup::executor(journal, Arc::new(client_executor::device::NoOneToAsk)).await?;
+    let executor = setup::executor(
+        journal,
+        Arc::new(client_executor::device::NoOneToAsk),
+        args.guard.mcp_config.as_deref(),
+    )
+    .await?;
     let session =
         setup::session(&executor, setup::new_session_id(&folder), &folder, args.mode, true, &args.guard);
     let config = agent::AgentConfig {

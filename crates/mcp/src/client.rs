@@ -1,0 +1,521 @@
+//! MCP servers mounted as Toolhost tools: each configured server becomes one tool whose APIs are
+//! its tools, named `server__tool` for the model, so every call passes the one pipeline —
+//! approvals, timeouts, the journal — like a builtin tool's.
+//!
+//! ```toml
+//! # mcp.toml in the XDG config folder (or --mcp-config FILE)
+//! [servers.files]
+//! command = "npx"
+//! args = ["-y", "@modelcontextprotocol/server-filesystem", "/home/me/project"]
+//! env = { LOG_LEVEL = "warn" }          # literal values
+//! env_from = { GITHUB_TOKEN = "GH_PAT" } # values read from this process's variables, never echoed
+//! trust = "ask"                          # auto | ask | deny: ask (the default) asks in every mode
+//! tools = { read_text_file = "auto" }    # per tool
+//! deny = ["write_file"]                  # never mounted
+//! startup_timeout_secs = 30
+//! call_timeout_secs = 120
+//! ```
+//!
+//! This step mounts stdio servers, started together at start-up (a slow or broken one is reported
+//! with its reason and never blocks the others). Servers over streamable HTTP, starting on first
+//! use, `list_changed` refreshes and sandboxing the server's process are not done yet.
+
+use std::collections::{BTreeMap, VecDeque};
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use futures::future::BoxFuture;
+use rmcp::ServiceExt as _;
+use rmcp::model::CallToolRequestParams;
+use rmcp::service::{RoleClient, RunningService};
+use serde::Deserialize;
+use serde_json::{Value, json};
+use tokio::io::AsyncBufReadExt as _;
+use tool_core::{
+    ApiSpec, CallContext, ErrorKind, Intervention, InterventionPolicy, Tier, ToolManifest, ToolMeta,
+    ToolOutput, ToolRuntime,
+};
+
+/// How much a mounted tool is trusted.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Trust {
+    /// Runs without asking (the session's deny list and mode still apply).
+    Auto,
+    /// Asks a person before every call, in every mode (headless sessions block it).
+    #[default]
+    Ask,
+    /// Never mounted.
+    Deny,
+}
+
+/// One server.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ServerConfig {
+    /// The program.
+    pub command: String,
+    /// Its arguments.
+    #[serde(default)]
+    pub args: Vec<String>,
+    /// Variables set to these literal values.
+    #[serde(default)]
+    pub env: BTreeMap<String, String>,
+    /// Variables set from this process's variables of these names (secrets stay out of the file).
+    #[serde(default)]
+    pub env_from: BTreeMap<String, String>,
+    /// The folder it starts in.
+    #[serde(default)]
+    pub cwd: Option<PathBuf>,
+    /// Mounted at all.
+    #[serde(default = "yes")]
+    pub enabled: bool,
+    /// How long it may take to start and list its tools.
+    #[serde(default = "thirty")]
+    pub startup_timeout_secs: u64,
+    /// The default timeout of its calls.
+    #[serde(default)]
+    pub call_timeout_secs: Option<u64>,
+    /// The trust of its tools.
+    #[serde(default)]
+    pub trust: Trust,
+    /// The trust of single tools, overriding the server's.
+    #[serde(default)]
+    pub tools: BTreeMap<String, Trust>,
+    /// Only these tools are mounted (all when empty).
+    #[serde(default)]
+    pub allow: Vec<String>,
+    /// These tools are never mounted.
+    #[serde(default)]
+    pub deny: Vec<String>,
+    /// Its calls may run beside each other.
+    #[serde(default = "yes")]
+    pub parallel: bool,
+}
+
+fn yes() -> bool {
+    true
+}
+
+fn thirty() -> u64 {
+    30
+}
+
+/// The configuration file.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct McpConfig {
+    /// Servers by name.
+    #[serde(default)]
+    pub servers: BTreeMap<String, ServerConfig>,
+}
+
+/// Why a server could not be mounted.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum MountError {
+    /// The configuration is not valid.
+    #[error("the MCP configuration is not valid: {0}")]
+    Config(String),
+    /// The server did not start or answer.
+    #[error("MCP server `{server}`: {message}")]
+    Server {
+        /// The server's name.
+        server: String,
+        /// What happened (the command missing, its exit and last lines of stderr, a timeout, a
+        /// protocol error).
+        message: String,
+    },
+    /// A variable named in `env_from` is not set.
+    #[error("MCP server `{server}`: the variable `{variable}` named in env_from is not set")]
+    MissingVariable {
+        /// The server.
+        server: String,
+        /// The variable.
+        variable: String,
+    },
+}
+
+impl McpConfig {
+    /// Parses the TOML text.
+    ///
+    /// # Errors
+    ///
+    /// Invalid TOML or an unknown field.
+    pub fn parse(text: &str) -> Result<Self, MountError> {
+        toml::from_str(text).map_err(|e| MountError::Config(e.to_string()))
+    }
+}
+
+/// A mounted server: its manifest and runtime, ready for a toolbox.
+pub struct Mounted {
+    /// The tool (`mcp-NAME`), one API per mounted MCP tool, named `NAME__TOOL`.
+    pub manifest: ToolManifest,
+    /// Calls go to the server.
+    pub runtime: Arc<dyn ToolRuntime>,
+}
+
+impl std::fmt::Debug for Mounted {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Mounted").field("identifier", &self.manifest.identifier).finish_non_exhaustive()
+    }
+}
+
+/// The most lines of a server's stderr kept to explain a failure.
+const STDERR_LINES: usize = 20;
+
+type Client = RunningService<RoleClient, ()>;
+
+/// A running server and how to start it again.
+struct Connection {
+    name: String,
+    config: ServerConfig,
+    env: Vec<(String, String)>,
+    client: tokio::sync::Mutex<Option<Client>>,
+    stderr: Arc<Mutex<VecDeque<String>>>,
+}
+
+impl Connection {
+    fn stderr_tail(&self) -> String {
+        let lines = self.stderr.lock().unwrap_or_else(|p| p.into_inner());
+        if lines.is_empty() {
+            String::new()
+        } else {
+            format!("; its last stderr lines: {}", lines.iter().cloned().collect::<Vec<_>>().join(" | "))
+        }
+    }
+
+    async fn start(&self) -> Result<Client, String> {
+        let mut command = tokio::process::Command::new(&self.config.command);
+        command.args(&self.config.args).env_clear().kill_on_drop(true);
+        // What a program needs to start, plus what the configuration gives it.
+        for name in ["PATH", "HOME", "LANG", "TERM", "TMPDIR", "USER"] {
+            if let Some(value) = std::env::var_os(name) {
+                command.env(name, value);
+            }
+        }
+        command.envs(self.env.iter().map(|(k, v)| (k, v)));
+        if let Some(cwd) = &self.config.cwd {
+            command.current_dir(cwd);
+        }
+        let (transport, stderr) = rmcp::transport::TokioChildProcess::builder(command)
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .map_err(|e| format!("cannot start `{}`: {e}", self.config.command))?;
+        if let Some(stderr) = stderr {
+            let lines = self.stderr.clone();
+            tokio::spawn(async move {
+                let mut reader = tokio::io::BufReader::new(stderr).lines();
+                while let Ok(Some(line)) = reader.next_line().await {
+                    let mut kept = lines.lock().unwrap_or_else(|p| p.into_inner());
+                    if kept.len() == STDERR_LINES {
+                        kept.pop_front();
+                    }
+                    kept.push_back(line);
+                }
+            });
+        }
+        let timeout = Duration::from_secs(self.config.startup_timeout_secs);
+        match tokio::time::timeout(timeout, ().serve(transport)).await {
+            Ok(Ok(client)) => Ok(client),
+            Ok(Err(error)) => {
+                Err(format!("did not complete the MCP handshake: {error}{}", self.stderr_tail()))
+            }
+            Err(_) => Err(format!(
+                "did not answer within {} s (startup_timeout_secs){}",
+                self.config.startup_timeout_secs,
+                self.stderr_tail()
+            )),
+        }
+    }
+}
+
+/// Starts every enabled server of `config` at once and lists its tools; a server that fails is
+/// reported with its reason and left out, never holding up the others.
+pub async fn mount(
+    config: &McpConfig,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> (Vec<Mounted>, Vec<MountError>) {
+    let mut pending = Vec::new();
+    let mut errors = Vec::new();
+    for (name, server) in config.servers.iter().filter(|(_, s)| s.enabled) {
+        let mut vars: Vec<(String, String)> =
+            server.env.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+        let mut missing = None;
+        for (key, variable) in &server.env_from {
+            match env(variable) {
+                Some(value) => vars.push((key.clone(), value)),
+                None => missing = Some(variable.clone()),
+            }
+        }
+        if let Some(variable) = missing {
+            errors.push(MountError::MissingVariable { server: name.clone(), variable });
+            continue;
+        }
+        let connection = Arc::new(Connection {
+            name: name.clone(),
+            config: server.clone(),
+            env: vars,
+            client: tokio::sync::Mutex::new(None),
+            stderr: Arc::default(),
+        });
+        pending.push(async move {
+            let client = connection
+                .start()
+                .await
+                .map_err(|message| MountError::Server { server: connection.name.clone(), message })?;
+            let tools = client.list_all_tools().await.map_err(|e| MountError::Server {
+                server: connection.name.clone(),
+                message: format!("cannot list its tools: {e}"),
+            })?;
+            let tools: Vec<Value> = tools.iter().filter_map(|t| serde_json::to_value(t).ok()).collect();
+            *connection.client.lock().await = Some(client);
+            Ok(manifest_of(connection, &tools))
+        });
+    }
+    let mut mounted = Vec::new();
+    for result in futures::future::join_all(pending).await {
+        match result {
+            Ok(Some(one)) => mounted.push(one),
+            Ok(None) => {}
+            Err(error) => errors.push(error),
+        }
+    }
+    (mounted, errors)
+}
+
+/// The name the model calls: `server__tool`, in the characters every provider accepts, at most
+/// 64 characters (a long one keeps its end unique with a hash).
+pub fn function_name(server: &str, tool: &str) -> String {
+    let clean = |s: &str| -> String {
+        s.chars().map(|c| if c.is_ascii_alphanumeric() || c == '_' || c == '-' { c } else { '_' }).collect()
+    };
+    let name = format!("{}__{}", clean(server), clean(tool));
+    if name.len() <= 64 {
+        return name;
+    }
+    let mut hash: u32 = 0x811c_9dc5;
+    for byte in name.bytes() {
+        hash ^= u32::from(byte);
+        hash = hash.wrapping_mul(0x0100_0193);
+    }
+    format!("{}_{hash:08x}", &name[..55])
+}
+
+/// The manifest of a server's tools (those its configuration lets in); `None` when none is left.
+fn manifest_of(connection: Arc<Connection>, tools: &[Value]) -> Option<Mounted> {
+    let config = &connection.config;
+    let mut manifest = ToolManifest::new(
+        format!("mcp-{}", connection.name),
+        ToolMeta::new(
+            format!("MCP server {}", connection.name),
+            format!("Tools of the MCP server `{}`", connection.name),
+        ),
+    );
+    let mut names = BTreeMap::new();
+    for tool in tools {
+        let Some(name) = tool.get("name").and_then(Value::as_str) else { continue };
+        if config.deny.iter().any(|d| d == name)
+            || (!config.allow.is_empty() && !config.allow.iter().any(|a| a == name))
+        {
+            continue;
+        }
+        let trust = config.tools.get(name).copied().unwrap_or(config.trust);
+        let intervention = match trust {
+            Trust::Deny => continue,
+            Trust::Auto => Intervention::Never,
+            Trust::Ask => Intervention::Always,
+        };
+        let annotations = tool.get("annotations").cloned().unwrap_or(Value::Null);
+        let hint = |key: &str| annotations.get(key).and_then(Value::as_bool);
+        // What the server says of itself is a hint: read-only only when it says so.
+        let tier = match (hint("readOnlyHint"), hint("destructiveHint")) {
+            (Some(true), _) => Tier::Read,
+            (_, Some(false)) => Tier::Write,
+            _ => Tier::Exec,
+        };
+        let api_name = function_name(&connection.name, name);
+        names.insert(api_name.clone(), name.to_owned());
+        let description = tool.get("description").and_then(Value::as_str).unwrap_or_default();
+        let mut parameters = tool_core::provider::inline_refs(tool.get("inputSchema").unwrap_or(&json!({})));
+        if parameters.get("type").is_none() {
+            parameters["type"] = "object".into();
+        }
+        let mut spec = ApiSpec {
+            name: api_name,
+            description: format!("{description} (MCP server `{}`)", connection.name),
+            parameters,
+            default_timeout_ms: config.call_timeout_secs.map(|s| s * 1000),
+            max_timeout_ms: None,
+            intervention: Some(InterventionPolicy::Fixed(intervention)),
+            tier: tool_core::TierSpec::Fixed(tier),
+            execution: if config.parallel {
+                tool_core::ExecutionMode::Parallel
+            } else {
+                tool_core::ExecutionMode::Sequential
+            },
+            display: tool_core::DisplayControl::default(),
+            path_params: Vec::new(),
+            command_param: None,
+            open_world: hint("openWorldHint").unwrap_or(true),
+        };
+        if spec.open_world {
+            spec = spec.open_world();
+        }
+        manifest.apis.push(spec);
+    }
+    if manifest.apis.is_empty() {
+        return None;
+    }
+    Some(Mounted { manifest, runtime: Arc::new(McpRuntime { connection, names }) })
+}
+
+/// Calls go to the server; a server that died is started again once per call.
+struct McpRuntime {
+    connection: Arc<Connection>,
+    /// API name → the server's own tool name.
+    names: BTreeMap<String, String>,
+}
+
+impl McpRuntime {
+    async fn call(&self, tool: &str, arguments: Value, context: &CallContext) -> ToolOutput {
+        let connection = &self.connection;
+        let arguments = match arguments {
+            Value::Object(map) => map,
+            _ => serde_json::Map::new(),
+        };
+        let mut restarted = false;
+        loop {
+            let mut guard = connection.client.lock().await;
+            if guard.as_ref().is_none_or(|c| c.is_transport_closed()) {
+                if restarted {
+                    return ToolOutput::error(
+                        ErrorKind::Execution,
+                        format!(
+                            "the MCP server `{}` stopped and did not come back{}",
+                            connection.name,
+                            connection.stderr_tail()
+                        ),
+                    );
+                }
+                restarted = true;
+                match connection.start().await {
+                    Ok(client) => *guard = Some(client),
+                    Err(message) => {
+                        return ToolOutput::error(
+                            ErrorKind::Execution,
+                            format!("the MCP server `{}` is not running: {message}", connection.name),
+                        );
+                    }
+                }
+            }
+            let Some(client) = guard.as_ref() else { continue };
+            let peer = client.peer().clone();
+            drop(guard);
+            let request = CallToolRequestParams::new(tool.to_owned()).with_arguments(arguments.clone());
+            let result = tokio::select! {
+                result = peer.call_tool(request) => result,
+                () = context.cancel.cancelled() => {
+                    return ToolOutput::error(ErrorKind::Cancelled, format!("cancelled while `{tool}` ran on the MCP server `{}`", connection.name));
+                }
+            };
+            return match result {
+                Ok(result) => {
+                    output_of(&connection.name, tool, &serde_json::to_value(&result).unwrap_or(Value::Null))
+                }
+                Err(error) if !restarted && peer.is_transport_closed() => {
+                    tracing::warn!(server = %connection.name, %error, "MCP server went away; starting it again");
+                    continue;
+                }
+                Err(error) => ToolOutput::error(
+                    ErrorKind::Execution,
+                    format!(
+                        "the MCP server `{}` failed on `{tool}`: {error}{}",
+                        connection.name,
+                        connection.stderr_tail()
+                    ),
+                ),
+            };
+        }
+    }
+}
+
+impl ToolRuntime for McpRuntime {
+    fn execute<'a>(
+        &'a self,
+        api: &'a str,
+        arguments: Value,
+        context: &'a CallContext,
+    ) -> BoxFuture<'a, ToolOutput> {
+        Box::pin(async move {
+            match self.names.get(api) {
+                Some(tool) => self.call(tool, arguments, context).await,
+                None => ToolOutput::error(
+                    ErrorKind::InvalidArguments,
+                    format!("no tool `{api}` on this MCP server"),
+                ),
+            }
+        })
+    }
+}
+
+/// A `tools/call` result as Toolhost output: its text blocks as the content the model reads
+/// (other blocks named by kind), `isError` as failure, everything in the state.
+fn output_of(server: &str, tool: &str, result: &Value) -> ToolOutput {
+    let mut texts = Vec::new();
+    for block in result.get("content").and_then(Value::as_array).into_iter().flatten() {
+        match block.get("type").and_then(Value::as_str) {
+            Some("text") => {
+                texts.push(block.get("text").and_then(Value::as_str).unwrap_or_default().to_owned())
+            }
+            Some(kind) => texts.push(format!("[{kind} content]")),
+            None => {}
+        }
+    }
+    let mut content = texts.join("\n");
+    if content.is_empty()
+        && let Some(structured) = result.get("structuredContent").filter(|v| !v.is_null())
+    {
+        content = structured.to_string();
+    }
+    let state = json!({
+        "type": "mcp",
+        "server": server,
+        "tool": tool,
+        "content": result.get("content").cloned().unwrap_or(Value::Null),
+        "structured_content": result.get("structuredContent").cloned().unwrap_or(Value::Null),
+    });
+    let failed = result.get("isError").and_then(Value::as_bool).unwrap_or(false);
+    let output =
+        if failed { ToolOutput::error(ErrorKind::Execution, content) } else { ToolOutput::ok(content) };
+    output.with_state(state)
+}
+
+/// Adds mounted servers to a toolbox. An API whose input schema the validator refuses is kept
+/// with a schema that accepts any object (the server still checks its own arguments), and said.
+///
+/// # Errors
+///
+/// A tool identifier that is already in the toolbox.
+pub fn add_to(
+    toolbox: &mut tool_executor::Toolbox,
+    mounted: Vec<Mounted>,
+) -> Result<Vec<String>, tool_executor::ToolboxError> {
+    let mut notes = Vec::new();
+    for Mounted { mut manifest, runtime } in mounted {
+        loop {
+            match toolbox.add_tool(manifest.clone(), runtime.clone()) {
+                Ok(()) => break,
+                Err(tool_executor::ToolboxError::Schema { api, message, .. }) => {
+                    let Some(spec) = manifest.apis.iter_mut().find(|a| a.name == api) else { break };
+                    notes.push(format!(
+                        "{api}: its input schema is not valid ({message}); any object is accepted"
+                    ));
+                    spec.parameters = json!({ "type": "object" });
+                }
+                Err(other) => return Err(other),
+            }
+        }
+    }
+    Ok(notes)
+}
