@@ -4,6 +4,7 @@
 //! and the journal view), `broker` (questions to the screen) and `vt` (a VT100-emulated terminal for tests and benchmarks).
 
 pub mod broker;
+pub mod highlight;
 pub mod panes;
 pub mod run;
 pub mod state;

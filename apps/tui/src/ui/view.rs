@@ -542,6 +542,14 @@ fn block_lines(block: &CardBlock) -> Vec<Line<'static>> {
                 ])
             })
             .collect(),
+        CardBlock::Code { text, language: Some(language) } => text
+            .lines()
+            .map(|l| {
+                let mut line = super::highlight::line(language, l);
+                line.spans.insert(0, Span::raw("  "));
+                line
+            })
+            .collect(),
         CardBlock::Code { text, .. } => {
             text.lines().map(|l| indent(l, Style::default().fg(Color::Gray))).collect()
         }
@@ -600,15 +608,19 @@ fn block_lines(block: &CardBlock) -> Vec<Line<'static>> {
 /// `` `code` `` spans.
 pub fn markdown(text: &str) -> Vec<Line<'static>> {
     let mut lines = Vec::new();
-    let mut in_code = false;
+    // The language of the fenced block we are in, if any ("" for a fence without one).
+    let mut code: Option<String> = None;
     for raw in text.lines() {
-        if raw.trim_start().starts_with("```") {
-            in_code = !in_code;
+        if let Some(fence) = raw.trim_start().strip_prefix("```") {
+            code = match code {
+                Some(_) => None,
+                None => Some(fence.trim().to_owned()),
+            };
             lines.push(Line::styled(raw.to_owned(), Style::default().add_modifier(Modifier::DIM)));
             continue;
         }
-        if in_code {
-            lines.push(Line::styled(raw.to_owned(), Style::default().fg(Color::LightYellow)));
+        if let Some(language) = &code {
+            lines.push(super::highlight::line(language, raw));
         } else if let Some(heading) = raw.strip_prefix('#') {
             lines.push(Line::styled(
                 heading.trim_start_matches('#').trim().to_owned(),
