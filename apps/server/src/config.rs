@@ -221,6 +221,11 @@ pub struct ServeArgs {
     /// rule-list syntax of manifests. A denied call never runs, in any mode.
     #[arg(long, env = "TOOLHOST_DENY_RULES_FILE")]
     pub deny_rules_file: Option<PathBuf>,
+    /// MCP servers to mount as tools (TOML: `[servers.NAME]` with command, args, trust…; see the
+    /// README). Each becomes the tool `mcp-NAME`, offered to every tenant, its calls through the
+    /// same approvals, timeouts and journal; a server that cannot start is logged and left out.
+    #[arg(long, env = "TOOLHOST_MCP_CONFIG")]
+    pub mcp_config: Option<PathBuf>,
     /// Let agent keys decide approvals (by default only approver and person keys may).
     #[arg(long, env = "TOOLHOST_AGENT_KEYS_DECIDE")]
     pub agent_keys_decide: bool,

@@ -274,7 +274,7 @@ impl AppState {
     pub async fn build(args: ServeArgs) -> anyhow::Result<Arc<Self>> {
         let keys = args.keys()?;
         args.validate(&keys)?;
-        let tools = enabled_tools(&args)?;
+        let mut tools = enabled_tools(&args)?;
         let database_url = args.database_url()?;
         // Where the journal lives, without the credentials a Postgres URL may carry.
         let journal_at = database_url.split('@').next_back().unwrap_or("").to_owned();
@@ -354,6 +354,31 @@ impl AppState {
         }
         for (name, audit) in builtin_tools::audits() {
             toolbox.add_audit(*name, *audit);
+        }
+        if let Some(path) = &args.mcp_config {
+            let text =
+                std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+            let config =
+                mcp::client::McpConfig::parse(&text).with_context(|| format!("in {}", path.display()))?;
+            let env = |name: &str| std::env::var(name).ok();
+            let (mounted, errors) = mcp::client::mount(&config, &env).await;
+            for error in errors {
+                tracing::warn!(%error, "MCP server not mounted");
+            }
+            let mounted: Vec<mcp::client::Mounted> = mounted
+                .into_iter()
+                .map(|m| {
+                    let id = m.manifest.identifier.clone();
+                    tracing::info!(tool = %id, apis = m.manifest.apis.len(), "MCP server mounted");
+                    tools.push(id.clone());
+                    let runtime: Arc<dyn tool_core::ToolRuntime> =
+                        Arc::new(Routed::new(id, m.runtime, devices.clone(), limits.clone()));
+                    mcp::client::Mounted { manifest: m.manifest, runtime }
+                })
+                .collect();
+            for note in mcp::client::add_to(&mut toolbox, mounted)? {
+                tracing::warn!(%note, "MCP tool schema replaced");
+            }
         }
         let broker = Arc::new(LocalBroker::new());
         let executor = Executor::builder(Arc::new(toolbox))

