@@ -160,3 +160,81 @@ fn names_fit_the_providers_rule() {
     let bad = mcp::client::McpConfig::parse("[servers.x]\ncomand = \"npx\"\n").unwrap_err();
     assert!(bad.to_string().contains("comand"), "{bad}");
 }
+
+/// A small Python SDK server over streamable HTTP, stopped when dropped.
+struct PythonServer(std::process::Child, u16);
+
+impl PythonServer {
+    fn start() -> Self {
+        let venv = node_modules().join("../../venv/bin/python");
+        let port = test_support::free_port();
+        let mut child = std::process::Command::new(venv)
+            .arg(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/interop/adder_server.py"))
+            .arg(port.to_string())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        for _ in 0..200 {
+            if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
+                return Self(child, port);
+            }
+            std::thread::sleep(std::time::Duration::from_millis(100));
+        }
+        let _ = child.kill();
+        let _ = child.wait();
+        panic!("the Python MCP server did not listen on {port}");
+    }
+}
+
+impl Drop for PythonServer {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_over_streamable_http_is_mounted_too() {
+    let python = tokio::task::spawn_blocking(PythonServer::start).await.unwrap();
+    let text = format!(
+        "[servers.adder]\nurl = \"http://127.0.0.1:{}/mcp\"\ntrust = \"auto\"\nbearer_from = \"ADDER_TOKEN\"\n\n\
+         [servers.nobody]\nurl = \"http://127.0.0.1:{}/mcp\"\nstartup_timeout_secs = 5\n",
+        python.1,
+        test_support::free_port()
+    );
+    let config = mcp::client::McpConfig::parse(&text).unwrap();
+    let env = |name: &str| (name == "ADDER_TOKEN").then(|| "not-checked-here".to_owned());
+    let (mounted, errors) = mcp::client::mount(&config, &env).await;
+    assert_eq!(errors.len(), 1, "{errors:?}");
+    assert!(errors[0].to_string().contains("`nobody`"), "{}", errors[0]);
+    let mut toolbox = tool_executor::Toolbox::new();
+    mcp::client::add_to(&mut toolbox, mounted).unwrap();
+    let executor = Executor::builder(Arc::new(toolbox)).build();
+    let folder = tempfile::tempdir().unwrap();
+    let session = executor.open_session(SessionConfig {
+        id: "http-mount".into(),
+        tenant: "local".into(),
+        working_directory: Some(folder.path().to_owned()),
+        policy: SessionPolicy { mode: ApprovalMode::Headless, no_person: true, ..SessionPolicy::default() },
+        ..SessionConfig::default()
+    });
+    let sum = call(&executor, &session, "a1", "adder__add", json!({ "a": 2, "b": 3 })).await;
+    assert_eq!(sum.status, journal::AttemptStatus::Executed, "{sum:?}");
+    assert_eq!(sum.output.content.trim(), "5");
+    let failed =
+        call(&executor, &session, "f1", "adder__fail", json!({ "reason": "the disk is full" })).await;
+    assert_eq!(failed.status, journal::AttemptStatus::Failed, "{failed:?}");
+    // `isError` is a failed call carrying the server's own message (this SDK does not pass the
+    // exception's text on).
+    assert!(failed.output.content.contains("Error executing tool fail"), "{failed:?}");
+    // A missing bearer variable is named, and nothing is started.
+    let config = mcp::client::McpConfig::parse(
+        "[servers.x]\nurl = \"http://127.0.0.1:1/mcp\"\nbearer_from = \"NOPE\"\n",
+    )
+    .unwrap();
+    let (_, errors) = mcp::client::mount(&config, &|_| None).await;
+    assert!(errors[0].to_string().contains("`NOPE`"), "{}", errors[0]);
+    assert!(mcp::client::McpConfig::parse("[servers.x]\nurl = \"http://a\"\ncommand = \"b\"\n").is_err());
+    drop(python);
+}

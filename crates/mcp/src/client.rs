@@ -16,9 +16,12 @@
 //! call_timeout_secs = 120
 //! ```
 //!
-//! This step mounts stdio servers, started together at start-up (a slow or broken one is reported
-//! with its reason and never blocks the others). Servers over streamable HTTP, starting on first
-//! use, `list_changed` refreshes and sandboxing the server's process are not done yet.
+//! A server over streamable HTTP instead: `url = "https://…/mcp"`, `headers = { … }`,
+//! `bearer_from = "VARIABLE"`.
+//!
+//! Servers are started together at start-up (a slow or broken one is reported with its reason and
+//! never blocks the others). Starting on first use, `list_changed` refreshes and sandboxing a stdio
+//! server's process are not done yet.
 
 use std::collections::{BTreeMap, VecDeque};
 use std::path::PathBuf;
@@ -50,12 +53,23 @@ pub enum Trust {
     Deny,
 }
 
-/// One server.
+/// One server: a program spoken to over stdio (`command`), or a URL spoken to over streamable
+/// HTTP (`url`).
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ServerConfig {
-    /// The program.
+    /// The program (stdio).
+    #[serde(default)]
     pub command: String,
+    /// The server's URL (streamable HTTP), instead of a command.
+    #[serde(default)]
+    pub url: Option<String>,
+    /// Headers sent to an HTTP server, literal.
+    #[serde(default)]
+    pub headers: BTreeMap<String, String>,
+    /// The variable holding an HTTP server's bearer token (never written in the file).
+    #[serde(default)]
+    pub bearer_from: Option<String>,
     /// Its arguments.
     #[serde(default)]
     pub args: Vec<String>,
@@ -143,7 +157,15 @@ impl McpConfig {
     ///
     /// Invalid TOML or an unknown field.
     pub fn parse(text: &str) -> Result<Self, MountError> {
-        toml::from_str(text).map_err(|e| MountError::Config(e.to_string()))
+        let config: Self = toml::from_str(text).map_err(|e| MountError::Config(e.to_string()))?;
+        for (name, server) in &config.servers {
+            if server.command.is_empty() == server.url.is_none() {
+                return Err(MountError::Config(format!(
+                    "server `{name}` needs either `command` or `url`, not both"
+                )));
+            }
+        }
+        Ok(config)
     }
 }
 
@@ -171,6 +193,7 @@ struct Connection {
     name: String,
     config: ServerConfig,
     env: Vec<(String, String)>,
+    bearer: Option<String>,
     client: tokio::sync::Mutex<Option<Client>>,
     stderr: Arc<Mutex<VecDeque<String>>>,
 }
@@ -186,6 +209,32 @@ impl Connection {
     }
 
     async fn start(&self) -> Result<Client, String> {
+        let timeout = Duration::from_secs(self.config.startup_timeout_secs);
+        if let Some(url) = &self.config.url {
+            use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+            let mut headers = std::collections::HashMap::new();
+            for (name, value) in &self.config.headers {
+                let name =
+                    http::HeaderName::try_from(name.as_str()).map_err(|e| format!("header `{name}`: {e}"))?;
+                let value = http::HeaderValue::try_from(value.as_str())
+                    .map_err(|e| format!("header `{name}`: {e}"))?;
+                headers.insert(name, value);
+            }
+            let mut config =
+                StreamableHttpClientTransportConfig::with_uri(url.as_str()).custom_headers(headers);
+            if let Some(token) = &self.bearer {
+                config = config.auth_header(token.clone());
+            }
+            let transport = rmcp::transport::StreamableHttpClientTransport::from_config(config);
+            return match tokio::time::timeout(timeout, ().serve(transport)).await {
+                Ok(Ok(client)) => Ok(client),
+                Ok(Err(error)) => Err(format!("{url} did not complete the MCP handshake: {error}")),
+                Err(_) => Err(format!(
+                    "{url} did not answer within {} s (startup_timeout_secs)",
+                    self.config.startup_timeout_secs
+                )),
+            };
+        }
         let mut command = tokio::process::Command::new(&self.config.command);
         command.args(&self.config.args).env_clear().kill_on_drop(true);
         // What a program needs to start, plus what the configuration gives it.
@@ -215,7 +264,6 @@ impl Connection {
                 }
             });
         }
-        let timeout = Duration::from_secs(self.config.startup_timeout_secs);
         match tokio::time::timeout(timeout, ().serve(transport)).await {
             Ok(Ok(client)) => Ok(client),
             Ok(Err(error)) => {
@@ -248,6 +296,16 @@ pub async fn mount(
                 None => missing = Some(variable.clone()),
             }
         }
+        let bearer = match &server.bearer_from {
+            Some(variable) => match env(variable) {
+                Some(token) => Some(token),
+                None => {
+                    missing = Some(variable.clone());
+                    None
+                }
+            },
+            None => None,
+        };
         if let Some(variable) = missing {
             errors.push(MountError::MissingVariable { server: name.clone(), variable });
             continue;
@@ -256,6 +314,7 @@ pub async fn mount(
             name: name.clone(),
             config: server.clone(),
             env: vars,
+            bearer,
             client: tokio::sync::Mutex::new(None),
             stderr: Arc::default(),
         });
