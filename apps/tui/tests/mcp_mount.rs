@@ -219,6 +219,18 @@ async fn a_server_over_streamable_http_is_mounted_too() {
         policy: SessionPolicy { mode: ApprovalMode::Headless, no_person: true, ..SessionPolicy::default() },
         ..SessionConfig::default()
     });
+    // The server's progress notifications arrive as the call's progress events.
+    let mut events = session.subscribe();
+    let counted = call(&executor, &session, "c1", "adder__count", json!({ "n": 3 })).await;
+    assert_eq!(counted.output.content, "counted to 3", "{counted:?}");
+    let mut steps = Vec::new();
+    while let Ok(event) = events.try_recv() {
+        if let tool_executor::Event::Progress { call_id, progress } = event {
+            assert_eq!(call_id, "c1");
+            steps.push((progress.message.unwrap_or_default(), progress.fraction));
+        }
+    }
+    assert_eq!(steps.last(), Some(&("step 3 of 3".to_owned(), Some(1.0))), "{steps:?}");
     let sum = call(&executor, &session, "a1", "adder__add", json!({ "a": 2, "b": 3 })).await;
     assert_eq!(sum.status, journal::AttemptStatus::Executed, "{sum:?}");
     assert_eq!(sum.output.content.trim(), "5");

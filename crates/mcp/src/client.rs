@@ -186,7 +186,38 @@ impl std::fmt::Debug for Mounted {
 /// The most lines of a server's stderr kept to explain a failure.
 const STDERR_LINES: usize = 20;
 
-type Client = RunningService<RoleClient, ()>;
+type Client = RunningService<RoleClient, Progress>;
+
+/// The client side of a connection: routes the server's progress notifications to the running
+/// call whose token they carry, as that call's progress events.
+#[derive(Clone, Default)]
+struct Progress {
+    sinks: Arc<Mutex<std::collections::HashMap<String, tool_core::ProgressSink>>>,
+}
+
+fn token_key(token: &rmcp::model::ProgressToken) -> String {
+    serde_json::to_string(token).unwrap_or_default()
+}
+
+impl rmcp::ClientHandler for Progress {
+    async fn on_progress(
+        &self,
+        params: rmcp::model::ProgressNotificationParam,
+        _context: rmcp::service::NotificationContext<RoleClient>,
+    ) {
+        let sink = self
+            .sinks
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(&token_key(&params.progress_token))
+            .cloned();
+        if let Some(sink) = sink {
+            let fraction =
+                params.total.filter(|t| *t > 0.0).map(|t| (params.progress / t).clamp(0.0, 1.0) as f32);
+            sink.send(tool_core::Progress { message: params.message, fraction, output: None });
+        }
+    }
+}
 
 /// A running server and how to start it again.
 struct Connection {
@@ -194,6 +225,7 @@ struct Connection {
     config: ServerConfig,
     env: Vec<(String, String)>,
     bearer: Option<String>,
+    progress: Progress,
     client: tokio::sync::Mutex<Option<Client>>,
     stderr: Arc<Mutex<VecDeque<String>>>,
 }
@@ -226,7 +258,7 @@ impl Connection {
                 config = config.auth_header(token.clone());
             }
             let transport = rmcp::transport::StreamableHttpClientTransport::from_config(config);
-            return match tokio::time::timeout(timeout, ().serve(transport)).await {
+            return match tokio::time::timeout(timeout, self.progress.clone().serve(transport)).await {
                 Ok(Ok(client)) => Ok(client),
                 Ok(Err(error)) => Err(format!("{url} did not complete the MCP handshake: {error}")),
                 Err(_) => Err(format!(
@@ -264,7 +296,7 @@ impl Connection {
                 }
             });
         }
-        match tokio::time::timeout(timeout, ().serve(transport)).await {
+        match tokio::time::timeout(timeout, self.progress.clone().serve(transport)).await {
             Ok(Ok(client)) => Ok(client),
             Ok(Err(error)) => {
                 Err(format!("did not complete the MCP handshake: {error}{}", self.stderr_tail()))
@@ -315,6 +347,7 @@ pub async fn mount(
             config: server.clone(),
             env: vars,
             bearer,
+            progress: Progress::default(),
             client: tokio::sync::Mutex::new(None),
             stderr: Arc::default(),
         });
@@ -471,13 +504,61 @@ impl McpRuntime {
             let Some(client) = guard.as_ref() else { continue };
             let peer = client.peer().clone();
             drop(guard);
-            let request = CallToolRequestParams::new(tool.to_owned()).with_arguments(arguments.clone());
-            let result = tokio::select! {
-                result = peer.call_tool(request) => result,
-                () = context.cancel.cancelled() => {
-                    return ToolOutput::error(ErrorKind::Cancelled, format!("cancelled while `{tool}` ran on the MCP server `{}`", connection.name));
+            let params = CallToolRequestParams::new(tool.to_owned()).with_arguments(arguments.clone());
+            let request =
+                rmcp::model::ClientRequest::CallToolRequest(rmcp::model::CallToolRequest::new(params));
+            let handle = match peer
+                .send_request_with_option(request, rmcp::service::PeerRequestOptions::no_options())
+                .await
+            {
+                Ok(handle) => handle,
+                Err(error) if !restarted && peer.is_transport_closed() => {
+                    tracing::warn!(server = %connection.name, %error, "MCP server went away; starting it again");
+                    continue;
+                }
+                Err(error) => {
+                    return ToolOutput::error(
+                        ErrorKind::Execution,
+                        format!(
+                            "the MCP server `{}` failed on `{tool}`: {error}{}",
+                            connection.name,
+                            connection.stderr_tail()
+                        ),
+                    );
                 }
             };
+            // The server's progress notifications for this call (rmcp gave it its token) become
+            // the call's progress events.
+            let key = token_key(&handle.progress_token);
+            let request_id = handle.id.clone();
+            connection
+                .progress
+                .sinks
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .insert(key.clone(), context.progress.clone());
+            let result = tokio::select! {
+                result = handle.await_response() => Some(result),
+                () = context.cancel.cancelled() => None,
+            };
+            connection.progress.sinks.lock().unwrap_or_else(|p| p.into_inner()).remove(&key);
+            let Some(result) = result else {
+                // Tell the server, so it can stop the work.
+                let _ = peer
+                    .notify_cancelled(rmcp::model::CancelledNotificationParam::new(
+                        Some(request_id),
+                        Some("cancelled by the person or the deadline".into()),
+                    ))
+                    .await;
+                return ToolOutput::error(
+                    ErrorKind::Cancelled,
+                    format!("cancelled while `{tool}` ran on the MCP server `{}`", connection.name),
+                );
+            };
+            let result = result.and_then(|response| match response {
+                rmcp::model::ServerResult::CallToolResult(result) => Ok(result),
+                _ => Err(rmcp::ServiceError::UnexpectedResponse),
+            });
             return match result {
                 Ok(result) => {
                     output_of(&connection.name, tool, &serde_json::to_value(&result).unwrap_or(Value::Null))

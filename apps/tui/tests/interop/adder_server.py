@@ -3,9 +3,10 @@
 python adder_server.py PORT
 """
 
+import asyncio
 import sys
 
-from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver import Context, MCPServer
 
 server = MCPServer("adder")
 
@@ -14,6 +15,15 @@ server = MCPServer("adder")
 def add(a: int, b: int) -> int:
     """Add two whole numbers."""
     return a + b
+
+
+@server.tool()
+async def count(n: int, ctx: Context) -> str:
+    """Count to n, reporting progress at each step."""
+    for i in range(1, n + 1):
+        await ctx.report_progress(i, n, f"step {i} of {n}")
+        await asyncio.sleep(0.05)
+    return f"counted to {n}"
 
 
 @server.tool()
