@@ -151,6 +151,28 @@ async fn a_mounted_server_is_a_tool_like_any_other() {
 }
 
 #[test]
+fn third_party_schemas_are_made_fit() {
+    let schema = json!({
+        "properties": {
+            "mode": { "const": "fast" },
+            "tags": { "items": { "enum": ["a", "b"] } },
+            "node": { "$ref": "#/$defs/Node" },
+            "remote": { "$ref": "https://example.com/schema.json", "description": "kept" },
+        },
+        "$defs": { "Node": { "properties": { "next": { "$ref": "#/$defs/Node" } } } },
+    });
+    let fit = mcp::client::sanitise(&schema);
+    assert_eq!(fit["type"], "object");
+    assert_eq!(fit["properties"]["mode"], json!({ "enum": ["fast"], "type": "string" }));
+    assert_eq!(fit["properties"]["tags"]["type"], "array");
+    assert_eq!(fit["properties"]["tags"]["items"]["type"], "string");
+    assert_eq!(fit["properties"]["node"]["type"], "object", "a cycle is cut: {fit}");
+    assert_eq!(fit["properties"]["remote"], json!({ "description": "kept" }), "nothing is fetched");
+    assert!(!fit.to_string().contains("$ref"));
+    assert_eq!(mcp::client::sanitise(&json!(true))["type"], "object");
+}
+
+#[test]
 fn names_fit_the_providers_rule() {
     assert_eq!(mcp::client::function_name("files", "read_text_file"), "files__read_text_file");
     assert_eq!(mcp::client::function_name("my.server", "do it"), "my_server__do_it");

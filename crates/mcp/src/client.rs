@@ -394,6 +394,55 @@ pub fn function_name(server: &str, tool: &str) -> String {
     format!("{}_{hash:08x}", &name[..55])
 }
 
+/// A server's input schema made fit for every provider and the validator: local `$ref`s inlined
+/// (cycles cut to an object), references elsewhere dropped (nothing is fetched), `const` as a
+/// one-value `enum`, missing types inferred (`properties` → object, `items` → array, an `enum` of
+/// strings → string), and an object at the root.
+pub fn sanitise(schema: &Value) -> Value {
+    fn walk(node: &mut Value) {
+        match node {
+            Value::Object(map) => {
+                if map.get("$ref").is_some() {
+                    map.remove("$ref");
+                }
+                if let Some(value) = map.remove("const") {
+                    map.entry("enum").or_insert_with(|| Value::Array(vec![value]));
+                }
+                if !map.contains_key("type") && !map.contains_key("anyOf") && !map.contains_key("oneOf") {
+                    let inferred = if map.contains_key("properties") {
+                        Some("object")
+                    } else if map.contains_key("items") {
+                        Some("array")
+                    } else if map
+                        .get("enum")
+                        .and_then(Value::as_array)
+                        .is_some_and(|v| v.iter().all(Value::is_string))
+                    {
+                        Some("string")
+                    } else {
+                        None
+                    };
+                    if let Some(kind) = inferred {
+                        map.insert("type".into(), kind.into());
+                    }
+                }
+                map.values_mut().for_each(walk);
+            }
+            Value::Array(items) => items.iter_mut().for_each(walk),
+            _ => {}
+        }
+    }
+    let mut out = tool_core::provider::inline_refs(schema);
+    walk(&mut out);
+    if !out.is_object() {
+        out = json!({});
+    }
+    if out.get("type").is_none() {
+        out["type"] = "object".into();
+    }
+    out
+}
+
 /// The manifest of a server's tools (those its configuration lets in); `None` when none is left.
 fn manifest_of(connection: Arc<Connection>, tools: &[Value]) -> Option<Mounted> {
     let config = &connection.config;
@@ -429,10 +478,7 @@ fn manifest_of(connection: Arc<Connection>, tools: &[Value]) -> Option<Mounted> 
         let api_name = function_name(&connection.name, name);
         names.insert(api_name.clone(), name.to_owned());
         let description = tool.get("description").and_then(Value::as_str).unwrap_or_default();
-        let mut parameters = tool_core::provider::inline_refs(tool.get("inputSchema").unwrap_or(&json!({})));
-        if parameters.get("type").is_none() {
-            parameters["type"] = "object".into();
-        }
+        let parameters = sanitise(tool.get("inputSchema").unwrap_or(&json!({})));
         let mut spec = ApiSpec {
             name: api_name,
             description: format!("{description} (MCP server `{}`)", connection.name),
