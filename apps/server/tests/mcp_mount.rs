@@ -4,21 +4,13 @@
 
 mod common;
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use common::{TestServer, workspace};
 use serde_json::{Value, json};
 
 fn node_modules() -> PathBuf {
-    let dir = std::env::var_os("TOOLHOST_INTEROP_DIR")
-        .map_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target/interop"), PathBuf::from);
-    let modules = dir.join("node/node_modules");
-    assert!(
-        modules.join("@modelcontextprotocol/server-filesystem").exists(),
-        "the MCP interop tools are not installed in {}: run `bash .ci/interop-tools.sh` (cargo xtask test does)",
-        dir.display()
-    );
-    modules
+    test_support::interop_dir().join("node/node_modules")
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

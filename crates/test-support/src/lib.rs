@@ -209,3 +209,21 @@ impl Drop for RedisServer {
         let _ = self.child.wait();
     }
 }
+
+/// The folder of the pinned third-party tools the interop tests run (`.ci/interop-tools.sh`
+/// installs them; `cargo xtask test` runs it first and names the folder in
+/// `TOOLHOST_INTEROP_DIR`; default `target/interop` of this workspace).
+///
+/// # Panics
+///
+/// When the tools are not installed, saying how to install them.
+pub fn interop_dir() -> PathBuf {
+    let dir = std::env::var_os("TOOLHOST_INTEROP_DIR")
+        .map_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target/interop"), PathBuf::from);
+    assert!(
+        dir.join("venv/bin/python").exists() && dir.join("node/node_modules").exists(),
+        "the interop tools are not installed in {}: run `bash .ci/interop-tools.sh` (cargo xtask test does)",
+        dir.display()
+    );
+    dir
+}
