@@ -59,19 +59,48 @@ impl Provider {
 
 /// An OpenAI strict function tool: `{type: "function", function: {name, description, strict,
 /// parameters}}`.
+///
+/// Strict mode needs every object closed with all its properties listed; a schema with an open
+/// map (an object without properties, `additionalProperties` that is not `false`, or
+/// `patternProperties` — common in third-party MCP tools) cannot say what it means in strict
+/// mode, so it is declared with `strict: false` and its schema as it is.
 pub fn openai_function(name: &str, description: &str, schema: &Value) -> Value {
     let mut parameters = inline_refs(schema);
     strip_root(&mut parameters);
-    openai_strict(&mut parameters);
+    let strict = strict_compatible(&parameters, true);
+    if strict {
+        openai_strict(&mut parameters);
+    } else {
+        walk(&mut parameters, &mut drop_numeric_formats);
+    }
     json!({
         "type": "function",
         "function": {
             "name": name,
             "description": description,
-            "strict": true,
+            "strict": strict,
             "parameters": parameters,
         }
     })
+}
+
+/// Whether strict mode can express `schema`: no open maps anywhere (the root may have no
+/// properties at all: a call without arguments).
+fn strict_compatible(schema: &Value, root: bool) -> bool {
+    match schema {
+        Value::Object(node) => {
+            let is_object = node.get("type") == Some(&json!("object"));
+            let open = node.contains_key("patternProperties")
+                || node.get("additionalProperties").is_some_and(|a| a != &Value::Bool(false))
+                || (is_object && !root && !node.contains_key("properties"));
+            !open
+                && node
+                    .iter()
+                    .all(|(key, value)| key == "enum" || key == "const" || strict_compatible(value, false))
+        }
+        Value::Array(items) => items.iter().all(|item| strict_compatible(item, false)),
+        _ => true,
+    }
 }
 
 /// An Anthropic tool: `{name, description, input_schema}`.
@@ -466,6 +495,30 @@ fn check_node(node: &Value, path: &str, depth: usize, problems: &mut Vec<String>
         for (i, option) in options.iter().enumerate() {
             check_node(option, &format!("{path}.anyOf[{i}]"), depth + 1, problems);
         }
+    }
+}
+
+#[cfg(test)]
+mod strict_tests {
+    use super::*;
+
+    #[test]
+    fn open_maps_are_declared_without_strict_mode() {
+        let closed =
+            json!({ "type": "object", "properties": { "path": { "type": "string" } }, "required": ["path"] });
+        assert_eq!(openai_function("read", "", &closed)["function"]["strict"], true);
+        let map = json!({ "type": "object", "properties": { "env": { "type": "object", "additionalProperties": { "type": "string" } } } });
+        let declared = openai_function("run", "", &map);
+        assert_eq!(declared["function"]["strict"], false);
+        assert_eq!(
+            declared["function"]["parameters"]["properties"]["env"]["additionalProperties"],
+            json!({ "type": "string" }),
+            "the map stays a map"
+        );
+        let free = json!({ "type": "object", "properties": { "data": { "type": "object" } } });
+        assert_eq!(openai_function("put", "", &free)["function"]["strict"], false);
+        let no_arguments = json!({ "type": "object" });
+        assert_eq!(openai_function("ping", "", &no_arguments)["function"]["strict"], true);
     }
 }
 
