@@ -65,6 +65,7 @@ fn run() -> Result<()> {
                 ("toolhost-server", "load"),
                 ("toolhost-server", "mcp"),
                 ("toolhost", "frame"),
+                ("toolhost", "mcp_mount"),
             ] {
                 let mut command = cargo(&root);
                 command.env("TOOLHOST_INTEROP_DIR", &interop);
