@@ -283,7 +283,7 @@ impl Connection {
             .stderr(std::process::Stdio::piped())
             .spawn()
             .map_err(|e| format!("cannot start `{}`: {e}", self.config.command))?;
-        if let Some(stderr) = stderr {
+        let reader = stderr.map(|stderr| {
             let lines = self.stderr.clone();
             tokio::spawn(async move {
                 let mut reader = tokio::io::BufReader::new(stderr).lines();
@@ -294,11 +294,16 @@ impl Connection {
                     }
                     kept.push_back(line);
                 }
-            });
-        }
+            })
+        });
         match tokio::time::timeout(timeout, self.progress.clone().serve(transport)).await {
             Ok(Ok(client)) => Ok(client),
             Ok(Err(error)) => {
+                // A server that failed has usually said why on stderr as it exited: that is read
+                // to its end (briefly) before the failure is told.
+                if let Some(reader) = reader {
+                    let _ = tokio::time::timeout(Duration::from_secs(1), reader).await;
+                }
                 Err(format!("did not complete the MCP handshake: {error}{}", self.stderr_tail()))
             }
             Err(_) => Err(format!(
