@@ -365,17 +365,12 @@ impl AppState {
             for error in errors {
                 tracing::warn!(%error, "MCP server not mounted");
             }
-            let mounted: Vec<mcp::client::Mounted> = mounted
-                .into_iter()
-                .map(|m| {
-                    let id = m.manifest.identifier.clone();
-                    tracing::info!(tool = %id, apis = m.manifest.apis.len(), "MCP server mounted");
-                    tools.push(id.clone());
-                    let runtime: Arc<dyn tool_core::ToolRuntime> =
-                        Arc::new(Routed::new(id, m.runtime, devices.clone(), limits.clone()));
-                    mcp::client::Mounted { manifest: m.manifest, runtime }
-                })
-                .collect();
+            // A mounted server runs beside this process, never on a device: its runtime is not
+            // routed (a device offers only its own tools).
+            for m in &mounted {
+                tracing::info!(tool = %m.manifest.identifier, apis = m.manifest.apis.len(), "MCP server mounted");
+                tools.push(m.manifest.identifier.clone());
+            }
             for note in mcp::client::add_to(&mut toolbox, mounted)? {
                 tracing::warn!(%note, "MCP tool schema replaced");
             }

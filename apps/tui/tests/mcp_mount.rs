@@ -161,13 +161,31 @@ fn third_party_schemas_are_made_fit() {
     assert_eq!(fit["properties"]["node"]["type"], "object", "a cycle is cut: {fit}");
     assert_eq!(fit["properties"]["remote"], json!({ "description": "kept" }), "nothing is fetched");
     assert!(!fit.to_string().contains("$ref"));
+    // Property names and values are not schemas: they stay as they are.
+    let names = json!({
+        "type": "object",
+        "properties": {
+            "items": { "type": "string" },
+            "properties": { "type": "string", "enum": ["a"], "default": { "const": 1 } },
+        },
+    });
+    let fit = mcp::client::sanitise(&names);
+    assert_eq!(fit["properties"]["items"], json!({ "type": "string" }));
+    assert_eq!(fit["properties"]["properties"]["default"], json!({ "const": 1 }));
+    assert!(fit["properties"].get("type").is_none(), "{fit}");
     assert_eq!(mcp::client::sanitise(&json!(true))["type"], "object");
 }
 
 #[test]
 fn names_fit_the_providers_rule() {
     assert_eq!(mcp::client::function_name("files", "read_text_file"), "files__read_text_file");
-    assert_eq!(mcp::client::function_name("my.server", "do it"), "my_server__do_it");
+    let cleaned = mcp::client::function_name("my.server", "do it");
+    assert!(cleaned.starts_with("my_server__do_it_") && cleaned.len() <= 64, "{cleaned}");
+    assert_ne!(
+        mcp::client::function_name("s", "get.user"),
+        mcp::client::function_name("s", "get_user"),
+        "names that clean alike stay apart"
+    );
     let long = mcp::client::function_name(&"s".repeat(40), &"t".repeat(40));
     assert_eq!(long.len(), 64);
     assert_ne!(long, mcp::client::function_name(&"s".repeat(40), &"t".repeat(41)), "still unique");

@@ -242,7 +242,9 @@ impl Connection {
 
     async fn start(&self) -> Result<Client, String> {
         let timeout = Duration::from_secs(self.config.startup_timeout_secs);
-        if let Some(url) = &self.config.url {
+        if let Some(full) = &self.config.url {
+            // Messages name the URL without its query (which may carry a key).
+            let url = full.split('?').next().unwrap_or(full);
             use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
             let mut headers = std::collections::HashMap::new();
             for (name, value) in &self.config.headers {
@@ -253,7 +255,7 @@ impl Connection {
                 headers.insert(name, value);
             }
             let mut config =
-                StreamableHttpClientTransportConfig::with_uri(url.as_str()).custom_headers(headers);
+                StreamableHttpClientTransportConfig::with_uri(full.as_str()).custom_headers(headers);
             if let Some(token) = &self.bearer {
                 config = config.auth_header(token.clone());
             }
@@ -287,7 +289,15 @@ impl Connection {
             let lines = self.stderr.clone();
             tokio::spawn(async move {
                 let mut reader = tokio::io::BufReader::new(stderr).lines();
-                while let Ok(Some(line)) = reader.next_line().await {
+                while let Ok(Some(mut line)) = reader.next_line().await {
+                    if line.len() > 300 {
+                        let mut cut = 300;
+                        while !line.is_char_boundary(cut) {
+                            cut -= 1;
+                        }
+                        line.truncate(cut);
+                        line.push('…');
+                    }
                     let mut kept = lines.lock().unwrap_or_else(|p| p.into_inner());
                     if kept.len() == STDERR_LINES {
                         kept.pop_front();
@@ -323,7 +333,9 @@ pub async fn mount(
 ) -> (Vec<Mounted>, Vec<MountError>) {
     let mut pending = Vec::new();
     let mut errors = Vec::new();
-    for (name, server) in config.servers.iter().filter(|(_, s)| s.enabled) {
+    // A server none of whose tools may be mounted is not started at all.
+    let usable = |s: &ServerConfig| s.trust != Trust::Deny || s.tools.values().any(|t| *t != Trust::Deny);
+    for (name, server) in config.servers.iter().filter(|(_, s)| s.enabled && usable(s)) {
         let mut vars: Vec<(String, String)> =
             server.env.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
         let mut missing = None;
@@ -361,10 +373,25 @@ pub async fn mount(
                 .start()
                 .await
                 .map_err(|message| MountError::Server { server: connection.name.clone(), message })?;
-            let tools = client.list_all_tools().await.map_err(|e| MountError::Server {
-                server: connection.name.clone(),
-                message: format!("cannot list its tools: {e}"),
-            })?;
+            let listing = Duration::from_secs(connection.config.startup_timeout_secs);
+            let tools = match tokio::time::timeout(listing, client.list_all_tools()).await {
+                Ok(Ok(tools)) => tools,
+                Ok(Err(e)) => {
+                    return Err(MountError::Server {
+                        server: connection.name.clone(),
+                        message: format!("cannot list its tools: {e}"),
+                    });
+                }
+                Err(_) => {
+                    return Err(MountError::Server {
+                        server: connection.name.clone(),
+                        message: format!(
+                            "did not list its tools within {} s (startup_timeout_secs)",
+                            connection.config.startup_timeout_secs
+                        ),
+                    });
+                }
+            };
             let tools: Vec<Value> = tools.iter().filter_map(|t| serde_json::to_value(t).ok()).collect();
             *connection.client.lock().await = Some(client);
             Ok(manifest_of(connection, &tools))
@@ -388,15 +415,17 @@ pub fn function_name(server: &str, tool: &str) -> String {
         s.chars().map(|c| if c.is_ascii_alphanumeric() || c == '_' || c == '-' { c } else { '_' }).collect()
     };
     let name = format!("{}__{}", clean(server), clean(tool));
-    if name.len() <= 64 {
+    if name.len() <= 64 && clean(tool) == tool {
         return name;
     }
+    // Cut or cleaned: a hash of the raw names keeps `get.user` apart from `get_user`.
     let mut hash: u32 = 0x811c_9dc5;
-    for byte in name.bytes() {
+    for byte in server.bytes().chain([0]).chain(tool.bytes()) {
         hash ^= u32::from(byte);
         hash = hash.wrapping_mul(0x0100_0193);
     }
-    format!("{}_{hash:08x}", &name[..55])
+    let keep = name.len().min(55);
+    format!("{}_{hash:08x}", &name[..keep])
 }
 
 /// A server's input schema made fit for every provider and the validator: local `$ref`s inlined
@@ -404,44 +433,53 @@ pub fn function_name(server: &str, tool: &str) -> String {
 /// one-value `enum`, missing types inferred (`properties` → object, `items` → array, an `enum` of
 /// strings → string), and an object at the root.
 pub fn sanitise(schema: &Value) -> Value {
-    fn walk(node: &mut Value) {
-        match node {
-            Value::Object(map) => {
-                if map.get("$ref").is_some() {
-                    map.remove("$ref");
-                }
-                if let Some(value) = map.remove("const") {
-                    map.entry("enum").or_insert_with(|| Value::Array(vec![value]));
-                }
-                if !map.contains_key("type") && !map.contains_key("anyOf") && !map.contains_key("oneOf") {
-                    let inferred = if map.contains_key("properties") {
-                        Some("object")
-                    } else if map.contains_key("items") {
-                        Some("array")
-                    } else if map
-                        .get("enum")
-                        .and_then(Value::as_array)
-                        .is_some_and(|v| v.iter().all(Value::is_string))
-                    {
-                        Some("string")
-                    } else {
-                        None
-                    };
-                    if let Some(kind) = inferred {
-                        map.insert("type".into(), kind.into());
-                    }
-                }
-                map.values_mut().for_each(walk);
+    /// One schema node; only schema positions are entered (never `enum`, `default` or
+    /// `examples` values, nor the names in `properties`).
+    fn visit(node: &mut Value) {
+        let Value::Object(map) = node else { return };
+        map.remove("$ref");
+        if let Some(value) = map.remove("const") {
+            map.entry("enum").or_insert_with(|| Value::Array(vec![value]));
+        }
+        if !map.contains_key("type") && !map.contains_key("anyOf") && !map.contains_key("oneOf") {
+            let inferred = if map.contains_key("properties") {
+                Some("object")
+            } else if map.contains_key("items") {
+                Some("array")
+            } else if map
+                .get("enum")
+                .and_then(Value::as_array)
+                .is_some_and(|v| v.iter().all(Value::is_string))
+            {
+                Some("string")
+            } else {
+                None
+            };
+            if let Some(kind) = inferred {
+                map.insert("type".into(), kind.into());
             }
-            Value::Array(items) => items.iter_mut().for_each(walk),
-            _ => {}
+        }
+        for key in ["properties", "patternProperties", "$defs", "definitions"] {
+            if let Some(Value::Object(children)) = map.get_mut(key) {
+                children.values_mut().for_each(visit);
+            }
+        }
+        for key in ["items", "additionalProperties", "not", "if", "then", "else", "contains"] {
+            match map.get_mut(key) {
+                Some(Value::Array(children)) => children.iter_mut().for_each(visit),
+                Some(child @ Value::Object(_)) => visit(child),
+                _ => {}
+            }
+        }
+        for key in ["anyOf", "oneOf", "allOf", "prefixItems"] {
+            if let Some(Value::Array(children)) = map.get_mut(key) {
+                children.iter_mut().for_each(visit);
+            }
         }
     }
-    let mut out = tool_core::provider::inline_refs(schema);
-    walk(&mut out);
-    if !out.is_object() {
-        out = json!({});
-    }
+    let any = json!({});
+    let mut out = tool_core::provider::inline_refs(if schema.is_object() { schema } else { &any });
+    visit(&mut out);
     if out.get("type").is_none() {
         out["type"] = "object".into();
     }
@@ -480,7 +518,14 @@ fn manifest_of(connection: Arc<Connection>, tools: &[Value]) -> Option<Mounted> 
             (_, Some(false)) => Tier::Write,
             _ => Tier::Exec,
         };
-        let api_name = function_name(&connection.name, name);
+        let mut api_name = function_name(&connection.name, name);
+        let mut n = 2;
+        while names.contains_key(&api_name) {
+            // Two tools whose names clean to the same one: the later gets a number.
+            let suffix = format!("_{n}");
+            api_name = format!("{}{suffix}", &api_name[..api_name.len().min(64 - suffix.len())]);
+            n += 1;
+        }
         names.insert(api_name.clone(), name.to_owned());
         let description = tool.get("description").and_then(Value::as_str).unwrap_or_default();
         let parameters = sanitise(tool.get("inputSchema").unwrap_or(&json!({})));
@@ -614,10 +659,16 @@ impl McpRuntime {
                 Ok(result) => {
                     output_of(&connection.name, tool, &serde_json::to_value(&result).unwrap_or(Value::Null))
                 }
-                Err(error) if !restarted && peer.is_transport_closed() => {
-                    tracing::warn!(server = %connection.name, %error, "MCP server went away; starting it again");
-                    continue;
-                }
+                // Sent, then the server went away: it may have done the work, so the call is not
+                // sent again (the next call starts the server anew).
+                Err(error) if peer.is_transport_closed() => ToolOutput::error(
+                    ErrorKind::Execution,
+                    format!(
+                        "the MCP server `{}` stopped during `{tool}` ({error}); whether it did the work is unknown{}",
+                        connection.name,
+                        connection.stderr_tail()
+                    ),
+                ),
                 Err(error) => ToolOutput::error(
                     ErrorKind::Execution,
                     format!(
@@ -682,6 +733,11 @@ fn output_of(server: &str, tool: &str, result: &Value) -> ToolOutput {
     output.with_state(state)
 }
 
+/// A schema that accepts any object (and says so, so it is never made strict).
+fn open_object() -> Value {
+    json!({ "type": "object", "additionalProperties": true })
+}
+
 /// Adds mounted servers to a toolbox. An API whose input schema the validator refuses is kept
 /// with a schema that accepts any object (the server still checks its own arguments), and said.
 ///
@@ -694,15 +750,20 @@ pub fn add_to(
 ) -> Result<Vec<String>, tool_executor::ToolboxError> {
     let mut notes = Vec::new();
     for Mounted { mut manifest, runtime } in mounted {
-        loop {
+        // Each pass replaces one refused schema; there are no more passes than APIs.
+        for _ in 0..=manifest.apis.len() {
             match toolbox.add_tool(manifest.clone(), runtime.clone()) {
                 Ok(()) => break,
                 Err(tool_executor::ToolboxError::Schema { api, message, .. }) => {
-                    let Some(spec) = manifest.apis.iter_mut().find(|a| a.name == api) else { break };
+                    let open = open_object();
+                    let Some(spec) = manifest.apis.iter_mut().find(|a| a.name == api && a.parameters != open)
+                    else {
+                        break;
+                    };
                     notes.push(format!(
                         "{api}: its input schema is not valid ({message}); any object is accepted"
                     ));
-                    spec.parameters = json!({ "type": "object" });
+                    spec.parameters = open;
                 }
                 Err(other) => return Err(other),
             }

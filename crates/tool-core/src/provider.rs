@@ -87,20 +87,42 @@ pub fn openai_function(name: &str, description: &str, schema: &Value) -> Value {
 /// Whether strict mode can express `schema`: no open maps anywhere (the root may have no
 /// properties at all: a call without arguments).
 fn strict_compatible(schema: &Value, root: bool) -> bool {
-    match schema {
-        Value::Object(node) => {
-            let is_object = node.get("type") == Some(&json!("object"));
-            let open = node.contains_key("patternProperties")
-                || node.get("additionalProperties").is_some_and(|a| a != &Value::Bool(false))
-                || (is_object && !root && !node.contains_key("properties"));
-            !open
-                && node
-                    .iter()
-                    .all(|(key, value)| key == "enum" || key == "const" || strict_compatible(value, false))
-        }
-        Value::Array(items) => items.iter().all(|item| strict_compatible(item, false)),
-        _ => true,
+    let Value::Object(node) = schema else { return root };
+    let is_object = match node.get("type") {
+        Some(Value::String(kind)) => kind == "object",
+        Some(Value::Array(kinds)) => kinds.iter().any(|k| k == "object"),
+        _ => node.contains_key("properties"),
+    };
+    // Strict mode needs a type (or a choice of typed schemas) on every node, closed objects and
+    // no keyword it would have to drop.
+    let typed = node.contains_key("type")
+        || node.contains_key("anyOf")
+        || node.contains_key("oneOf")
+        || node.contains_key("enum")
+        || node.contains_key("const")
+        || node.get("allOf").and_then(Value::as_array).is_some_and(|parts| parts.len() == 1);
+    let open = node.contains_key("patternProperties")
+        || node.get("additionalProperties").is_some_and(|a| a != &Value::Bool(false))
+        || (is_object && !root && !node.contains_key("properties"));
+    let unsupported =
+        ["not", "prefixItems", "if", "then", "else", "dependentSchemas", "unevaluatedProperties"]
+            .iter()
+            .any(|k| node.contains_key(*k))
+            || node.get("allOf").and_then(Value::as_array).is_some_and(|parts| parts.len() > 1);
+    if open || unsupported || (!typed && !root) {
+        return false;
     }
+    let children = |key: &str| -> bool {
+        match node.get(key) {
+            Some(Value::Object(map)) if key == "properties" || key == "$defs" => {
+                map.values().all(|child| strict_compatible(child, false))
+            }
+            Some(Value::Array(items)) => items.iter().all(|child| strict_compatible(child, false)),
+            Some(child @ Value::Object(_)) => strict_compatible(child, false),
+            _ => true,
+        }
+    };
+    ["properties", "items", "anyOf", "oneOf", "allOf", "$defs"].iter().all(|key| children(key))
 }
 
 /// An Anthropic tool: `{name, description, input_schema}`.
@@ -173,7 +195,10 @@ fn resolve(node: &mut Value, defs: &Map<String, Value>, seen: &mut Vec<String>) 
                 if let Some(name) = name {
                     let mut replacement = match defs.get(&name) {
                         Some(def) if !seen.contains(&name) => def.clone(),
-                        _ => json!({"type": "object"}),
+                        // A cycle is cut to an object; a reference that resolves to nothing here
+                        // accepts anything rather than forcing a type.
+                        Some(_) => json!({"type": "object"}),
+                        None => json!({}),
                     };
                     seen.push(name);
                     resolve(&mut replacement, defs, seen);
@@ -519,6 +544,14 @@ mod strict_tests {
         assert_eq!(openai_function("put", "", &free)["function"]["strict"], false);
         let no_arguments = json!({ "type": "object" });
         assert_eq!(openai_function("ping", "", &no_arguments)["function"]["strict"], true);
+        let nullable_map = json!({ "type": "object", "properties": { "m": { "type": ["object", "null"] } } });
+        assert_eq!(openai_function("n", "", &nullable_map)["function"]["strict"], false);
+        let untyped = json!({ "type": "object", "properties": { "anything": {} } });
+        assert_eq!(openai_function("u", "", &untyped)["function"]["strict"], false);
+        let merged = json!({ "type": "object", "properties": { "x": { "allOf": [{ "type": "string" }, { "minLength": 1 }] } } });
+        assert_eq!(openai_function("m", "", &merged)["function"]["strict"], false);
+        let open = json!({ "type": "object", "additionalProperties": true });
+        assert_eq!(openai_function("o", "", &open)["function"]["strict"], false, "an open root stays open");
     }
 }
 
