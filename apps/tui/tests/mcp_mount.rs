@@ -19,6 +19,7 @@ fn config(folder: &Path) -> String {
 [servers.files]
 command = "{node}"
 args = ["{server}", "{folder}"]
+cwd = "{folder}"
 trust = "auto"
 tools = {{ write_file = "ask" }}
 deny = ["move_file"]
@@ -281,4 +282,46 @@ async fn a_server_over_streamable_http_is_mounted_too() {
     assert!(errors[0].to_string().contains("`NOPE`"), "{}", errors[0]);
     assert!(mcp::client::McpConfig::parse("[servers.x]\nurl = \"http://a\"\ncommand = \"b\"\n").is_err());
     drop(python);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stdio_server_runs_in_the_sandbox() {
+    let folder = tempfile::tempdir().unwrap();
+    let folder_path = folder.path().canonicalize().unwrap();
+    let elsewhere = tempfile::tempdir().unwrap();
+    let python = node_modules().join("../../venv/bin/python");
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/interop/adder_server.py");
+    let text = format!(
+        "[servers.boxed]\ncommand = \"{}\"\nargs = [\"{script}\", \"stdio\"]\ncwd = \"{}\"\ntrust = \"auto\"\n\n\
+         [servers.free]\ncommand = \"{}\"\nargs = [\"{script}\", \"stdio\"]\ncwd = \"{}\"\ntrust = \"auto\"\nsandbox = \"off\"\n",
+        python.display(),
+        folder_path.display(),
+        python.display(),
+        folder_path.display(),
+    );
+    let config = mcp::client::McpConfig::parse(&text).unwrap();
+    let (mounted, errors) = mcp::client::mount(&config, &|_| None).await;
+    assert!(errors.is_empty(), "{errors:?}");
+    let mut toolbox = tool_executor::Toolbox::new();
+    mcp::client::add_to(&mut toolbox, mounted).unwrap();
+    let executor = Executor::builder(Arc::new(toolbox)).build();
+    let session = executor.open_session(SessionConfig {
+        id: "sandboxed-mount".into(),
+        tenant: "local".into(),
+        working_directory: Some(folder_path.clone()),
+        policy: SessionPolicy { mode: ApprovalMode::Headless, no_person: true, ..SessionPolicy::default() },
+        ..SessionConfig::default()
+    });
+    let inside = folder_path.join("inside.txt");
+    let made = call(&executor, &session, "t1", "boxed__touch", json!({ "path": inside })).await;
+    assert_eq!(made.status, journal::AttemptStatus::Executed, "{made:?}");
+    assert!(inside.exists());
+    // Outside its folder the sandboxed server cannot write; the same server unboxed can.
+    let outside = elsewhere.path().join("outside.txt");
+    let refused = call(&executor, &session, "t2", "boxed__touch", json!({ "path": outside })).await;
+    assert_eq!(refused.status, journal::AttemptStatus::Failed, "{refused:?}");
+    assert!(!outside.exists(), "the sandbox kept the server in its folder");
+    let free = call(&executor, &session, "t3", "free__touch", json!({ "path": outside })).await;
+    assert_eq!(free.status, journal::AttemptStatus::Executed, "{free:?}");
+    assert!(outside.exists());
 }

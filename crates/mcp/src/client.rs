@@ -79,9 +79,17 @@ pub struct ServerConfig {
     /// Variables set from this process's variables of these names (secrets stay out of the file).
     #[serde(default)]
     pub env_from: BTreeMap<String, String>,
-    /// The folder it starts in.
+    /// The folder it starts in (default: the folder the app runs in); the one it may write in
+    /// under the `workspace-write` sandbox.
     #[serde(default)]
     pub cwd: Option<PathBuf>,
+    /// The sandbox a stdio server runs in: `workspace-write` (default: writes only in its folder
+    /// and a private temp folder), `read-only` or `off`.
+    #[serde(default = "workspace_write")]
+    pub sandbox: tool_core::SandboxMode,
+    /// Whether a sandboxed stdio server may use the network (default `off`).
+    #[serde(default)]
+    pub network: tool_core::NetworkAccess,
     /// Mounted at all.
     #[serde(default = "yes")]
     pub enabled: bool,
@@ -106,6 +114,10 @@ pub struct ServerConfig {
     /// Its calls may run beside each other.
     #[serde(default = "yes")]
     pub parallel: bool,
+}
+
+fn workspace_write() -> tool_core::SandboxMode {
+    tool_core::SandboxMode::WorkspaceWrite
 }
 
 fn yes() -> bool {
@@ -226,6 +238,8 @@ struct Connection {
     env: Vec<(String, String)>,
     bearer: Option<String>,
     progress: Progress,
+    /// A sandboxed stdio server's own temp folder (its `TMPDIR`), removed with the connection.
+    temp: Option<tempfile::TempDir>,
     client: tokio::sync::Mutex<Option<Client>>,
     stderr: Arc<Mutex<VecDeque<String>>>,
 }
@@ -278,8 +292,35 @@ impl Connection {
             }
         }
         command.envs(self.env.iter().map(|(k, v)| (k, v)));
-        if let Some(cwd) = &self.config.cwd {
-            command.current_dir(cwd);
+        let cwd = match &self.config.cwd {
+            Some(cwd) => cwd.clone(),
+            None => std::env::current_dir().map_err(|e| format!("cannot find the current folder: {e}"))?,
+        };
+        let cwd = std::fs::canonicalize(&cwd)
+            .map_err(|e| format!("cannot use the folder {}: {e}", cwd.display()))?;
+        command.current_dir(&cwd);
+        if self.config.sandbox != tool_core::SandboxMode::Off {
+            // Third-party code: boxed in like the session's commands (Landlock, seccomp, a
+            // read-only view of everything but its folder and temp folder, no network unless
+            // configured).
+            let temp = self.temp.as_ref().map(|t| t.path().to_owned());
+            let policy =
+                tool_core::SandboxPolicy { mode: self.config.sandbox, ..tool_core::SandboxPolicy::default() }
+                    .with_network(self.config.network);
+            let layout = sandbox::Layout {
+                working_directory: cwd,
+                temp_directory: temp.clone(),
+                output_files: Vec::new(),
+            };
+            let prepared = sandbox::Sandbox::new(sandbox::SandboxSettings::default())
+                .prepare(&policy, &layout)
+                .map_err(|e| {
+                    format!("cannot be sandboxed ({e}); set `sandbox = \"off\"` to run it unboxed")
+                })?;
+            prepared.install(command.as_std_mut());
+            if let Some(temp) = temp {
+                command.env("TMPDIR", temp);
+            }
         }
         let (transport, stderr) = rmcp::transport::TokioChildProcess::builder(command)
             .stderr(std::process::Stdio::piped())
@@ -365,6 +406,9 @@ pub async fn mount(
             env: vars,
             bearer,
             progress: Progress::default(),
+            temp: (server.url.is_none() && server.sandbox != tool_core::SandboxMode::Off)
+                .then(|| tempfile::Builder::new().prefix("toolhost-mcp-").tempdir().ok())
+                .flatten(),
             client: tokio::sync::Mutex::new(None),
             stderr: Arc::default(),
         });

@@ -1,6 +1,7 @@
-"""A small MCP server on the official Python SDK, over streamable HTTP, for the mount tests.
+"""A small MCP server on the official Python SDK, for the mount tests.
 
-python adder_server.py PORT
+python adder_server.py PORT     (streamable HTTP on 127.0.0.1:PORT)
+python adder_server.py stdio
 """
 
 import asyncio
@@ -27,10 +28,21 @@ async def count(n: int, ctx: Context) -> str:
 
 
 @server.tool()
+def touch(path: str) -> str:
+    """Create an empty file."""
+    with open(path, "w", encoding="utf-8"):
+        pass
+    return f"created {path}"
+
+
+@server.tool()
 def fail(reason: str) -> str:
     """Fail with the reason given."""
     raise ValueError(reason)
 
 
 if __name__ == "__main__":
-    server.run(transport="streamable-http", host="127.0.0.1", port=int(sys.argv[1]))
+    if sys.argv[1] == "stdio":
+        server.run()
+    else:
+        server.run(transport="streamable-http", host="127.0.0.1", port=int(sys.argv[1]))
