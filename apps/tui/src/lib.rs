@@ -8,6 +8,7 @@
 pub mod ask;
 pub mod chat;
 pub mod exec;
+pub mod serve;
 pub mod setup;
 pub mod text;
 pub mod ui;

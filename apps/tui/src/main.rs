@@ -6,13 +6,14 @@
 //! toolhost tools [--format text|openai|anthropic|gemini|mcp]
 //! toolhost journal [--status S] [--tool T] [--limit N] [--call ID] [--json]
 //! toolhost connect URL [--device-id ID]          (the key from TOOLHOST_API_KEY)
+//! toolhost mcp [-C DIR] [--approval-mode headless|auto-run|read-only]   (an MCP server on stdio)
 //! ```
 //!
 //! Models are configured in `config.toml` in the XDG config folder (profiles), or by
 //! `OPENAI_API_KEY` / `OPENAI_BASE_URL` / `ANTHROPIC_API_KEY`. Calls are journalled in SQLite in
 //! the data folder (`$XDG_DATA_HOME/toolhost`, or `TOOLHOST_DATA_DIR`).
 
-use toolhost::{ask, chat, exec, setup};
+use toolhost::{ask, chat, exec, serve, setup};
 
 use std::process::ExitCode;
 
@@ -51,6 +52,8 @@ enum Command {
     Journal(JournalArgs),
     /// Run a server's calls on this machine, as this person's device.
     Connect(ConnectArgs),
+    /// Serve this machine's tools to one MCP client over stdio (the client starts this command).
+    Mcp(serve::ServeArgs),
 }
 
 #[derive(Debug, clap::Args)]
@@ -126,6 +129,7 @@ fn main() -> ExitCode {
             Some(Command::Tools { format }) => tools(&format).map(|()| 0),
             Some(Command::Journal(args)) => journal(args).await.map(|()| 0),
             Some(Command::Connect(args)) => connect(args).await.map(|()| 0),
+            Some(Command::Mcp(args)) => serve::run(args).await.map(|()| 0),
         }
     });
     // Commands still running in the background are not waited for.

@@ -219,3 +219,36 @@ async fn tools_lists_the_catalogue() {
     let out = home.command(None).args(["tools", "--format", "nope"]).output().unwrap();
     assert_eq!(out.status.code(), Some(1));
 }
+
+/// `toolhost mcp`, driven by the official MCP Python SDK as a client over stdio (the same client
+/// script the server's interop test uses).
+#[test]
+fn the_python_sdk_uses_the_apps_tools_over_stdio() {
+    let home = Home::new();
+    std::fs::write(home.folder.path().join("notes.txt"), "notes for the python client").unwrap();
+    let python = test_support::interop_dir().join("venv/bin/python");
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/../server/tests/interop/python_client.py");
+    let output = Command::new(python)
+        .arg(script)
+        .arg("stdio")
+        // Outside the folder (the system temp folders count as inside on a person's own machine).
+        .arg("/etc/passwd")
+        .arg(env!("CARGO_BIN_EXE_toolhost"))
+        .args(["mcp", "-C"])
+        .arg(home.folder.path())
+        .env("TOOLHOST_DATA_DIR", home.data.path())
+        .env("XDG_CONFIG_HOME", home.config.path())
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{}", stderr(&output));
+    let seen: Value = serde_json::from_slice(&output.stdout).unwrap();
+    let tools: Vec<&str> = seen["tools"].as_array().unwrap().iter().filter_map(Value::as_str).collect();
+    assert!(tools.contains(&"readFile") && tools.contains(&"runCommand"), "{tools:?}");
+    assert_eq!(seen["inside"], json!({ "is_error": false, "text": "notes for the python client" }));
+    assert_eq!(seen["outside"]["is_error"], true, "no one to ask: blocked");
+    assert!(seen["outside"]["text"].as_str().unwrap().contains("Blocked"), "{seen}");
+    // The calls are in this folder's journal.
+    let rows = journal(&home, &[]);
+    assert!(rows.iter().any(|r| r["api"] == "readFile" && r["status"] == "executed"), "{rows:?}");
+    assert!(rows.iter().any(|r| r["status"] == "blocked"), "{rows:?}");
+}
