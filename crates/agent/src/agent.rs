@@ -4,7 +4,6 @@
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
-use std::time::Duration;
 
 use serde_json::Value;
 use tokio::sync::mpsc;
@@ -302,8 +301,8 @@ impl Agent {
         }
     }
 
-    /// Runs a reply's calls as one batch; on cancel, cancels each call until the batch settles (a
-    /// call still being prepared when the person cancels is caught on the next pass).
+    /// Runs a reply's calls as one batch, cancelled as a whole when the person cancels (running
+    /// calls settle as cancelled, calls not yet started never run; each gets its one result).
     async fn run_calls(&self, reply: &Reply, cancel: &CancellationToken) -> (Vec<CallResult>, bool) {
         let batch = Batch {
             message_id: None,
@@ -314,23 +313,8 @@ impl Agent {
                 .collect(),
             stopped_on_length: reply.stop == StopReason::Length,
         };
-        if cancel.is_cancelled() {
-            // Cancelled between the reply and its calls: none of them starts.
-            return (batch.calls.into_iter().map(never_started).collect(), true);
-        }
-        let running = self.executor.execute_batch(&self.session, batch);
-        tokio::pin!(running);
-        let mut cancelled = false;
-        loop {
-            tokio::select! {
-                results = &mut running => return (results, cancelled),
-                () = cancel.cancelled(), if !cancelled => cancelled = true,
-                () = tokio::time::sleep(Duration::from_millis(20)), if cancelled => {}
-            }
-            for call in &reply.tool_calls {
-                self.session.cancel_call(&call.id);
-            }
-        }
+        let results = self.executor.execute_batch_until(&self.session, batch, cancel).await;
+        (results, cancel.is_cancelled())
     }
 
     /// A user message; one right after another user message joins it (providers want turns to
@@ -453,22 +437,6 @@ impl Agent {
             }));
         }
         Ok(reply.content)
-    }
-}
-
-/// The result of a call the person cancelled before it started.
-fn never_started(call: RawCall) -> CallResult {
-    CallResult {
-        call_id: call.id,
-        name: call.name,
-        tool: None,
-        api: None,
-        status: journal::AttemptStatus::Failed,
-        output: tool_core::ToolOutput::error(
-            tool_core::ErrorKind::Cancelled,
-            "The person cancelled this turn before this call started; it did not run.",
-        ),
-        duration_ms: 0,
     }
 }
 

@@ -12,6 +12,7 @@ use journal::{
 };
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
+use tokio_util::sync::CancellationToken;
 use tool_core::provider::drop_null_fields;
 use tool_core::{CallContext, ErrorKind, NestedCaller, ProgressSink, Tier, ToolNames, ToolOutput};
 
@@ -131,6 +132,9 @@ struct Prepared {
     attempt: NewAttempt,
     parent_deadline: Option<Instant>,
     sequential: bool,
+    /// The cancellation of the batch the call came in, when its caller can cancel the batch: the
+    /// call's own token is its child, so a cancel reaches calls that have not started yet.
+    batch_cancel: Option<CancellationToken>,
 }
 
 /// What is needed to settle a prepared call whose own steps died.
@@ -329,7 +333,37 @@ impl Executor {
     /// Without a message id the batch gets a fresh one: a batch is one model message, and its rows
     /// must not collide with an earlier turn that reused the same call ids. Replays are recognised
     /// (and not run twice) only under a message id the caller gives.
-    pub async fn execute_batch(&self, session: &Arc<Session>, mut batch: Batch) -> Vec<CallResult> {
+    pub async fn execute_batch(&self, session: &Arc<Session>, batch: Batch) -> Vec<CallResult> {
+        self.run_batch(session, batch, None).await
+    }
+
+    /// [`Self::execute_batch`], cancelled as a whole when `cancel` fires: calls running or waiting
+    /// for a person settle as cancelled, and calls that have not started yet never run (each still
+    /// gets its one result and journal row). For a front end whose person can stop a turn.
+    pub async fn execute_batch_until(
+        &self,
+        session: &Arc<Session>,
+        batch: Batch,
+        cancel: &CancellationToken,
+    ) -> Vec<CallResult> {
+        let batch_cancel = session.cancel.child_token();
+        let linked = batch_cancel.clone();
+        let watched = cancel.clone();
+        let link = tokio::spawn(async move {
+            watched.cancelled().await;
+            linked.cancel();
+        });
+        let results = self.run_batch(session, batch, Some(batch_cancel)).await;
+        link.abort();
+        results
+    }
+
+    async fn run_batch(
+        &self,
+        session: &Arc<Session>,
+        mut batch: Batch,
+        batch_cancel: Option<CancellationToken>,
+    ) -> Vec<CallResult> {
         if batch.message_id.is_none() {
             batch.message_id = Some(format!("batch-{:x}", unique()));
         }
@@ -370,7 +404,10 @@ impl Executor {
                 )
                 .await
             };
-            prepared.push(slot);
+            prepared.push(slot.map(|mut call| {
+                call.batch_cancel.clone_from(&batch_cancel);
+                call
+            }));
         }
 
         // A batch of one runs in this task: no spawn, no thread hop.
@@ -625,6 +662,7 @@ impl Executor {
             attempt,
             parent_deadline,
             sequential,
+            batch_cancel: None,
         })
     }
 
@@ -750,7 +788,9 @@ impl Executor {
     /// Approve → before hooks → timeout → run → after hooks → record.
     async fn run_steps(&self, session: &Arc<Session>, call: Prepared) -> CallResult {
         let started = Instant::now();
-        if session.is_cancelled() || session.call_token(&call.call_id).is_cancelled() {
+        if session.is_cancelled()
+            || session.call_token(&call.call_id, call.batch_cancel.as_ref()).is_cancelled()
+        {
             let what = if session.is_cancelled() { "The session" } else { "The call" };
             let output = ToolOutput::error(
                 ErrorKind::Cancelled,
@@ -944,7 +984,7 @@ impl Executor {
         context.user_id = session.config.user_id.clone();
         context.working_directory = session.config.working_directory.clone();
         context.sandbox = session.sandbox.clone();
-        context.cancel = session.call_token(&call.call_id);
+        context.cancel = session.call_token(&call.call_id, call.batch_cancel.as_ref());
         context.nested = Some(nested);
         context
     }
@@ -1167,7 +1207,7 @@ impl Executor {
             wait = wait.min(limit);
         }
         // The call's own token: it fires with the session's, or when this one call is cancelled.
-        let token = session.call_token(&call.call_id);
+        let token = session.call_token(&call.call_id, call.batch_cancel.as_ref());
         let decided = tokio::time::timeout(wait, self.inner.broker.wait(&request, &token, wait))
             .await
             .unwrap_or_default();

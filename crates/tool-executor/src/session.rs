@@ -204,10 +204,16 @@ impl Session {
         }
     }
 
-    /// The cancellation of one call: fires with the session's, or alone by [`Self::cancel_call`].
-    pub(crate) fn call_token(&self, call_id: &str) -> CancellationToken {
+    /// The cancellation of one call: fires with the session's (or with its batch's, a child of
+    /// the session's, when given), or alone by [`Self::cancel_call`].
+    pub(crate) fn call_token(&self, call_id: &str, batch: Option<&CancellationToken>) -> CancellationToken {
         let mut calls = self.calls.lock().unwrap_or_else(|p| p.into_inner());
-        calls.entry(call_id.to_owned()).or_insert_with(|| self.cancel.child_token()).clone()
+        calls
+            .entry(call_id.to_owned())
+            .or_insert_with(|| {
+                batch.map_or_else(|| self.cancel.child_token(), CancellationToken::child_token)
+            })
+            .clone()
     }
 
     /// The call has settled: its token is dropped.

@@ -745,3 +745,46 @@ async fn one_call_is_cancelled_and_the_rest_of_its_batch_and_session_run_on() {
         .await;
     assert!(again[0].output.success, "{:?}", again[0].output);
 }
+
+#[tokio::test]
+async fn a_cancelled_batch_settles_every_call_and_starts_none_that_had_not_started() {
+    let f = fixture().await;
+    let s = session(&f, "s-cancel-batch", ApprovalMode::AutoRun);
+    let cancel = tokio_util::sync::CancellationToken::new();
+    let canceller = {
+        let cancel = cancel.clone();
+        let mut events = s.subscribe();
+        tokio::spawn(async move {
+            while let Ok(event) = events.recv().await {
+                if matches!(event, Event::Started { .. }) {
+                    cancel.cancel();
+                    return;
+                }
+            }
+        })
+    };
+    let started = std::time::Instant::now();
+    let batch = Batch {
+        message_id: Some("m-cancel-batch".into()),
+        calls: vec![call("b1", "sleep", r#"{"ms": 10000}"#), call("b2", "sleep", r#"{"ms": 10000}"#)],
+        stopped_on_length: false,
+    };
+    let results = f.executor.execute_batch_until(&s, batch, &cancel).await;
+    canceller.await.unwrap();
+    assert!(started.elapsed() < std::time::Duration::from_secs(5), "nothing ran its 10 s");
+    assert_eq!(results.len(), 2);
+    for result in &results {
+        assert_eq!(result.output.error.as_ref().unwrap().kind, ErrorKind::Cancelled, "{:?}", result.output);
+    }
+    assert!(!s.is_cancelled(), "the session goes on");
+    // A batch given an already-cancelled token runs nothing, and says so in the journal.
+    let batch = Batch {
+        message_id: Some("m-cancel-early".into()),
+        calls: vec![call("e1", "sleep", r#"{"ms": 10000}"#)],
+        stopped_on_length: false,
+    };
+    let results = f.executor.execute_batch_until(&s, batch, &cancel).await;
+    assert!(results[0].output.content.contains("cancelled before this call ran"), "{:?}", results[0].output);
+    let rows = f.journal.query("tenant-a", &journal::AttemptFilter::default()).await.unwrap();
+    assert_eq!(rows.iter().find(|r| r.call_id == "e1").unwrap().status, AttemptStatus::Failed);
+}
