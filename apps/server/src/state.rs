@@ -356,24 +356,14 @@ impl AppState {
             toolbox.add_audit(*name, *audit);
         }
         if let Some(path) = &args.mcp_config {
-            let text =
-                std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
-            let config =
-                mcp::client::McpConfig::parse(&text).with_context(|| format!("in {}", path.display()))?;
-            let env = |name: &str| std::env::var(name).ok();
-            let (mounted, errors) = mcp::client::mount(&config, &env).await;
-            for error in errors {
-                tracing::warn!(%error, "MCP server not mounted");
-            }
             // A mounted server runs beside this process, never on a device: its runtime is not
             // routed (a device offers only its own tools).
-            for m in &mounted {
-                tracing::info!(tool = %m.manifest.identifier, apis = m.manifest.apis.len(), "MCP server mounted");
-                tools.push(m.manifest.identifier.clone());
+            let mounted = mcp::client::mount_file(path, &mut toolbox).await?;
+            for note in &mounted.notes {
+                tracing::warn!(%note, "MCP configuration");
             }
-            for note in mcp::client::add_to(&mut toolbox, mounted)? {
-                tracing::warn!(%note, "MCP tool schema replaced");
-            }
+            tracing::info!(tools = ?mounted.tools, "MCP servers mounted");
+            tools.extend(mounted.tools);
         }
         let broker = Arc::new(LocalBroker::new());
         let executor = Executor::builder(Arc::new(toolbox))

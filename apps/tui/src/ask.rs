@@ -59,12 +59,9 @@ pub fn question(request: &ApprovalRequest) -> String {
     let card = builtin_tools::Registry::builtin()
         .render(&request.tool)
         .intervention(&request.api, &request.arguments);
-    let mut text =
-        format!("\n? {} wants to run {}/{}: {}\n", "the agent", request.tool, request.api, card.title);
-    if let Some(subtitle) = &card.subtitle {
-        text.push_str(&format!("  {subtitle}\n"));
-    }
-    text.push_str(&crate::text::card_body(&card, "  "));
+    // The same card the full screen draws, as plain text.
+    let mut text = format!("\n? the agent wants to run {}/{}:\n", request.tool, request.api);
+    text.push_str(&crate::ui::view::lines_text(&crate::ui::view::card_lines(&card, false, usize::MAX)));
     text.push_str(&format!("  why asked: {}\n", request.reason));
     let always = match request.arguments.get("command").and_then(|c| c.as_str()) {
         Some(command) => format!("always `{}…` here", command_prefix(command)),

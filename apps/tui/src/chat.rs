@@ -108,11 +108,7 @@ impl Chat {
             false,
             &self.guard,
         );
-        let config = agent::AgentConfig {
-            max_tokens: self.profile.max_tokens,
-            context_window: self.profile.context_window,
-            ..agent::AgentConfig::default()
-        };
+        let config = self.profile.agent_config();
         Ok(Agent::new(self.profile.client()?, self.executor.clone(), session, config).with_history(history))
     }
 
@@ -147,13 +143,7 @@ pub async fn run(args: ChatArgs) -> anyhow::Result<u8> {
     let folder = args.guard.folder()?;
     let data = setup::data_dir()?;
     let lines = ask::stdin_lines();
-    let journal = setup::journal(&data).await?;
-    let executor = setup::executor(
-        journal,
-        Arc::new(TerminalBroker::new(lines.clone())),
-        args.guard.mcp_config.as_deref(),
-    )
-    .await?;
+    let executor = setup::executor(Arc::new(TerminalBroker::new(lines.clone())), &args.guard).await?;
     let resumed = if args.resume { last(&data, &folder)? } else { None };
     let (session_id, history) = match resumed {
         Some(transcript) => {
@@ -253,8 +243,7 @@ pub async fn screen(args: ChatArgs) -> anyhow::Result<u8> {
         Err(error) => (None, Some(format!("{error:#}"))),
     };
     let (broker, questions) = ui::broker::ScreenBroker::new();
-    let journal = setup::journal(&data).await?;
-    let executor = setup::executor(journal, Arc::new(broker), args.guard.mcp_config.as_deref()).await?;
+    let executor = setup::executor(Arc::new(broker), &args.guard).await?;
     let resumed = if args.resume { last(&data, &folder)? } else { None };
     let (session_id, history) = match resumed {
         Some(transcript) => (transcript.session_id, transcript.messages),

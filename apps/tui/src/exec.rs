@@ -63,22 +63,13 @@ pub async fn run(args: ExecArgs) -> anyhow::Result<u8> {
     }
     let profile = setup::model(&args.model)?;
     let folder = args.guard.folder()?;
-    let data = setup::data_dir()?;
-    let journal = setup::journal(&data).await?;
-    let executor = setup::executor(
-        journal,
-        Arc::new(client_executor::device::NoOneToAsk),
-        args.guard.mcp_config.as_deref(),
-    )
-    .await?;
+    let executor = setup::executor(Arc::new(client_executor::device::NoOneToAsk), &args.guard).await?;
     let session =
         setup::session(&executor, setup::new_session_id(&folder), &folder, args.mode, true, &args.guard);
     let config = agent::AgentConfig {
         max_turns: args.max_turns,
         token_budget: args.token_budget,
-        max_tokens: profile.max_tokens,
-        context_window: profile.context_window,
-        ..agent::AgentConfig::default()
+        ..profile.agent_config()
     };
     let mut agent = agent::Agent::new(profile.client()?, executor, session, config);
 

@@ -229,14 +229,8 @@ async fn connect(args: ConnectArgs) -> anyhow::Result<()> {
     let folder = args.guard.folder()?;
     // The server's calls run through this machine's own pipeline, journalled here, and what this
     // machine's policy asks about is asked at this terminal.
-    let data = setup::data_dir()?;
     let lines = ask::stdin_lines();
-    let executor = setup::executor(
-        setup::journal(&data).await?,
-        std::sync::Arc::new(ask::TerminalBroker::new(lines)),
-        args.guard.mcp_config.as_deref(),
-    )
-    .await?;
+    let executor = setup::executor(std::sync::Arc::new(ask::TerminalBroker::new(lines)), &args.guard).await?;
     let mut config = DeviceConfig::new(args.url, args.device_id);
     config.person_present = true;
     config.api_key = args.key;

@@ -77,14 +77,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         anyhow::bail!("no one can be asked over stdio: use --approval-mode headless, auto-run or read-only");
     }
     let folder = args.guard.folder()?;
-    let data = setup::data_dir()?;
-    let journal = setup::journal(&data).await?;
-    let executor = setup::executor(
-        journal,
-        Arc::new(client_executor::device::NoOneToAsk),
-        args.guard.mcp_config.as_deref(),
-    )
-    .await?;
+    let executor = setup::executor(Arc::new(client_executor::device::NoOneToAsk), &args.guard).await?;
     let backend = Local { executor, folder, mode: args.mode, guard: args.guard };
     mcp::serve_stdio(Arc::new(backend), "toolhost").await?;
     Ok(())

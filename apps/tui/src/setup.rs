@@ -120,22 +120,20 @@ pub async fn journal(data: &Path) -> anyhow::Result<Arc<dyn journal::Journal>> {
         .with_context(|| format!("opening the journal {}", path.display()))
 }
 
-/// The pipeline, journalled, asking through `broker`, over the builtin tools and the MCP servers
-/// `mcp_config` (or `mcp.toml` in the config folder) mounts. A server that cannot be mounted is
-/// reported on stderr with its reason and left out.
+/// The pipeline over the builtin tools and the MCP servers `guard.mcp_config` (or `mcp.toml` in
+/// the config folder) mounts, journalled in the data folder's SQLite journal, asking through
+/// `broker`. A server that cannot be mounted is reported on stderr with its reason and left out.
 ///
 /// # Errors
 ///
-/// The toolbox, an invalid MCP configuration, or the journal's housekeeping.
-pub async fn executor(
-    journal: Arc<dyn journal::Journal>,
-    broker: Arc<dyn ApprovalBroker>,
-    mcp_config: Option<&Path>,
-) -> anyhow::Result<Executor> {
+/// The data folder, the journal, the toolbox, an invalid MCP configuration, or the journal's
+/// housekeeping.
+pub async fn executor(broker: Arc<dyn ApprovalBroker>, guard: &GuardArgs) -> anyhow::Result<Executor> {
+    let journal = journal(&data_dir()?).await?;
     let mut toolbox = client_executor::device::builtin_toolbox()
         .map_err(anyhow::Error::msg)
         .context("building the tools")?;
-    for note in mount_mcp(&mut toolbox, mcp_config).await? {
+    for note in mount_mcp(&mut toolbox, guard.mcp_config.as_deref()).await? {
         eprintln!("{note}");
     }
     let executor = Executor::builder(Arc::new(toolbox)).journal(journal).broker(broker).build();
@@ -159,13 +157,7 @@ pub async fn mount_mcp(
             _ => return Ok(Vec::new()),
         },
     };
-    let text = std::fs::read_to_string(&path).with_context(|| format!("reading {}", path.display()))?;
-    let config = mcp::client::McpConfig::parse(&text).with_context(|| format!("in {}", path.display()))?;
-    let env = |name: &str| std::env::var(name).ok();
-    let (mounted, errors) = mcp::client::mount(&config, &env).await;
-    let mut notes: Vec<String> = errors.iter().map(|e| format!("not mounted: {e}")).collect();
-    notes.extend(mcp::client::add_to(toolbox, mounted)?);
-    Ok(notes)
+    Ok(mcp::client::mount_file(&path, toolbox).await?.notes)
 }
 
 /// A short, stable key of a folder: sessions and journal rows of one folder share it.

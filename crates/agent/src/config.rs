@@ -293,6 +293,15 @@ pub fn resolve(
 }
 
 impl ModelProfile {
+    /// The loop's limits for this model (its window and reply length; the rest default).
+    pub fn agent_config(&self) -> crate::AgentConfig {
+        crate::AgentConfig {
+            max_tokens: self.max_tokens,
+            context_window: self.context_window,
+            ..crate::AgentConfig::default()
+        }
+    }
+
     /// The client for this profile.
     ///
     /// # Errors

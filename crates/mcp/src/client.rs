@@ -777,6 +777,38 @@ fn output_of(server: &str, tool: &str, result: &Value) -> ToolOutput {
     output.with_state(state)
 }
 
+/// What mounting a configuration file did.
+#[derive(Debug, Default)]
+pub struct FileMount {
+    /// The tools added (`mcp-NAME`).
+    pub tools: Vec<String>,
+    /// What to tell the operator: servers not mounted and why, schemas replaced.
+    pub notes: Vec<String>,
+}
+
+/// Reads a configuration file, mounts its servers ([`mount`]) with variables from this process's
+/// environment, and adds them to `toolbox` ([`add_to`]).
+///
+/// # Errors
+///
+/// An unreadable or invalid file, or a tool identifier already in the toolbox.
+pub async fn mount_file(
+    path: &std::path::Path,
+    toolbox: &mut tool_executor::Toolbox,
+) -> Result<FileMount, MountError> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| MountError::Config(format!("cannot read {}: {e}", path.display())))?;
+    let config =
+        McpConfig::parse(&text).map_err(|e| MountError::Config(format!("{}: {e}", path.display())))?;
+    let (mounted, errors) = mount(&config, &|name| std::env::var(name).ok()).await;
+    let mut report = FileMount {
+        tools: mounted.iter().map(|m| m.manifest.identifier.clone()).collect(),
+        notes: errors.iter().map(|e| format!("not mounted: {e}")).collect(),
+    };
+    report.notes.extend(add_to(toolbox, mounted).map_err(|e| MountError::Config(e.to_string()))?);
+    Ok(report)
+}
+
 /// A schema that accepts any object (and says so, so it is never made strict).
 fn open_object() -> Value {
     json!({ "type": "object", "additionalProperties": true })

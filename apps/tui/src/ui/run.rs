@@ -375,11 +375,7 @@ impl AgentTask {
     fn agent(&self, history: Vec<Message>, mode: ApprovalMode, guard: &GuardArgs) -> Agent {
         let session =
             crate::setup::session(&self.executor, self.session_id.clone(), &self.folder, mode, false, guard);
-        let config = agent::AgentConfig {
-            max_tokens: self.profile.max_tokens,
-            context_window: self.profile.context_window,
-            ..agent::AgentConfig::default()
-        };
+        let config = self.profile.agent_config();
         Agent::new(self.client.clone(), self.executor.clone(), session, config).with_history(history)
     }
 

@@ -447,7 +447,11 @@ pub fn cell_lines(cell: &Cell, selected: bool, cut: bool) -> Vec<Line<'static>> 
 
 /// A cell's text as the person would copy it: no wrapping, no decoration.
 pub fn cell_text(cell: &Cell) -> String {
-    let lines = cell_lines(cell, false, false);
+    lines_text(&cell_lines(cell, false, false))
+}
+
+/// Lines as plain text, one per line, unwrapped.
+pub fn lines_text(lines: &[Line<'_>]) -> String {
     let mut out = String::new();
     for line in lines {
         for span in &line.spans {
