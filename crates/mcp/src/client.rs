@@ -212,6 +212,17 @@ fn token_key(token: &rmcp::model::ProgressToken) -> String {
 }
 
 impl rmcp::ClientHandler for Progress {
+    /// Toolhost by name, proposing the newest protocol version that has the `initialize`
+    /// handshake this client performs (rmcp's newest has none, and servers of today answer it
+    /// with an older one anyway).
+    fn get_info(&self) -> rmcp::model::ClientConfig {
+        rmcp::model::ClientConfig::new(
+            rmcp::model::ClientCapabilities::default(),
+            rmcp::model::Implementation::new("toolhost", env!("CARGO_PKG_VERSION")),
+        )
+        .with_protocol_version(rmcp::model::ProtocolVersion::LATEST_WITH_INITIALIZE)
+    }
+
     async fn on_progress(
         &self,
         params: rmcp::model::ProgressNotificationParam,
