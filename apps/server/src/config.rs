@@ -41,9 +41,10 @@ pub enum Command {
         /// The folder its tools work in when the client offers no roots.
         #[arg(long)]
         working_directory: Option<PathBuf>,
-        /// `headless` (default: what would ask a person is blocked, with the reason, since nobody
-        /// answers on stdio), `read_only`, `auto_run`, `allow_list` or `manual`.
-        #[arg(long, default_value = "headless")]
+        /// `manual` (default: what needs a person is asked of the client's person through MCP
+        /// elicitation, or blocked with the reason when the client cannot be asked, since nobody
+        /// answers the approvals API on stdio), `headless`, `read_only`, `auto_run` or `allow_list`.
+        #[arg(long, default_value = "manual")]
         approval_mode: ApprovalMode,
     },
     /// Creates a random key: prints the key (give it to the client) and its stored form.

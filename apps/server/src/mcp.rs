@@ -23,7 +23,9 @@ pub struct StdioSession {
     pub principal: Principal,
     /// The folder when the client offers no roots.
     pub working_directory: Option<PathBuf>,
-    /// Its approval mode; `headless` unless asked otherwise, since no person answers on stdio.
+    /// Its approval mode. `manual` (the default) asks the client's person through MCP
+    /// elicitation, and is `headless` for a client that cannot be asked: no one answers the
+    /// approvals API of a stdio server.
     pub approval_mode: ApprovalMode,
 }
 
@@ -74,7 +76,13 @@ impl mcp::Backend for Backend {
             Some(stdio) => Some(stdio.principal.clone()),
             None => request.http.as_ref().and_then(|parts| parts.extensions.get::<Principal>().cloned()),
         };
-        let approval_mode = self.stdio.as_ref().map_or(ApprovalMode::Manual, |s| s.approval_mode);
+        let approval_mode = match self.stdio.as_ref().map(|s| s.approval_mode) {
+            None => ApprovalMode::Manual,
+            Some(ApprovalMode::Manual | ApprovalMode::AllowList) if !request.elicits => {
+                ApprovalMode::Headless
+            }
+            Some(mode) => mode,
+        };
         let state = self.state.clone();
         let dir = principal.as_ref().and_then(|p| self.working_directory(&p.tenant, &request.roots));
         Box::pin(async move {
@@ -124,6 +132,10 @@ impl mcp::Backend for Backend {
                 .map_err(|e| mcp::OpenError(format!("the batch's task failed: {e}")))?;
             Ok(response.results)
         })
+    }
+
+    fn elicitation(&self) -> Option<Arc<mcp::Elicitation>> {
+        Some(self.state.elicitation.clone())
     }
 
     fn close(&self, opened: mcp::Opened) -> BoxFuture<'static, ()> {

@@ -121,6 +121,8 @@ pub struct AppState {
     pub journal: Arc<dyn Journal>,
     /// Questions waiting at this instance.
     pub broker: Arc<LocalBroker>,
+    /// The pipeline's broker: asks MCP clients that can elicit, and `broker` for the rest.
+    pub elicitation: Arc<mcp::Elicitation>,
     /// Accepted keys.
     pub keys: Keys,
     /// Client executors.
@@ -366,9 +368,12 @@ impl AppState {
             tools.extend(mounted.tools);
         }
         let broker = Arc::new(LocalBroker::new());
+        // Questions about the calls of MCP clients that can elicit go to those clients; the rest
+        // wait in the local broker for the approvals API.
+        let elicitation = mcp::Elicitation::new(broker.clone());
         let executor = Executor::builder(Arc::new(toolbox))
             .journal(journal.clone())
-            .broker(broker.clone())
+            .broker(elicitation.clone())
             .config(config)
             .build();
         executor.start(Duration::from_secs(60)).await.context("starting the journal's housekeeping")?;
@@ -379,6 +384,7 @@ impl AppState {
             executor,
             journal,
             broker,
+            elicitation,
             keys,
             devices,
             cluster,

@@ -1,7 +1,8 @@
 //! `toolhost mcp`: this machine's tools served to one local MCP client over stdio (Claude
 //! Desktop, Codex, goose…), through the same pipeline, sandbox and journal as the app — the `mcp`
 //! crate's server, as `toolhost-server mcp-stdio` uses it. No person is at this terminal (stdio
-//! is the client's): what would ask is blocked, with the reason, unless the mode lets it run.
+//! is the client's): what would ask is asked of the client's person through MCP elicitation when
+//! the client can elicit, and otherwise blocked with the reason.
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -14,9 +15,10 @@ use crate::setup::{self, GuardArgs};
 /// The arguments of `mcp`.
 #[derive(Debug, Clone, clap::Args)]
 pub struct ServeArgs {
-    /// `headless` (default: only what needs no approval runs), `auto-run` (what policy lets run
-    /// without asking, in the sandbox) or `read-only`.
-    #[arg(long = "approval-mode", default_value = "headless", value_parser = setup::parse_mode)]
+    /// `manual` (default: ask as policy says, through the client when it can elicit, else
+    /// blocked), `auto-run` (what policy lets run without asking, in the sandbox, and ask the
+    /// rest so), `headless` (only what needs no approval runs) or `read-only`.
+    #[arg(long = "approval-mode", default_value = "manual", value_parser = setup::parse_mode)]
     pub mode: ApprovalMode,
     #[command(flatten)]
     pub guard: GuardArgs,
@@ -24,6 +26,7 @@ pub struct ServeArgs {
 
 struct Local {
     executor: Executor,
+    elicitation: Arc<mcp::Elicitation>,
     folder: PathBuf,
     mode: ApprovalMode,
     guard: GuardArgs,
@@ -31,14 +34,14 @@ struct Local {
 
 impl mcp::Backend for Local {
     fn open(&self, request: mcp::OpenRequest) -> BoxFuture<'static, Result<mcp::Opened, mcp::OpenError>> {
-        // The folder given here wins over the client's roots: the person chose it.
-        let _ = request;
+        // The folder given here wins over the client's roots: the person chose it. A person is
+        // reachable only through a client that can elicit.
         let session = setup::session(
             &self.executor,
             setup::new_session_id(&self.folder),
             &self.folder,
             self.mode,
-            true,
+            !request.elicits,
             &self.guard,
         );
         let opened = mcp::Opened { executor: self.executor.clone(), session };
@@ -65,6 +68,10 @@ impl mcp::Backend for Local {
     fn close(&self, opened: mcp::Opened) -> BoxFuture<'static, ()> {
         Box::pin(async move { opened.session.cancel() })
     }
+
+    fn elicitation(&self) -> Option<Arc<mcp::Elicitation>> {
+        Some(self.elicitation.clone())
+    }
 }
 
 /// Serves until the client goes.
@@ -73,12 +80,15 @@ impl mcp::Backend for Local {
 ///
 /// A mode that would need a person, setup failures, or the transport failing.
 pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
-    if matches!(args.mode, ApprovalMode::Manual | ApprovalMode::AllowList) {
-        anyhow::bail!("no one can be asked over stdio: use --approval-mode headless, auto-run or read-only");
+    if args.mode == ApprovalMode::AllowList {
+        anyhow::bail!(
+            "toolhost mcp has no allow-list: use --approval-mode manual, auto-run, headless or read-only"
+        );
     }
     let folder = args.guard.folder()?;
-    let executor = setup::executor(Arc::new(client_executor::device::NoOneToAsk), &args.guard).await?;
-    let backend = Local { executor, folder, mode: args.mode, guard: args.guard };
+    let elicitation = mcp::Elicitation::new(Arc::new(client_executor::device::NoOneToAsk));
+    let executor = setup::executor(elicitation.clone(), &args.guard).await?;
+    let backend = Local { executor, elicitation, folder, mode: args.mode, guard: args.guard };
     mcp::serve_stdio(Arc::new(backend), "toolhost").await?;
     Ok(())
 }

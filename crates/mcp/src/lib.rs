@@ -16,11 +16,17 @@
 //! * A call's `content` comes back as a text block, its `state` as `structuredContent`, its status
 //!   as `isError`; the pipeline's progress events become progress notifications when the client
 //!   asked for them with a progress token; a cancellation notification cancels that one call.
+//! * When the pipeline must ask about a call, a client that can be asked (MCP elicitation) is
+//!   asked, through the [`Elicitation`] broker the app gives its pipeline; other questions go where
+//!   the app's broker sends them (the approvals API, a terminal), or are blocked.
 
 #![deny(missing_docs)]
 
 #[cfg(feature = "client")]
 pub mod client;
+mod elicit;
+
+pub use elicit::Elicitation;
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -47,6 +53,10 @@ pub struct OpenRequest {
     pub roots: Vec<PathBuf>,
     /// The client's name and version, as it introduced itself.
     pub client: Option<String>,
+    /// Whether the pipeline's questions about this connection's calls go to its client (MCP
+    /// elicitation): the backend offers an [`Elicitation`] broker and the client can be asked.
+    /// When it cannot, no person is reachable through this connection.
+    pub elicits: bool,
 }
 
 /// An open Toolhost session for one MCP connection.
@@ -89,6 +99,13 @@ pub trait Backend: Send + Sync + 'static {
     /// The connection is gone: end its session (its journal rows stay). A connection of the
     /// stateless protocol revision (2026-07-28) lives for one request.
     fn close(&self, opened: Opened) -> BoxFuture<'static, ()>;
+
+    /// The broker the backend's pipeline asks through, when it is an [`Elicitation`]: sessions of
+    /// clients that can be asked are registered with it. `None` (the default): questions go
+    /// wherever the pipeline's own broker sends them.
+    fn elicitation(&self) -> Option<Arc<Elicitation>> {
+        None
+    }
 }
 
 /// One MCP connection: a Toolhost session opened on its first request.
@@ -104,6 +121,11 @@ struct Connection {
 
 impl Drop for Connection {
     fn drop(&mut self) {
+        if let Some(Ok(opened)) = self.opened.get()
+            && let Some(elicitation) = self.backend.elicitation()
+        {
+            elicitation.unregister(opened.session.id());
+        }
         if self.close_on_drop
             && let Some(Ok(opened)) = self.opened.get()
             && let Ok(runtime) = tokio::runtime::Handle::try_current()
@@ -134,7 +156,15 @@ impl Connection {
                     .peer
                     .peer_info()
                     .map(|info| format!("{} {}", info.client_info.name, info.client_info.version));
-                self.backend.open(OpenRequest { http, roots, client }).await
+                let elicitation = self.backend.elicitation().filter(|_| elicit::can_elicit(&context.peer));
+                let elicits = elicitation.is_some();
+                let opened =
+                    self.backend.open(OpenRequest { http, roots, client: client.clone(), elicits }).await;
+                if let (Ok(opened), Some(elicitation)) = (&opened, elicitation) {
+                    let name = client.unwrap_or_else(|| "unnamed".into());
+                    elicitation.register(opened.session.id(), context.peer.clone(), name);
+                }
+                opened
             })
             .await;
         let opened = opened.as_ref().map_err(|e| McpError::invalid_request(e.0.clone(), None))?;
@@ -310,6 +340,9 @@ pub async fn serve_stdio(backend: Arc<dyn Backend>, name: &str) -> Result<(), Mc
     // The client has gone: its session ends (calls still running are cancelled and settle)
     // before this returns, so the process does not exit over them.
     if let Some(Ok(opened)) = opened.get() {
+        if let Some(elicitation) = backend.elicitation() {
+            elicitation.unregister(opened.session.id());
+        }
         backend.close(opened.clone()).await;
     }
     waited.map(|_| ())
