@@ -274,3 +274,136 @@ fn the_inspector_cli_lists_and_calls_our_tools() {
         .unwrap();
     assert!(!refused.status.success());
 }
+
+/// A client that can elicit is asked over HTTP instead of the approvals API: by an
+/// `elicitation/create` request on the initialize handshake's revision, and by an input-required
+/// result and a retry on 2026-07-28 (whose connections live for one request: the parked call keeps
+/// its session until it settles).
+#[test]
+fn an_eliciting_client_is_asked_over_http() {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/interop/python_elicit.py");
+    for (negotiation, protocol) in [("legacy", "2025-11-25"), ("auto", "2026-07-28")] {
+        let (_dir, data, work, _outside) = folders();
+        let keys = toolhost_server::auth::stored_form("acme", "key-agent");
+        let (_server, base) = server(
+            &data,
+            &[("TOOLHOST_API_KEYS", keys), ("TOOLHOST_WORKSPACE_ROOTS", format!("acme={}", work.display()))],
+        );
+        for (answer, runs) in [("deny:not now", false), ("allow_once", true)] {
+            let output = Command::new(interop_dir().join("venv/bin/python"))
+                .arg(&script)
+                .args([answer, negotiation, "http", &format!("{base}/mcp"), "key-agent"])
+                .output()
+                .unwrap();
+            assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+            let seen: Value = serde_json::from_slice(&output.stdout).unwrap();
+            assert_eq!(seen["protocol"], protocol, "{seen}");
+            assert_eq!(seen["asked"].as_array().unwrap().len(), 1, "{seen}");
+            assert_eq!(seen["result"]["is_error"], !runs, "{seen}");
+            assert_eq!(work.join("made-by-client").exists(), runs, "{negotiation} {answer}: {seen}");
+        }
+        // Nothing waited on the approvals API, and the journal says who decided.
+        let rows: Vec<Value> = {
+            let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+            runtime.block_on(async {
+                let client = reqwest::Client::builder().no_proxy().build().unwrap();
+                let pending: Value = client
+                    .get(format!("{base}/v1/approvals"))
+                    .bearer_auth("key-agent")
+                    .send()
+                    .await
+                    .unwrap()
+                    .json()
+                    .await
+                    .unwrap();
+                assert_eq!(pending, json!([]), "{negotiation}");
+                let journal =
+                    journal::open(&format!("sqlite://{}/journal.db", data.display())).await.unwrap();
+                let filter =
+                    journal::AttemptFilter { tool: Some("local-system".into()), ..Default::default() };
+                journal
+                    .query("acme", &filter)
+                    .await
+                    .unwrap()
+                    .iter()
+                    .map(|a| serde_json::to_value(a).unwrap())
+                    .collect()
+            })
+        };
+        let executed = rows.iter().find(|r| r["status"] == "executed").unwrap_or_else(|| panic!("{rows:?}"));
+        assert_eq!(executed["decision"], "allow_once");
+        assert!(executed["decided_by"].as_str().unwrap().starts_with("mcp-client:"), "{executed}");
+        assert!(rows.iter().any(|r| r["status"] == "denied"), "{rows:?}");
+    }
+}
+
+/// The `requestState` of a call waiting for its approval is a handle only its own tenant can use:
+/// another tenant's retry is refused (and the call still waits for its owner), a made-up one is
+/// unknown.
+#[test]
+fn a_parked_call_answers_only_its_own_tenant() {
+    let (_dir, data, work, _outside) = folders();
+    let other = data.join("other-work");
+    std::fs::create_dir_all(&other).unwrap();
+    let keys = [
+        toolhost_server::auth::stored_form("acme", "key-acme"),
+        toolhost_server::auth::stored_form("other", "key-other"),
+    ]
+    .join(",");
+    let roots = format!("acme={},other={}", work.display(), other.display());
+    let (_server, base) = server(&data, &[("TOOLHOST_API_KEYS", keys), ("TOOLHOST_WORKSPACE_ROOTS", roots)]);
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    runtime.block_on(async {
+        let client = reqwest::Client::builder().no_proxy().build().unwrap();
+        // One stateless request of the 2026-07-28 revision; its one JSON-RPC message back.
+        let call = |key: &'static str, params: Value| {
+            let client = client.clone();
+            let url = format!("{base}/mcp");
+            async move {
+                let mut params = params;
+                params["name"] = json!("runCommand");
+                params["arguments"] = json!({ "command": "touch made-by-the-owner" });
+                params["_meta"] = json!({
+                    "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                    "io.modelcontextprotocol/clientCapabilities": { "elicitation": { "form": {} } },
+                    "io.modelcontextprotocol/clientInfo": { "name": "raw", "version": "1" },
+                });
+                let response = client
+                    .post(url)
+                    .bearer_auth(key)
+                    .header("Accept", "application/json, text/event-stream")
+                    .header("MCP-Protocol-Version", "2026-07-28")
+                    .header("Mcp-Method", "tools/call")
+                    .header("Mcp-Name", "runCommand")
+                    .json(&json!({ "jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": params }))
+                    .send()
+                    .await
+                    .unwrap();
+                let text = response.text().await.unwrap();
+                let data = text.lines().find_map(|l| l.strip_prefix("data: ")).unwrap_or(&text).to_owned();
+                serde_json::from_str::<Value>(&data).unwrap_or_else(|_| panic!("{text}"))
+            }
+        };
+        let asked = call("key-acme", json!({})).await;
+        assert_eq!(asked["result"]["resultType"], "input_required", "{asked}");
+        let state = asked["result"]["requestState"].as_str().unwrap().to_owned();
+        let allow = json!({ "approval": { "action": "accept", "content": { "decision": "allow_once" } } });
+
+        let stolen = call("key-other", json!({ "requestState": state, "inputResponses": allow })).await;
+        assert!(
+            stolen["error"]["message"].as_str().unwrap_or_default().contains("another tenant"),
+            "another tenant's retry is refused: {stolen}"
+        );
+        let forged =
+            call("key-acme", json!({ "requestState": "0123456789abcdef", "inputResponses": allow })).await;
+        assert!(forged["error"]["message"].as_str().unwrap().contains("unknown or expired"), "{forged}");
+        assert!(!work.join("made-by-the-owner").exists());
+
+        let done = call("key-acme", json!({ "requestState": state, "inputResponses": allow })).await;
+        assert_eq!(done["result"]["isError"], false, "{done}");
+        assert!(work.join("made-by-the-owner").exists());
+        // The handle is spent.
+        let again = call("key-acme", json!({ "requestState": state, "inputResponses": allow })).await;
+        assert!(again.get("error").is_some(), "{again}");
+    });
+}

@@ -7,7 +7,7 @@
 //! toolhost call NAME ['{"json": "arguments"}'] [--approval-mode …] [--json]   (one call, no model)
 //! toolhost journal [--status S] [--tool T] [--limit N] [--call ID] [--json]
 //! toolhost connect URL [--device-id ID]          (the key from TOOLHOST_API_KEY)
-//! toolhost mcp [-C DIR] [--approval-mode headless|auto-run|read-only]   (an MCP server on stdio)
+//! toolhost mcp [-C DIR] [--approval-mode manual|auto-run|headless|read-only]   (an MCP server on stdio)
 //! ```
 //!
 //! Models are configured in `config.toml` in the XDG config folder (profiles), or by

@@ -253,15 +253,17 @@ fn the_python_sdk_uses_the_apps_tools_over_stdio() {
     assert!(rows.iter().any(|r| r["status"] == "blocked"), "{rows:?}");
 }
 
-/// `toolhost mcp` asks the person behind a client that can elicit (MCP elicitation) instead of
-/// blocking: their answer decides, and the journal says who decided.
+/// `toolhost mcp` asks the person behind a client that can elicit instead of blocking — by an
+/// `elicitation/create` request (the initialize handshake, `legacy`) or by an input-required
+/// result the client answers by retrying the call (2026-07-28, `auto`): their answer decides, and
+/// the journal says who decided.
 #[test]
 fn an_eliciting_client_is_asked_and_its_answer_decides() {
     let python = test_support::interop_dir().join("venv/bin/python");
     let script = concat!(env!("CARGO_MANIFEST_DIR"), "/../server/tests/interop/python_elicit.py");
-    let ask = |home: &Home, answer: &str| {
+    let ask = |home: &Home, answer: &str, negotiation: &str| {
         let output = Command::new(&python)
-            .args([script, answer, "legacy", "stdio"])
+            .args([script, answer, negotiation, "stdio"])
             .arg(env!("CARGO_BIN_EXE_toolhost"))
             .args(["mcp", "-C"])
             .arg(home.folder.path())
@@ -273,34 +275,37 @@ fn an_eliciting_client_is_asked_and_its_answer_decides() {
         serde_json::from_slice::<Value>(&output.stdout).unwrap()
     };
 
-    let home = Home::new();
-    let allowed = ask(&home, "allow_once");
-    let asked = allowed["asked"].as_array().unwrap();
-    assert_eq!(asked.len(), 1, "{allowed}");
-    let message = asked[0]["message"].as_str().unwrap();
-    assert!(
-        message.contains("local-system/runCommand") && message.contains("touch made-by-client"),
-        "{message}"
-    );
-    assert_eq!(asked[0]["schema"]["required"], json!(["decision"]));
-    assert_eq!(allowed["result"]["is_error"], false, "{allowed}");
-    assert!(home.folder.path().join("made-by-client").exists(), "approved, then run");
-    let rows = journal(&home, &["--tool", "local-system"]);
-    let row = rows.iter().find(|r| r["api"] == "runCommand").unwrap();
-    assert_eq!(row["status"], "executed");
-    assert_eq!(row["decision"], "allow_once", "{row}");
-    assert!(row["decided_by"].as_str().unwrap().starts_with("mcp-client:"), "{row}");
+    for (negotiation, protocol) in [("legacy", "2025-11-25"), ("auto", "2026-07-28")] {
+        let home = Home::new();
+        let allowed = ask(&home, "allow_once", negotiation);
+        assert_eq!(allowed["protocol"], protocol);
+        let asked = allowed["asked"].as_array().unwrap();
+        assert_eq!(asked.len(), 1, "{allowed}");
+        let message = asked[0]["message"].as_str().unwrap();
+        assert!(
+            message.contains("local-system/runCommand") && message.contains("touch made-by-client"),
+            "{message}"
+        );
+        assert_eq!(asked[0]["schema"]["required"], json!(["decision"]));
+        assert_eq!(allowed["result"]["is_error"], false, "{allowed}");
+        assert!(home.folder.path().join("made-by-client").exists(), "approved, then run ({negotiation})");
+        let rows = journal(&home, &["--tool", "local-system"]);
+        let row = rows.iter().find(|r| r["api"] == "runCommand").unwrap();
+        assert_eq!(row["status"], "executed");
+        assert_eq!(row["decision"], "allow_once", "{row}");
+        assert!(row["decided_by"].as_str().unwrap().starts_with("mcp-client:"), "{row}");
 
-    let home = Home::new();
-    let denied = ask(&home, "deny:not in this folder");
-    assert_eq!(denied["result"]["is_error"], true, "{denied}");
-    assert!(denied["result"]["text"].as_str().unwrap().contains("not in this folder"), "{denied}");
-    assert!(!home.folder.path().join("made-by-client").exists());
+        let home = Home::new();
+        let denied = ask(&home, "deny:not in this folder", negotiation);
+        assert_eq!(denied["result"]["is_error"], true, "{denied}");
+        assert!(denied["result"]["text"].as_str().unwrap().contains("not in this folder"), "{denied}");
+        assert!(!home.folder.path().join("made-by-client").exists());
 
-    let home = Home::new();
-    let declined = ask(&home, "decline");
-    assert_eq!(declined["result"]["is_error"], true, "{declined}");
-    assert!(!home.folder.path().join("made-by-client").exists(), "a declined form never approves");
+        let home = Home::new();
+        let declined = ask(&home, "decline", negotiation);
+        assert_eq!(declined["result"]["is_error"], true, "{declined}");
+        assert!(!home.folder.path().join("made-by-client").exists(), "a declined form never approves");
+    }
 }
 
 #[test]

@@ -34,8 +34,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use futures::future::BoxFuture;
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation, ListToolsResult,
-    PaginatedRequestParams, ProgressNotificationParam, ServerCapabilities, ServerConfig, Tool,
+    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
+    InputRequiredResult, ListToolsResult, PaginatedRequestParams, ProgressNotificationParam,
+    ServerCapabilities, ServerConfig, Tool,
 };
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData as McpError, RoleServer, ServerHandler, ServiceExt};
@@ -117,6 +118,8 @@ struct Connection {
     /// HTTP connections end their session when rmcp drops them; stdio ends it itself, awaited,
     /// before the process exits.
     close_on_drop: bool,
+    /// A call parked for a retry keeps the session past this connection (and ends it itself).
+    keep_session: std::sync::atomic::AtomicBool,
 }
 
 impl Drop for Connection {
@@ -127,6 +130,7 @@ impl Drop for Connection {
             elicitation.unregister(opened.session.id());
         }
         if self.close_on_drop
+            && !self.keep_session.load(Ordering::Relaxed)
             && let Some(Ok(opened)) = self.opened.get()
             && let Ok(runtime) = tokio::runtime::Handle::try_current()
         {
@@ -143,6 +147,7 @@ impl Connection {
             messages: AtomicU64::new(0),
             name,
             close_on_drop,
+            keep_session: std::sync::atomic::AtomicBool::new(false),
         }
     }
 
@@ -157,7 +162,8 @@ impl Connection {
                     .peer_info()
                     .map(|info| format!("{} {}", info.client_info.name, info.client_info.version));
                 let elicitation = self.backend.elicitation().filter(|_| elicit::can_elicit(&context.peer));
-                let elicits = elicitation.is_some();
+                let elicits = elicitation.is_some()
+                    || (self.backend.elicitation().is_some() && elicit::asks_in_rounds(context));
                 let opened =
                     self.backend.open(OpenRequest { http, roots, client: client.clone(), elicits }).await;
                 if let (Ok(opened), Some(elicitation)) = (&opened, elicitation) {
@@ -248,6 +254,36 @@ impl ServerHandler for Connection {
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, McpError> {
+        // The retry of a call that asked in rounds: the person's answer, then the call's result.
+        if let Some(token) = request.request_state.clone() {
+            let elicitation = self
+                .backend
+                .elicitation()
+                .ok_or_else(|| McpError::invalid_params("this server keeps no request state", None))?;
+            let Some(mut parked) = elicitation.take(&token) else {
+                return Err(McpError::invalid_params(
+                    "unknown or expired requestState: call the tool again",
+                    None,
+                ));
+            };
+            if let Err(refused) =
+                self.backend.admits(&parked.opened, context.extensions.get::<http::request::Parts>())
+            {
+                elicitation.put_back(token, parked);
+                return Err(McpError::invalid_request(refused.0, None));
+            }
+            if let Some(question) = parked.pending.take() {
+                let answer = request.input_responses.as_ref().and_then(|r| r.get(elicit::APPROVAL));
+                let _ = question.answer.send(elicit::decided_from_response(answer, &parked.client));
+            }
+            let progress = forward_progress(&parked.opened, &parked.call_id, &context);
+            let settled = self.settle(&elicitation, parked, &context).await;
+            if let Some(progress) = progress {
+                progress.abort();
+            }
+            return settled;
+        }
+
         let opened = self.opened(&context).await?.clone();
         let n = self.messages.fetch_add(1, Ordering::Relaxed) + 1;
         let call_id = format!("mcp-{n}");
@@ -261,40 +297,38 @@ impl ServerHandler for Connection {
             }],
             stopped_on_length: false,
         };
-        let progress = context.meta.get_progress_token().map(|token| {
-            let mut events = opened.session.subscribe();
-            let peer = context.peer.clone();
-            let call_id = call_id.clone();
+        let progress = forward_progress(&opened, &call_id, &context);
+
+        // A client that can only be asked in rounds: the call runs on its own while its questions
+        // go back as input-required results.
+        if let Some(elicitation) = self.backend.elicitation().filter(|_| elicit::asks_in_rounds(&context)) {
+            let questions = elicitation.route_call(opened.session.id(), &call_id);
+            let (done, result) = tokio::sync::oneshot::channel();
+            let run = self.backend.run(&opened, batch);
             tokio::spawn(async move {
-                let mut step = 0.0;
-                loop {
-                    match events.recv().await {
-                        Ok(Event::Progress { call_id: id, progress, .. }) if id == call_id => {
-                            step += 1.0;
-                            let message = progress.message.clone().or_else(|| progress.output.clone());
-                            let value = progress.fraction.map_or(step, |f| f64::from(f) * 100.0);
-                            let mut param = ProgressNotificationParam::new(token.clone(), value);
-                            if progress.fraction.is_some() {
-                                param = param.with_total(100.0);
-                            }
-                            if let Some(message) = message {
-                                param = param.with_message(message);
-                            }
-                            if peer.notify_progress(param).await.is_err() {
-                                return;
-                            }
-                        }
-                        Ok(Event::Finished { call_id: id, .. } | Event::Failed { call_id: id, .. })
-                            if id == call_id =>
-                        {
-                            return;
-                        }
-                        Ok(_) | Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {}
-                        Err(tokio::sync::broadcast::error::RecvError::Closed) => return,
-                    }
-                }
-            })
-        });
+                let _ = done.send(run.await);
+            });
+            let client = context
+                .meta
+                .client_info()
+                .or_else(|| context.peer.peer_info().map(|info| info.client_info.clone()))
+                .map_or_else(|| "unnamed".to_owned(), |info| format!("{} {}", info.name, info.version));
+            let parked = elicit::Parked {
+                opened,
+                call_id,
+                questions,
+                result,
+                pending: None,
+                owns_session: false,
+                client,
+            };
+            let settled = self.settle(&elicitation, parked, &context).await;
+            if let Some(progress) = progress {
+                progress.abort();
+            }
+            return settled;
+        }
+
         // The backend runs the batch to its end within the app's budgets. A
         // `notifications/cancelled` from the client (or its leaving) cancels this one call in the
         // pipeline, which settles it as cancelled; the session goes on.
@@ -309,21 +343,121 @@ impl ServerHandler for Connection {
         if let Some(progress) = progress {
             progress.abort();
         }
-        let results = joined.map_err(|e| McpError::invalid_request(e.0, None))?;
-        let Some(result) = results.into_iter().next() else {
-            return Err(McpError::internal_error("the pipeline returned no result", None));
-        };
-        let content = vec![ContentBlock::text(result.output.content.clone())];
-        let mut answer = if result.output.success {
-            CallToolResult::success(content)
-        } else {
-            CallToolResult::error(content)
-        };
-        if let Some(state @ Value::Object(_)) = &result.output.state {
-            answer.structured_content = Some(state.clone());
-        }
-        Ok(answer.into())
+        answer_of(joined)
     }
+}
+
+impl Connection {
+    /// Waits for a call that asks in rounds: its result, or its next question, which goes back to
+    /// the client as an input-required result while the call waits, parked, for the retry.
+    async fn settle(
+        &self,
+        elicitation: &Arc<Elicitation>,
+        mut parked: elicit::Parked,
+        context: &RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, McpError> {
+        let cancelled = tokio::select! {
+            joined = &mut parked.result => return self.settled(elicitation, &parked, joined).await,
+            question = parked.questions.recv() => match question {
+                Some(question) => {
+                    let Some(form) = elicit::input_request(&question.request) else {
+                        return Err(McpError::internal_error("the approval form could not be made", None));
+                    };
+                    parked.pending = Some(question);
+                    // A connection of one request would end the session with it: the parked call
+                    // keeps it, and ends it when it settles.
+                    if self.close_on_drop && !parked.owns_session {
+                        self.keep_session.store(true, Ordering::Relaxed);
+                        parked.owns_session = true;
+                    }
+                    let token = elicitation.park(parked, self.backend.clone());
+                    let requests = std::collections::BTreeMap::from([(elicit::APPROVAL.to_owned(), form)]);
+                    return Ok(InputRequiredResult::new(Some(requests), Some(token)).into());
+                }
+                None => false,
+            },
+            () = context.ct.cancelled() => true,
+        };
+        if cancelled {
+            parked.opened.session.cancel_call(&parked.call_id);
+        }
+        let joined = (&mut parked.result).await;
+        self.settled(elicitation, &parked, joined).await
+    }
+
+    /// A call that asked in rounds has settled: its routes go, and its session if it owns it.
+    async fn settled(
+        &self,
+        elicitation: &Elicitation,
+        parked: &elicit::Parked,
+        joined: Result<Result<Vec<CallResult>, OpenError>, tokio::sync::oneshot::error::RecvError>,
+    ) -> Result<CallToolResponse, McpError> {
+        elicitation.unroute_call(parked.opened.session.id(), &parked.call_id);
+        if parked.owns_session {
+            self.backend.close(parked.opened.clone()).await;
+        }
+        let joined =
+            joined.unwrap_or_else(|_| Err(OpenError("the call's task ended without a result".into())));
+        answer_of(joined)
+    }
+}
+
+/// Forwards the call's progress events as progress notifications, when the client asked for them
+/// with a progress token.
+fn forward_progress(
+    opened: &Opened,
+    call_id: &str,
+    context: &RequestContext<RoleServer>,
+) -> Option<tokio::task::JoinHandle<()>> {
+    let token = context.meta.get_progress_token()?;
+    let mut events = opened.session.subscribe();
+    let peer = context.peer.clone();
+    let call_id = call_id.to_owned();
+    Some(tokio::spawn(async move {
+        let mut step = 0.0;
+        loop {
+            match events.recv().await {
+                Ok(Event::Progress { call_id: id, progress, .. }) if id == call_id => {
+                    step += 1.0;
+                    let message = progress.message.clone().or_else(|| progress.output.clone());
+                    let value = progress.fraction.map_or(step, |f| f64::from(f) * 100.0);
+                    let mut param = ProgressNotificationParam::new(token.clone(), value);
+                    if progress.fraction.is_some() {
+                        param = param.with_total(100.0);
+                    }
+                    if let Some(message) = message {
+                        param = param.with_message(message);
+                    }
+                    if peer.notify_progress(param).await.is_err() {
+                        return;
+                    }
+                }
+                Ok(Event::Finished { call_id: id, .. } | Event::Failed { call_id: id, .. })
+                    if id == call_id =>
+                {
+                    return;
+                }
+                Ok(_) | Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {}
+                Err(tokio::sync::broadcast::error::RecvError::Closed) => return,
+            }
+        }
+    }))
+}
+
+/// The MCP result of a settled call: its content as a text block, its state as
+/// `structuredContent`, its status as `isError`.
+fn answer_of(joined: Result<Vec<CallResult>, OpenError>) -> Result<CallToolResponse, McpError> {
+    let results = joined.map_err(|e| McpError::invalid_request(e.0, None))?;
+    let Some(result) = results.into_iter().next() else {
+        return Err(McpError::internal_error("the pipeline returned no result", None));
+    };
+    let content = vec![ContentBlock::text(result.output.content.clone())];
+    let mut answer =
+        if result.output.success { CallToolResult::success(content) } else { CallToolResult::error(content) };
+    if let Some(state @ Value::Object(_)) = &result.output.state {
+        answer.structured_content = Some(state.clone());
+    }
+    Ok(answer.into())
 }
 
 /// Serves one connection over this process's stdin and stdout until the client leaves.
