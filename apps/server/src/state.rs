@@ -360,7 +360,13 @@ impl AppState {
         if let Some(path) = &args.mcp_config {
             // A mounted server runs beside this process, never on a device: its runtime is not
             // routed (a device offers only its own tools).
-            let mounted = mcp::client::mount_file(path, &mut toolbox).await?;
+            // Tool lists are remembered in the state folder, so a remembered server starts on
+            // its first call instead of holding up the server's start.
+            let options = mcp::client::MountOptions {
+                catalogues: Some(mcp::client::Catalogues::new(args.state_dir()?.join("mcp-tools"))),
+                fresh: false,
+            };
+            let mounted = mcp::client::mount_file(path, &mut toolbox, &options).await?;
             for note in &mounted.notes {
                 tracing::warn!(%note, "MCP configuration");
             }

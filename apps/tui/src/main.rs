@@ -161,7 +161,8 @@ async fn tools(format: &str, mcp_config: Option<std::path::PathBuf>) -> anyhow::
         })?),
     };
     let mut mounted = tool_executor::Toolbox::new();
-    for note in setup::mount_mcp(&mut mounted, mcp_config.as_deref()).await? {
+    // Every server is started, so a broken one is reported now.
+    for note in setup::mount_mcp(&mut mounted, mcp_config.as_deref(), true).await? {
         eprintln!("{note}");
     }
     let names = mounted.names(None);

@@ -133,7 +133,7 @@ pub async fn executor(broker: Arc<dyn ApprovalBroker>, guard: &GuardArgs) -> any
     let mut toolbox = client_executor::device::builtin_toolbox()
         .map_err(anyhow::Error::msg)
         .context("building the tools")?;
-    for note in mount_mcp(&mut toolbox, guard.mcp_config.as_deref()).await? {
+    for note in mount_mcp(&mut toolbox, guard.mcp_config.as_deref(), false).await? {
         eprintln!("{note}");
     }
     let executor = Executor::builder(Arc::new(toolbox)).journal(journal).broker(broker).build();
@@ -141,7 +141,9 @@ pub async fn executor(broker: Arc<dyn ApprovalBroker>, guard: &GuardArgs) -> any
     Ok(executor)
 }
 
-/// Mounts the configured MCP servers into `toolbox`; returns what to tell the person.
+/// Mounts the configured MCP servers into `toolbox`; returns what to tell the person. Their tool
+/// lists are remembered in the data folder, so a remembered server starts on its first call;
+/// `fresh` starts every server now (to check the configuration).
 ///
 /// # Errors
 ///
@@ -149,6 +151,7 @@ pub async fn executor(broker: Arc<dyn ApprovalBroker>, guard: &GuardArgs) -> any
 pub async fn mount_mcp(
     toolbox: &mut tool_executor::Toolbox,
     given: Option<&Path>,
+    fresh: bool,
 ) -> anyhow::Result<Vec<String>> {
     let path = match given {
         Some(path) => path.to_owned(),
@@ -157,7 +160,11 @@ pub async fn mount_mcp(
             _ => return Ok(Vec::new()),
         },
     };
-    Ok(mcp::client::mount_file(&path, toolbox).await?.notes)
+    let options = mcp::client::MountOptions {
+        catalogues: Some(mcp::client::Catalogues::new(data_dir()?.join("mcp-tools"))),
+        fresh,
+    };
+    Ok(mcp::client::mount_file(&path, toolbox, &options).await?.notes)
 }
 
 /// A short, stable key of a folder: sessions and journal rows of one folder share it.

@@ -14,14 +14,19 @@
 //! deny = ["write_file"]                  # never mounted
 //! startup_timeout_secs = 30
 //! call_timeout_secs = 120
+//! start = "lazy"                         # lazy (default) | background
 //! ```
 //!
 //! A server over streamable HTTP instead: `url = "https://…/mcp"`, `headers = { … }`,
 //! `bearer_from = "VARIABLE"`.
 //!
-//! Servers are started together at start-up (a slow or broken one is reported with its reason and
-//! never blocks the others). Starting on first use, `list_changed` refreshes and sandboxing a stdio
-//! server's process are not done yet.
+//! A server's tool list is remembered between runs ([`Catalogues`], keyed by what starts it): a
+//! remembered server is declared from that list and starts on its first call (`lazy`) or in the
+//! background at once (`background`), so a slow or broken server holds up neither the start nor
+//! other tools' calls, and its failure is the failed call's reason. A server not remembered yet is
+//! started at mount, all of them together. The list is remembered again whenever the server is
+//! started and when it says its tools changed (`notifications/tools/list_changed`); a changed list
+//! is declared from the next start on.
 
 use std::collections::{BTreeMap, VecDeque};
 use std::path::PathBuf;
@@ -51,6 +56,17 @@ pub enum Trust {
     Ask,
     /// Never mounted.
     Deny,
+}
+
+/// When a server is started.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Start {
+    /// On its first call when its tool list is remembered; at mount when it is not.
+    #[default]
+    Lazy,
+    /// At mount, in the background when its tool list is remembered.
+    Background,
 }
 
 /// One server: a program spoken to over stdio (`command`), or a URL spoken to over streamable
@@ -114,6 +130,10 @@ pub struct ServerConfig {
     /// Its calls may run beside each other.
     #[serde(default = "yes")]
     pub parallel: bool,
+    /// When it starts: `lazy` (default: on its first call, once its tool list is remembered) or
+    /// `background` (at mount, without waiting for it when its list is remembered).
+    #[serde(default)]
+    pub start: Start,
 }
 
 fn workspace_write() -> tool_core::SandboxMode {
@@ -181,6 +201,95 @@ impl McpConfig {
     }
 }
 
+/// The tool lists of servers, remembered between runs in a folder (one JSON file per server and
+/// configuration), so a server need not start to be declared.
+#[derive(Debug, Clone)]
+pub struct Catalogues {
+    dir: PathBuf,
+}
+
+/// The largest remembered list read back.
+const CATALOGUE_BYTES: u64 = 4 * 1024 * 1024;
+
+impl Catalogues {
+    /// Lists kept in `dir` (made when the first is written).
+    pub fn new(dir: impl Into<PathBuf>) -> Self {
+        Self { dir: dir.into() }
+    }
+
+    /// The file of a server: its name and a fingerprint of what starts it (another command,
+    /// arguments, URL, folder or environment is another server).
+    fn key(name: &str, config: &ServerConfig) -> String {
+        let what = json!({
+            "command": config.command, "args": config.args, "url": config.url, "cwd": config.cwd,
+            "env": config.env, "env_from": config.env_from, "headers": config.headers.keys().collect::<Vec<_>>(),
+            "sandbox": config.sandbox.as_str(), "network": config.network == tool_core::NetworkAccess::On,
+        });
+        // FNV-1a: stable across runs and builds.
+        let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+        for byte in what.to_string().bytes() {
+            hash ^= u64::from(byte);
+            hash = hash.wrapping_mul(0x0100_0000_01b3);
+        }
+        let name: String = name
+            .chars()
+            .map(|c| if c.is_ascii_alphanumeric() || c == '-' || c == '_' { c } else { '_' })
+            .collect();
+        format!("{name}-{hash:016x}.json")
+    }
+
+    /// The remembered list, when there is one that reads as a list of tools.
+    fn load(&self, key: &str) -> Option<Vec<Value>> {
+        let path = self.dir.join(key);
+        if std::fs::metadata(&path).ok()?.len() > CATALOGUE_BYTES {
+            return None;
+        }
+        let tools: Vec<Value> = serde_json::from_slice(&std::fs::read(path).ok()?).ok()?;
+        tools.iter().all(|t| t.get("name").is_some_and(Value::is_string)).then_some(tools)
+    }
+
+    /// Remembers a list (written whole, then renamed into place); a failure only loses the memory.
+    fn store(&self, key: &str, tools: &[Value]) {
+        let write = || -> std::io::Result<()> {
+            std::fs::create_dir_all(&self.dir)?;
+            let temp = self.dir.join(format!(".{key}.{}", std::process::id()));
+            std::fs::write(&temp, serde_json::to_vec(tools).unwrap_or_default())?;
+            std::fs::rename(temp, self.dir.join(key))
+        };
+        if let Err(error) = write() {
+            tracing::warn!(%error, dir = %self.dir.display(), "cannot remember an MCP server's tools");
+        }
+    }
+}
+
+/// How servers are mounted.
+#[derive(Debug, Clone, Default)]
+pub struct MountOptions {
+    /// Where tool lists are remembered between runs (none: every server starts at mount).
+    pub catalogues: Option<Catalogues>,
+    /// Start every server at mount even when its list is remembered (to check a configuration);
+    /// the lists are remembered again.
+    pub fresh: bool,
+}
+
+/// Remembers a server's tools: where, under which key, and for which server.
+#[derive(Debug, Clone)]
+struct Memory {
+    catalogues: Catalogues,
+    key: String,
+    server: String,
+}
+
+impl Memory {
+    /// Lists the server's tools now and remembers them.
+    async fn refresh(&self, peer: &rmcp::service::Peer<RoleClient>) -> Option<Vec<Value>> {
+        let tools = peer.list_all_tools().await.ok()?;
+        let tools: Vec<Value> = tools.iter().filter_map(|t| serde_json::to_value(t).ok()).collect();
+        self.catalogues.store(&self.key, &tools);
+        Some(tools)
+    }
+}
+
 /// A mounted server: its manifest and runtime, ready for a toolbox.
 pub struct Mounted {
     /// The tool (`mcp-NAME`), one API per mounted MCP tool, named `NAME__TOOL`.
@@ -205,6 +314,8 @@ type Client = RunningService<RoleClient, Progress>;
 #[derive(Clone, Default)]
 struct Progress {
     sinks: Arc<Mutex<std::collections::HashMap<String, tool_core::ProgressSink>>>,
+    /// Where the server's tools are remembered, refreshed when it says they changed.
+    memory: Option<Memory>,
 }
 
 fn token_key(token: &rmcp::model::ProgressToken) -> String {
@@ -212,6 +323,19 @@ fn token_key(token: &rmcp::model::ProgressToken) -> String {
 }
 
 impl rmcp::ClientHandler for Progress {
+    /// The server's tools changed: the new list is remembered (and declared from the next start;
+    /// the running catalogue keeps the tools it declared, and a call of one the server no longer
+    /// has fails with the server's answer).
+    async fn on_tool_list_changed(&self, context: rmcp::service::NotificationContext<RoleClient>) {
+        if let Some(memory) = self.memory.clone() {
+            tokio::spawn(async move {
+                if let Some(tools) = memory.refresh(&context.peer).await {
+                    tracing::info!(server = %memory.server, tools = tools.len(), "an MCP server's tools changed; remembered for the next start");
+                }
+            });
+        }
+    }
+
     /// Toolhost by name, proposing the newest protocol version that has the `initialize`
     /// handshake this client performs (rmcp's newest has none, and servers of today answer it
     /// with an older one anyway).
@@ -256,6 +380,27 @@ struct Connection {
 }
 
 impl Connection {
+    /// Starts the server unless it runs; a server started here has its tool list remembered
+    /// anew.
+    async fn ensure_started(&self) -> Result<(), String> {
+        let mut guard = self.client.lock().await;
+        if guard.as_ref().is_some_and(|c| !c.is_transport_closed()) {
+            return Ok(());
+        }
+        let client = self.start().await?;
+        self.remember(&client);
+        *guard = Some(client);
+        Ok(())
+    }
+
+    /// Lists a just-started server's tools in the background and remembers them.
+    fn remember(&self, client: &Client) {
+        if let Some(memory) = self.progress.memory.clone() {
+            let peer = client.peer().clone();
+            tokio::spawn(async move { memory.refresh(&peer).await });
+        }
+    }
+
     /// `text` without the server URL's query (an error of the HTTP client names the whole URL,
     /// and a query may carry a key).
     fn redact(&self, text: String) -> String {
@@ -391,11 +536,25 @@ impl Connection {
 }
 
 /// Starts every enabled server of `config` at once and lists its tools; a server that fails is
-/// reported with its reason and left out, never holding up the others.
+/// reported with its reason and left out, never holding up the others. (Nothing is remembered:
+/// [`mount_with`] remembers tool lists and starts servers lazily.)
 pub async fn mount(
     config: &McpConfig,
     env: &dyn Fn(&str) -> Option<String>,
 ) -> (Vec<Mounted>, Vec<MountError>) {
+    mount_with(config, env, &MountOptions::default()).await
+}
+
+/// [`mount`], with tool lists remembered in `options.catalogues`: a server whose list is
+/// remembered is declared from it without waiting for the server, which starts on its first call
+/// (`lazy`) or in the background now (`background`); the others start now, together, and their
+/// lists are remembered.
+pub async fn mount_with(
+    config: &McpConfig,
+    env: &dyn Fn(&str) -> Option<String>,
+    options: &MountOptions,
+) -> (Vec<Mounted>, Vec<MountError>) {
+    let mut remembered = Vec::new();
     let mut pending = Vec::new();
     let mut errors = Vec::new();
     // A server none of whose tools may be mounted is not started at all.
@@ -424,18 +583,36 @@ pub async fn mount(
             errors.push(MountError::MissingVariable { server: name.clone(), variable });
             continue;
         }
+        let memory = options.catalogues.as_ref().map(|catalogues| Memory {
+            catalogues: catalogues.clone(),
+            key: Catalogues::key(name, server),
+            server: name.clone(),
+        });
+        let known = memory.as_ref().filter(|_| !options.fresh).and_then(|m| m.catalogues.load(&m.key));
         let connection = Arc::new(Connection {
             name: name.clone(),
             config: server.clone(),
             env: vars,
             bearer,
-            progress: Progress::default(),
+            progress: Progress { sinks: Arc::default(), memory },
             temp: (server.url.is_none() && server.sandbox != tool_core::SandboxMode::Off)
                 .then(|| tempfile::Builder::new().prefix("toolhost-mcp-").tempdir().ok())
                 .flatten(),
             client: tokio::sync::Mutex::new(None),
             stderr: Arc::default(),
         });
+        if let Some(tools) = known {
+            if server.start == Start::Background {
+                let early = connection.clone();
+                tokio::spawn(async move {
+                    if let Err(message) = early.ensure_started().await {
+                        tracing::warn!(server = %early.name, %message, "MCP server did not start in the background");
+                    }
+                });
+            }
+            remembered.push(manifest_of(connection, &tools));
+            continue;
+        }
         pending.push(async move {
             let client = connection
                 .start()
@@ -461,11 +638,14 @@ pub async fn mount(
                 }
             };
             let tools: Vec<Value> = tools.iter().filter_map(|t| serde_json::to_value(t).ok()).collect();
+            if let Some(memory) = &connection.progress.memory {
+                memory.catalogues.store(&memory.key, &tools);
+            }
             *connection.client.lock().await = Some(client);
             Ok(manifest_of(connection, &tools))
         });
     }
-    let mut mounted = Vec::new();
+    let mut mounted: Vec<Mounted> = remembered.into_iter().flatten().collect();
     for result in futures::future::join_all(pending).await {
         match result {
             Ok(Some(one)) => mounted.push(one),
@@ -656,7 +836,10 @@ impl McpRuntime {
                 }
                 restarted = true;
                 match connection.start().await {
-                    Ok(client) => *guard = Some(client),
+                    Ok(client) => {
+                        connection.remember(&client);
+                        *guard = Some(client);
+                    }
                     Err(message) => {
                         return ToolOutput::error(
                             ErrorKind::Execution,
@@ -811,8 +994,8 @@ pub struct FileMount {
     pub notes: Vec<String>,
 }
 
-/// Reads a configuration file, mounts its servers ([`mount`]) with variables from this process's
-/// environment, and adds them to `toolbox` ([`add_to`]).
+/// Reads a configuration file, mounts its servers ([`mount_with`]) with variables from this
+/// process's environment, and adds them to `toolbox` ([`add_to`]).
 ///
 /// # Errors
 ///
@@ -820,12 +1003,13 @@ pub struct FileMount {
 pub async fn mount_file(
     path: &std::path::Path,
     toolbox: &mut tool_executor::Toolbox,
+    options: &MountOptions,
 ) -> Result<FileMount, MountError> {
     let text = std::fs::read_to_string(path)
         .map_err(|e| MountError::Config(format!("cannot read {}: {e}", path.display())))?;
     let config =
         McpConfig::parse(&text).map_err(|e| MountError::Config(format!("{}: {e}", path.display())))?;
-    let (mounted, errors) = mount(&config, &|name| std::env::var(name).ok()).await;
+    let (mounted, errors) = mount_with(&config, &|name| std::env::var(name).ok(), options).await;
     let mut report = FileMount {
         tools: mounted.iter().map(|m| m.manifest.identifier.clone()).collect(),
         notes: errors.iter().map(|e| format!("not mounted: {e}")).collect(),

@@ -35,6 +35,19 @@ def touch(path: str) -> str:
     return f"created {path}"
 
 
+def grown(word: str) -> str:
+    """A tool added while the server runs."""
+    return word * 2
+
+
+@server.tool()
+async def grow(ctx: Context) -> str:
+    """Add the tool `grown`, and tell the client the tools changed."""
+    server.add_tool(grown)
+    await ctx.session.send_tool_list_changed()
+    return "grown"
+
+
 @server.tool()
 def fail(reason: str) -> str:
     """Fail with the reason given."""
