@@ -76,18 +76,20 @@ fn main() {
     let rate = |v: &Value| v["calls_per_second"].as_f64().unwrap_or(0.0);
     let us = |v: &Value, k: &str| v[k].as_f64().unwrap_or(0.0);
     println!("## MCP over stdio: {calls} sequential reads of a 20-line file, Python SDK client\n");
-    println!("| server | calls/s | p50 µs | p99 µs |\n|---|---|---|---|");
+    println!("| server | calls/s | p50 µs | p99 µs | ping p50 µs |\n|---|---|---|---|---|");
     println!(
-        "| toolhost-server mcp-stdio (journal on) | {:.0} | {:.0} | {:.0} |",
+        "| toolhost-server mcp-stdio (journal on) | {:.0} | {:.0} | {:.0} | {:.0} |",
         rate(&toolhost),
         us(&toolhost, "p50_us"),
-        us(&toolhost, "p99_us")
+        us(&toolhost, "p99_us"),
+        us(&toolhost, "ping_p50_us")
     );
     println!(
-        "| @modelcontextprotocol/server-filesystem | {:.0} | {:.0} | {:.0} |",
+        "| @modelcontextprotocol/server-filesystem | {:.0} | {:.0} | {:.0} | {:.0} |",
         rate(&reference),
         us(&reference, "p50_us"),
-        us(&reference, "p99_us")
+        us(&reference, "p99_us"),
+        us(&reference, "ping_p50_us")
     );
     println!("\nratio (Toolhost / reference calls per second): {:.2}", rate(&toolhost) / rate(&reference));
 }

@@ -84,6 +84,7 @@ impl mcp::Backend for Backend {
             Some(mode) => mode,
         };
         let state = self.state.clone();
+        let stdio = self.stdio.is_some();
         let dir = principal.as_ref().and_then(|p| self.working_directory(&p.tenant, &request.roots));
         Box::pin(async move {
             let principal =
@@ -98,6 +99,11 @@ impl mcp::Backend for Backend {
                 .await
                 .map_err(|e| mcp::OpenError(format!("no session could be opened: {}", e.message())))?;
             tracing::info!(session = entry.session.id(), tenant = %principal.tenant, client = ?request.client, "MCP connection opened a session");
+            if stdio {
+                // No approvals API is served to answer for a stdio client: what its client cannot
+                // answer is denied at once, with the reason.
+                state.elicitation.only_its_client(entry.session.id());
+            }
             Ok(mcp::Opened { executor: state.executor.clone(), session: entry.session.clone() })
         })
     }
@@ -136,6 +142,17 @@ impl mcp::Backend for Backend {
 
     fn elicitation(&self) -> Option<Arc<mcp::Elicitation>> {
         Some(self.state.elicitation.clone())
+    }
+
+    /// Only credentials that may decide approvals answer forms: an agent key's client may propose
+    /// calls, and its questions wait on the approvals API as any other (unless the operator lets
+    /// agent keys decide).
+    fn elicitor(&self, http: Option<&axum::http::request::Parts>) -> Option<String> {
+        let principal = match &self.stdio {
+            Some(stdio) => stdio.principal.clone(),
+            None => http?.extensions.get::<Principal>()?.clone(),
+        };
+        (principal.role.decides() || self.state.args.agent_keys_decide).then_some(principal.id)
     }
 
     fn close(&self, opened: mcp::Opened) -> BoxFuture<'static, ()> {

@@ -284,7 +284,12 @@ fn an_eliciting_client_is_asked_over_http() {
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/interop/python_elicit.py");
     for (negotiation, protocol) in [("legacy", "2025-11-25"), ("auto", "2026-07-28")] {
         let (_dir, data, work, _outside) = folders();
-        let keys = toolhost_server::auth::stored_form("acme", "key-agent");
+        let keys = toolhost_server::auth::stored_form_as(
+            "acme",
+            toolhost_server::auth::Role::Person,
+            "ann",
+            "key-ann",
+        );
         let (_server, base) = server(
             &data,
             &[("TOOLHOST_API_KEYS", keys), ("TOOLHOST_WORKSPACE_ROOTS", format!("acme={}", work.display()))],
@@ -292,7 +297,7 @@ fn an_eliciting_client_is_asked_over_http() {
         for (answer, runs) in [("deny:not now", false), ("allow_once", true)] {
             let output = Command::new(interop_dir().join("venv/bin/python"))
                 .arg(&script)
-                .args([answer, negotiation, "http", &format!("{base}/mcp"), "key-agent"])
+                .args([answer, negotiation, "http", &format!("{base}/mcp"), "key-ann"])
                 .output()
                 .unwrap();
             assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
@@ -309,7 +314,7 @@ fn an_eliciting_client_is_asked_over_http() {
                 let client = reqwest::Client::builder().no_proxy().build().unwrap();
                 let pending: Value = client
                     .get(format!("{base}/v1/approvals"))
-                    .bearer_auth("key-agent")
+                    .bearer_auth("key-ann")
                     .send()
                     .await
                     .unwrap()
@@ -332,9 +337,80 @@ fn an_eliciting_client_is_asked_over_http() {
         };
         let executed = rows.iter().find(|r| r["status"] == "executed").unwrap_or_else(|| panic!("{rows:?}"));
         assert_eq!(executed["decision"], "allow_once");
-        assert!(executed["decided_by"].as_str().unwrap().starts_with("mcp-client:"), "{executed}");
+        assert_eq!(
+            executed["decided_by"].as_str().unwrap().split(" via ").next(),
+            Some("acme/person/ann"),
+            "the key's person, through the client: {executed}"
+        );
+        assert!(executed["decided_by"].as_str().unwrap().contains("via mcp-client:"), "{executed}");
         assert!(rows.iter().any(|r| r["status"] == "denied"), "{rows:?}");
     }
+}
+
+/// An agent key may propose calls, not decide them: its client is never handed the approval form
+/// (whatever it declares), and the question waits on the approvals API for a person.
+#[test]
+fn an_agent_keys_client_is_not_asked() {
+    let (_dir, data, work, _outside) = folders();
+    let keys = [
+        toolhost_server::auth::stored_form("acme", "key-agent"),
+        toolhost_server::auth::stored_form_as(
+            "acme",
+            toolhost_server::auth::Role::Approver,
+            "alice",
+            "key-alice",
+        ),
+    ]
+    .join(",");
+    let (_server, base) = server(
+        &data,
+        &[("TOOLHOST_API_KEYS", keys), ("TOOLHOST_WORKSPACE_ROOTS", format!("acme={}", work.display()))],
+    );
+    let approver = {
+        let base = base.clone();
+        std::thread::spawn(move || {
+            let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+            runtime.block_on(async move {
+                let client = reqwest::Client::builder().no_proxy().build().unwrap();
+                for _ in 0..400 {
+                    let pending: Value = client
+                        .get(format!("{base}/v1/approvals"))
+                        .bearer_auth("key-alice")
+                        .send()
+                        .await
+                        .unwrap()
+                        .json()
+                        .await
+                        .unwrap();
+                    if let Some(id) = pending.as_array().and_then(|a| a.first()).and_then(|a| a["id"].as_str()) {
+                        let decided = client
+                            .post(format!("{base}/v1/approvals/{id}"))
+                            .bearer_auth("key-alice")
+                            .json(&json!({"decision": {"kind": "deny_with_message", "message": "alice says no"}}))
+                            .send()
+                            .await
+                            .unwrap();
+                        return decided.status().as_u16();
+                    }
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                }
+                0
+            })
+        })
+    };
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/interop/python_elicit.py");
+    let output = Command::new(interop_dir().join("venv/bin/python"))
+        .arg(&script)
+        .args(["allow_once", "legacy", "http", &format!("{base}/mcp"), "key-agent"])
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    let seen: Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(seen["asked"], json!([]), "the agent's client is not asked: {seen}");
+    assert_eq!(seen["result"]["is_error"], true, "{seen}");
+    assert!(seen["result"]["text"].as_str().unwrap().contains("alice says no"), "{seen}");
+    assert_eq!(approver.join().unwrap(), 200, "the question waited on the approvals API");
+    assert!(!work.join("made-by-client").exists());
 }
 
 /// The `requestState` of a call waiting for its approval is a handle only its own tenant can use:
@@ -345,9 +421,10 @@ fn a_parked_call_answers_only_its_own_tenant() {
     let (_dir, data, work, _outside) = folders();
     let other = data.join("other-work");
     std::fs::create_dir_all(&other).unwrap();
+    let person = toolhost_server::auth::Role::Person;
     let keys = [
-        toolhost_server::auth::stored_form("acme", "key-acme"),
-        toolhost_server::auth::stored_form("other", "key-other"),
+        toolhost_server::auth::stored_form_as("acme", person, "ann", "key-acme"),
+        toolhost_server::auth::stored_form_as("other", person, "otto", "key-other"),
     ]
     .join(",");
     let roots = format!("acme={},other={}", work.display(), other.display());
@@ -406,4 +483,28 @@ fn a_parked_call_answers_only_its_own_tenant() {
         let again = call("key-acme", json!({ "requestState": state, "inputResponses": allow })).await;
         assert!(again.get("error").is_some(), "{again}");
     });
+}
+
+/// `mcp-stdio` (manual by default) asks a client that can elicit, in either negotiation.
+#[test]
+fn an_eliciting_client_is_asked_over_stdio() {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/interop/python_elicit.py");
+    for negotiation in ["legacy", "auto"] {
+        let (_dir, data, work, _outside) = folders();
+        let output = Command::new(interop_dir().join("venv/bin/python"))
+            .arg(&script)
+            .args(["allow_once", negotiation, "stdio", env!("CARGO_BIN_EXE_toolhost-server"), "mcp-stdio"])
+            .arg("--working-directory")
+            .arg(&work)
+            .env("TOOLHOST_DATABASE_URL", format!("sqlite://{}/journal.db", data.display()))
+            .env("TOOLHOST_STATE_DIR", &data)
+            .env("RUST_LOG", "warn")
+            .output()
+            .unwrap();
+        assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+        let seen: Value = serde_json::from_slice(&output.stdout).unwrap();
+        assert_eq!(seen["asked"].as_array().unwrap().len(), 1, "{seen}");
+        assert_eq!(seen["result"]["is_error"], false, "{seen}");
+        assert!(work.join("made-by-client").exists(), "{negotiation}");
+    }
 }

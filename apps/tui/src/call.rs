@@ -1,5 +1,6 @@
 //! `toolhost call NAME [ARGUMENTS]`: one call through the pipeline, without a model — the same
-//! approval, sandbox, timeout and journal row as a model's call. For scripts, for trying a tool
+//! approval, sandbox, timeout and journal row as a model's call. Exit 0 executed, 1 failed, 3 not
+//! run (denied or blocked), 130 cancelled; 2 is a usage error. For scripts, for trying a tool
 //! (a mounted MCP server's included) and for checking an `mcp.toml`.
 
 use std::io::{IsTerminal as _, Read as _};
@@ -16,8 +17,8 @@ pub mod code {
     pub const EXECUTED: u8 = 0;
     /// It ran and failed, or could not run (unknown name, invalid arguments, timeout).
     pub const FAILED: u8 = 1;
-    /// A person or the policy did not let it run.
-    pub const NOT_RUN: u8 = 2;
+    /// A person or the policy did not let it run (3, apart from 2, a usage error).
+    pub const NOT_RUN: u8 = 3;
     /// Cancelled (Ctrl-C).
     pub const CANCELLED: u8 = 130;
 }
@@ -62,9 +63,11 @@ pub async fn run(args: CallArgs) -> anyhow::Result<u8> {
         Ok(_) => anyhow::bail!("the arguments must be a JSON object, such as '{{\"path\": \"README.md\"}}'"),
         Err(error) => anyhow::bail!("the arguments are not JSON: {error}"),
     }
-    // Questions are asked here only when someone can answer them: stdin a terminal, and not
-    // already taken by the arguments.
-    let person = std::io::stdin().is_terminal() && args.arguments.as_deref() != Some("-");
+    // Questions are asked here only when someone can see and answer them: stdin and stderr (where
+    // questions go) terminals, and stdin not taken by the arguments.
+    let person = std::io::stdin().is_terminal()
+        && std::io::stderr().is_terminal()
+        && args.arguments.as_deref() != Some("-");
     let broker: Arc<dyn ApprovalBroker> = if person {
         Arc::new(crate::ask::TerminalBroker::new(crate::ask::stdin_lines()))
     } else {
@@ -99,9 +102,9 @@ pub async fn run(args: CallArgs) -> anyhow::Result<u8> {
     }
     use journal::AttemptStatus as S;
     Ok(match result.status {
-        _ if cancel.is_cancelled() => code::CANCELLED,
         S::Executed | S::Confirmed if result.output.success => code::EXECUTED,
         S::Denied | S::Blocked => code::NOT_RUN,
+        _ if cancel.is_cancelled() => code::CANCELLED,
         _ => code::FAILED,
     })
 }

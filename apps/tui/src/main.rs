@@ -53,7 +53,7 @@ enum Command {
         mcp_config: Option<std::path::PathBuf>,
     },
     /// Run one function through the pipeline without a model (approval, sandbox, journal as for a
-    /// model's call); exit 0 executed, 1 failed, 2 denied or blocked, 130 cancelled.
+    /// model's call); exit 0 executed, 1 failed, 3 denied or blocked, 130 cancelled (2: usage).
     Call(call::CallArgs),
     /// The calls made in this folder, newest first.
     Journal(JournalArgs),

@@ -44,6 +44,8 @@ impl mcp::Backend for Local {
             !request.elicits,
             &self.guard,
         );
+        // Questions its client cannot answer are denied at once, with the reason.
+        self.elicitation.only_its_client(session.id());
         let opened = mcp::Opened { executor: self.executor.clone(), session };
         Box::pin(async move { Ok(opened) })
     }

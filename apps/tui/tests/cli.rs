@@ -329,7 +329,7 @@ fn one_call_runs_through_the_pipeline_without_a_model() {
 
     // No one is at a terminal to ask, so a command that would ask is blocked and does not run.
     let touch = run(&["runCommand", r#"{"command": "touch made-by-call"}"#]);
-    assert_eq!(touch.status.code(), Some(2), "{}", stderr(&touch));
+    assert_eq!(touch.status.code(), Some(3), "{}", stderr(&touch));
     assert!(stderr(&touch).starts_with("blocked"), "{}", stderr(&touch));
     assert!(!home.folder.path().join("made-by-call").exists());
 

@@ -598,3 +598,38 @@ async fn remembered_servers_start_on_first_use() {
     assert!(mounted.is_empty());
     assert!(errors[0].to_string().contains("the database is gone"), "{errors:?}");
 }
+
+/// A lazily started server slower to start than a call may take: the call gives up, the start
+/// goes on, and the next call finds the server running (started once).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_slow_lazy_start_outlives_the_call_that_began_it() {
+    let folder = tempfile::tempdir().unwrap();
+    let folder_path = folder.path().canonicalize().unwrap();
+    let remembered = tempfile::tempdir().unwrap();
+    let python = node_modules().join("../../venv/bin/python");
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/interop/adder_server.py");
+    let config = mcp::client::McpConfig::parse(&format!(
+        "[servers.slow]\ncommand = \"/bin/sh\"\nargs = [\"-c\", \"echo started >> starts.log; sleep 2; exec {} {script} stdio\"]\n\
+         cwd = \"{}\"\ntrust = \"auto\"\ncall_timeout_secs = 1\n",
+        python.display(),
+        folder_path.display()
+    ))
+    .unwrap();
+    let starts = || std::fs::read_to_string(folder_path.join("starts.log")).map_or(0, |t| t.lines().count());
+    let options = mcp::client::MountOptions {
+        catalogues: Some(mcp::client::Catalogues::new(remembered.path())),
+        fresh: false,
+    };
+    let (mounted, errors) = mcp::client::mount_with(&config, &|_| None, &options).await;
+    assert!(errors.is_empty(), "{errors:?}");
+    drop(mounted);
+    let (mounted, _) = mcp::client::mount_with(&config, &|_| None, &options).await;
+    assert_eq!(starts(), 1, "remembered: not started at mount");
+    let (executor, session) = pipeline_of(mounted);
+    let first = call(&executor, &session, "s1", "slow__add", json!({ "a": 1, "b": 2 })).await;
+    assert_eq!(first.status, journal::AttemptStatus::Failed, "the call's second ran out: {first:?}");
+    tokio::time::sleep(std::time::Duration::from_millis(2500)).await;
+    let second = call(&executor, &session, "s2", "slow__add", json!({ "a": 1, "b": 2 })).await;
+    assert_eq!(second.output.content.trim(), "3", "{second:?}");
+    assert_eq!(starts(), 2, "one start, which the first call began and the second found running");
+}

@@ -217,25 +217,30 @@ impl Catalogues {
         Self { dir: dir.into() }
     }
 
-    /// The file of a server: its name and a fingerprint of what starts it (another command,
-    /// arguments, URL, folder or environment is another server).
-    fn key(name: &str, config: &ServerConfig) -> String {
+    /// The file of a server: its name and a fingerprint of what starts it — the command,
+    /// arguments and folder it runs in, or its URL and headers, its environment and credentials
+    /// as given to it, its sandbox — so another of these is another server. The fingerprint is a
+    /// one-way hash: the secrets among these are not in the file or its name.
+    fn key(name: &str, config: &ServerConfig, env: &[(String, String)], bearer: Option<&str>) -> String {
+        use sha2::Digest as _;
+        let folder = match (&config.url, &config.cwd) {
+            (Some(_), _) => None,
+            (None, Some(cwd)) => Some(std::fs::canonicalize(cwd).unwrap_or_else(|_| cwd.clone())),
+            (None, None) => std::env::current_dir().ok(),
+        };
         let what = json!({
-            "command": config.command, "args": config.args, "url": config.url, "cwd": config.cwd,
-            "env": config.env, "env_from": config.env_from, "headers": config.headers.keys().collect::<Vec<_>>(),
+            "command": config.command, "args": config.args, "url": config.url, "folder": folder,
+            "env": env, "headers": config.headers, "bearer": bearer,
             "sandbox": config.sandbox.as_str(), "network": config.network == tool_core::NetworkAccess::On,
         });
-        // FNV-1a: stable across runs and builds.
-        let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
-        for byte in what.to_string().bytes() {
-            hash ^= u64::from(byte);
-            hash = hash.wrapping_mul(0x0100_0000_01b3);
-        }
+        let digest = sha2::Sha256::digest(what.to_string().as_bytes());
+        let hash: String = digest.iter().take(16).map(|b| format!("{b:02x}")).collect();
         let name: String = name
             .chars()
+            .take(64)
             .map(|c| if c.is_ascii_alphanumeric() || c == '-' || c == '_' { c } else { '_' })
             .collect();
-        format!("{name}-{hash:016x}.json")
+        format!("{name}-{hash}.json")
     }
 
     /// The remembered list, when there is one that reads as a list of tools.
@@ -245,16 +250,24 @@ impl Catalogues {
             return None;
         }
         let tools: Vec<Value> = serde_json::from_slice(&std::fs::read(path).ok()?).ok()?;
-        tools.iter().all(|t| t.get("name").is_some_and(Value::is_string)).then_some(tools)
+        // An empty list declares nothing: such a server is started to be listed again.
+        (!tools.is_empty() && tools.iter().all(|t| t.get("name").is_some_and(Value::is_string)))
+            .then_some(tools)
     }
 
-    /// Remembers a list (written whole, then renamed into place); a failure only loses the memory.
+    /// Remembers a list (written whole to a temp file of its own, then renamed into place); a
+    /// failure only loses the memory. An empty list is not remembered.
     fn store(&self, key: &str, tools: &[Value]) {
+        if tools.is_empty() {
+            return;
+        }
         let write = || -> std::io::Result<()> {
+            use std::io::Write as _;
             std::fs::create_dir_all(&self.dir)?;
-            let temp = self.dir.join(format!(".{key}.{}", std::process::id()));
-            std::fs::write(&temp, serde_json::to_vec(tools).unwrap_or_default())?;
-            std::fs::rename(temp, self.dir.join(key))
+            let mut temp = tempfile::NamedTempFile::new_in(&self.dir)?;
+            temp.write_all(&serde_json::to_vec(tools).unwrap_or_default())?;
+            temp.persist(self.dir.join(key)).map_err(|e| e.error)?;
+            Ok(())
         };
         if let Err(error) = write() {
             tracing::warn!(%error, dir = %self.dir.display(), "cannot remember an MCP server's tools");
@@ -278,15 +291,44 @@ struct Memory {
     catalogues: Catalogues,
     key: String,
     server: String,
+    /// One refresh at a time, the newest listing written last.
+    refreshing: Arc<tokio::sync::Mutex<()>>,
+    /// A refresh is asked for and has not begun: more asks add nothing.
+    queued: Arc<std::sync::atomic::AtomicBool>,
 }
 
+/// The longest a listing for the memory may take.
+const REFRESH_TIMEOUT: Duration = Duration::from_secs(30);
+
 impl Memory {
-    /// Lists the server's tools now and remembers them.
-    async fn refresh(&self, peer: &rmcp::service::Peer<RoleClient>) -> Option<Vec<Value>> {
-        let tools = peer.list_all_tools().await.ok()?;
-        let tools: Vec<Value> = tools.iter().filter_map(|t| serde_json::to_value(t).ok()).collect();
-        self.catalogues.store(&self.key, &tools);
-        Some(tools)
+    fn new(catalogues: Catalogues, key: String, server: String) -> Self {
+        Self { catalogues, key, server, refreshing: Arc::default(), queued: Arc::default() }
+    }
+
+    /// Lists the server's tools and remembers them, in the background; asks made while one is
+    /// waiting to begin are one ask.
+    fn refresh_later(&self, peer: rmcp::service::Peer<RoleClient>) {
+        use std::sync::atomic::Ordering;
+        if self.queued.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        let memory = self.clone();
+        tokio::spawn(async move {
+            let _one = memory.refreshing.lock().await;
+            memory.queued.store(false, Ordering::Release);
+            match tokio::time::timeout(REFRESH_TIMEOUT, peer.list_all_tools()).await {
+                Ok(Ok(tools)) => {
+                    let tools: Vec<Value> =
+                        tools.iter().filter_map(|t| serde_json::to_value(t).ok()).collect();
+                    memory.catalogues.store(&memory.key, &tools);
+                    tracing::debug!(server = %memory.server, tools = tools.len(), "MCP server's tools remembered");
+                }
+                Ok(Err(error)) => {
+                    tracing::debug!(server = %memory.server, %error, "cannot list an MCP server's tools")
+                }
+                Err(_) => tracing::debug!(server = %memory.server, "listing an MCP server's tools timed out"),
+            }
+        });
     }
 }
 
@@ -327,12 +369,9 @@ impl rmcp::ClientHandler for Progress {
     /// the running catalogue keeps the tools it declared, and a call of one the server no longer
     /// has fails with the server's answer).
     async fn on_tool_list_changed(&self, context: rmcp::service::NotificationContext<RoleClient>) {
-        if let Some(memory) = self.memory.clone() {
-            tokio::spawn(async move {
-                if let Some(tools) = memory.refresh(&context.peer).await {
-                    tracing::info!(server = %memory.server, tools = tools.len(), "an MCP server's tools changed; remembered for the next start");
-                }
-            });
+        if let Some(memory) = &self.memory {
+            tracing::info!(server = %memory.server, "an MCP server's tools changed; remembered for the next start");
+            memory.refresh_later(context.peer);
         }
     }
 
@@ -395,9 +434,8 @@ impl Connection {
 
     /// Lists a just-started server's tools in the background and remembers them.
     fn remember(&self, client: &Client) {
-        if let Some(memory) = self.progress.memory.clone() {
-            let peer = client.peer().clone();
-            tokio::spawn(async move { memory.refresh(&peer).await });
+        if let Some(memory) = &self.progress.memory {
+            memory.refresh_later(client.peer().clone());
         }
     }
 
@@ -583,10 +621,12 @@ pub async fn mount_with(
             errors.push(MountError::MissingVariable { server: name.clone(), variable });
             continue;
         }
-        let memory = options.catalogues.as_ref().map(|catalogues| Memory {
-            catalogues: catalogues.clone(),
-            key: Catalogues::key(name, server),
-            server: name.clone(),
+        let memory = options.catalogues.as_ref().map(|catalogues| {
+            Memory::new(
+                catalogues.clone(),
+                Catalogues::key(name, server, &vars, bearer.as_deref()),
+                name.clone(),
+            )
         });
         let known = memory.as_ref().filter(|_| !options.fresh).and_then(|m| m.catalogues.load(&m.key));
         let connection = Arc::new(Connection {
@@ -601,7 +641,9 @@ pub async fn mount_with(
             client: tokio::sync::Mutex::new(None),
             stderr: Arc::default(),
         });
-        if let Some(tools) = known {
+        // A remembered list that declares nothing (its tools all left out now) is no reason not
+        // to start the server and list it again.
+        if let Some(declared) = known.and_then(|tools| manifest_of(connection.clone(), &tools)) {
             if server.start == Start::Background {
                 let early = connection.clone();
                 tokio::spawn(async move {
@@ -610,7 +652,7 @@ pub async fn mount_with(
                     }
                 });
             }
-            remembered.push(manifest_of(connection, &tools));
+            remembered.push(declared);
             continue;
         }
         pending.push(async move {
@@ -645,7 +687,7 @@ pub async fn mount_with(
             Ok(manifest_of(connection, &tools))
         });
     }
-    let mut mounted: Vec<Mounted> = remembered.into_iter().flatten().collect();
+    let mut mounted = remembered;
     for result in futures::future::join_all(pending).await {
         match result {
             Ok(Some(one)) => mounted.push(one),
@@ -820,10 +862,22 @@ impl McpRuntime {
             Value::Object(map) => map,
             _ => serde_json::Map::new(),
         };
+        let cancelled = || {
+            ToolOutput::error(
+                ErrorKind::Cancelled,
+                format!("cancelled while `{tool}` waited for the MCP server `{}`", connection.name),
+            )
+        };
         let mut restarted = false;
         loop {
-            let mut guard = connection.client.lock().await;
-            if guard.as_ref().is_none_or(|c| c.is_transport_closed()) {
+            let running = {
+                let guard = tokio::select! {
+                    guard = connection.client.lock() => guard,
+                    () = context.cancel.cancelled() => return cancelled(),
+                };
+                guard.as_ref().filter(|c| !c.is_transport_closed()).map(|c| c.peer().clone())
+            };
+            let Some(peer) = running else {
                 if restarted {
                     return ToolOutput::error(
                         ErrorKind::Execution,
@@ -835,22 +889,32 @@ impl McpRuntime {
                     );
                 }
                 restarted = true;
-                match connection.start().await {
-                    Ok(client) => {
-                        connection.remember(&client);
-                        *guard = Some(client);
-                    }
-                    Err(message) => {
+                // Started in a task of its own, bounded by the server's startup timeout rather
+                // than this call's: a call that gives up does not abort the start for the next.
+                let starting = tokio::spawn({
+                    let connection = connection.clone();
+                    async move { connection.ensure_started().await }
+                });
+                let started = tokio::select! {
+                    started = starting => started,
+                    () = context.cancel.cancelled() => return cancelled(),
+                };
+                match started {
+                    Ok(Ok(())) => continue,
+                    Ok(Err(message)) => {
                         return ToolOutput::error(
                             ErrorKind::Execution,
                             format!("the MCP server `{}` is not running: {message}", connection.name),
                         );
                     }
+                    Err(error) => {
+                        return ToolOutput::error(
+                            ErrorKind::Internal,
+                            format!("starting the MCP server `{}` failed: {error}", connection.name),
+                        );
+                    }
                 }
-            }
-            let Some(client) = guard.as_ref() else { continue };
-            let peer = client.peer().clone();
-            drop(guard);
+            };
             let params = CallToolRequestParams::new(tool.to_owned()).with_arguments(arguments.clone());
             let request =
                 rmcp::model::ClientRequest::CallToolRequest(rmcp::model::CallToolRequest::new(params));

@@ -101,11 +101,20 @@ pub trait Backend: Send + Sync + 'static {
     /// stateless protocol revision (2026-07-28) lives for one request.
     fn close(&self, opened: Opened) -> BoxFuture<'static, ()>;
 
-    /// The broker the backend's pipeline asks through, when it is an [`Elicitation`]: sessions of
-    /// clients that can be asked are registered with it. `None` (the default): questions go
-    /// wherever the pipeline's own broker sends them.
+    /// The broker the backend's pipeline asks through, when it is an [`Elicitation`]: the calls of
+    /// clients that can be asked are routed through it to their handlers. `None` (the default):
+    /// questions go wherever the pipeline's own broker sends them.
     fn elicitation(&self) -> Option<Arc<Elicitation>> {
         None
+    }
+
+    /// Whether the credentials of a request may answer approval forms (MCP elicitation), and as
+    /// whom: `Some(who)` (recorded as `decided_by`, with the client's name; empty: the client's
+    /// name alone), or `None` when they may only propose calls — their questions then go where the
+    /// pipeline's broker sends them. By default anyone may (a local client, its own person).
+    fn elicitor(&self, http: Option<&http::request::Parts>) -> Option<String> {
+        let _ = http;
+        Some(String::new())
     }
 }
 
@@ -126,8 +135,9 @@ impl Drop for Connection {
     fn drop(&mut self) {
         if let Some(Ok(opened)) = self.opened.get()
             && let Some(elicitation) = self.backend.elicitation()
+            && !self.keep_session.load(Ordering::Relaxed)
         {
-            elicitation.unregister(opened.session.id());
+            elicitation.forget(opened.session.id());
         }
         if self.close_on_drop
             && !self.keep_session.load(Ordering::Relaxed)
@@ -161,16 +171,8 @@ impl Connection {
                     .peer
                     .peer_info()
                     .map(|info| format!("{} {}", info.client_info.name, info.client_info.version));
-                let elicitation = self.backend.elicitation().filter(|_| elicit::can_elicit(&context.peer));
-                let elicits = elicitation.is_some()
-                    || (self.backend.elicitation().is_some() && elicit::asks_in_rounds(context));
-                let opened =
-                    self.backend.open(OpenRequest { http, roots, client: client.clone(), elicits }).await;
-                if let (Ok(opened), Some(elicitation)) = (&opened, elicitation) {
-                    let name = client.unwrap_or_else(|| "unnamed".into());
-                    elicitation.register(opened.session.id(), context.peer.clone(), name);
-                }
-                opened
+                let elicits = self.asking(context).is_some();
+                self.backend.open(OpenRequest { http, roots, client, elicits }).await
             })
             .await;
         let opened = opened.as_ref().map_err(|e| McpError::invalid_request(e.0.clone(), None))?;
@@ -254,30 +256,45 @@ impl ServerHandler for Connection {
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, McpError> {
+        let http = context.extensions.get::<http::request::Parts>();
         // The retry of a call that asked in rounds: the person's answer, then the call's result.
         if let Some(token) = request.request_state.clone() {
             let elicitation = self
                 .backend
                 .elicitation()
                 .ok_or_else(|| McpError::invalid_params("this server keeps no request state", None))?;
-            let Some(mut parked) = elicitation.take(&token) else {
-                return Err(McpError::invalid_params(
-                    "unknown or expired requestState: call the tool again",
-                    None,
-                ));
+            let who = self.backend.elicitor(http).ok_or_else(|| {
+                McpError::invalid_request("these credentials may not answer approvals", None)
+            })?;
+            let taken = elicitation.take_if(&token, |parked| {
+                self.backend.admits(&parked.opened, http)?;
+                if parked.name != request.name {
+                    return Err(OpenError(format!(
+                        "this requestState belongs to a call of `{}`, not `{}`",
+                        parked.name, request.name
+                    )));
+                }
+                Ok(())
+            });
+            let mut parked = match taken {
+                Ok(parked) => parked,
+                Err(elicit::TakeError::Unknown) => {
+                    return Err(McpError::invalid_params(
+                        "unknown or expired requestState: call the tool again",
+                        None,
+                    ));
+                }
+                Err(elicit::TakeError::Refused(refused)) => {
+                    return Err(McpError::invalid_request(refused.0, None));
+                }
             };
-            if let Err(refused) =
-                self.backend.admits(&parked.opened, context.extensions.get::<http::request::Parts>())
-            {
-                elicitation.put_back(token, parked);
-                return Err(McpError::invalid_request(refused.0, None));
-            }
             if let Some(question) = parked.pending.take() {
-                let answer = request.input_responses.as_ref().and_then(|r| r.get(elicit::APPROVAL));
-                let _ = question.answer.send(elicit::decided_from_response(answer, &parked.client));
+                let answer = elicit::answer_in(request.input_responses.as_ref());
+                let by = decider(&who, &context);
+                let _ = question.answer.send(elicit::decided(answer, parked.session_lasts, by));
             }
             let progress = forward_progress(&parked.opened, &parked.call_id, &context);
-            let settled = self.settle(&elicitation, parked, &context).await;
+            let settled = self.settle(&elicitation, elicit::Asking::Rounds, parked, &context, &who).await;
             if let Some(progress) = progress {
                 progress.abort();
             }
@@ -299,30 +316,29 @@ impl ServerHandler for Connection {
         };
         let progress = forward_progress(&opened, &call_id, &context);
 
-        // A client that can only be asked in rounds: the call runs on its own while its questions
-        // go back as input-required results.
-        if let Some(elicitation) = self.backend.elicitation().filter(|_| elicit::asks_in_rounds(&context)) {
+        // A client that can be asked: the call runs in a task of its own while its handler asks
+        // the client each question the pipeline has.
+        if let (Some(elicitation), Some(asking), Some(who)) =
+            (self.backend.elicitation(), self.asking(&context), self.backend.elicitor(http))
+        {
             let questions = elicitation.route_call(opened.session.id(), &call_id);
             let (done, result) = tokio::sync::oneshot::channel();
             let run = self.backend.run(&opened, batch);
             tokio::spawn(async move {
                 let _ = done.send(run.await);
             });
-            let client = context
-                .meta
-                .client_info()
-                .or_else(|| context.peer.peer_info().map(|info| info.client_info.clone()))
-                .map_or_else(|| "unnamed".to_owned(), |info| format!("{} {}", info.name, info.version));
             let parked = elicit::Parked {
                 opened,
                 call_id,
+                name: request.name.to_string(),
                 questions,
                 result,
                 pending: None,
                 owns_session: false,
-                client,
+                // A connection of one request (2026-07-28 over HTTP) has a session of one call.
+                session_lasts: !(self.close_on_drop && asking == elicit::Asking::Rounds),
             };
-            let settled = self.settle(&elicitation, parked, &context).await;
+            let settled = self.settle(&elicitation, asking, parked, &context, &who).await;
             if let Some(progress) = progress {
                 progress.abort();
             }
@@ -347,45 +363,121 @@ impl ServerHandler for Connection {
     }
 }
 
+/// Who answered a form: the credentials' label (when the backend gives one) and the client.
+fn decider(who: &str, context: &RequestContext<RoleServer>) -> String {
+    let client = context
+        .meta
+        .client_info()
+        .or_else(|| context.peer.peer_info().map(|info| info.client_info.clone()))
+        .map_or_else(|| "unnamed".to_owned(), |info| info.name);
+    if who.is_empty() { format!("mcp-client:{client}") } else { format!("{who} via mcp-client:{client}") }
+}
+
+/// Denies a question without asking anyone.
+fn deny(question: elicit::Question, why: &str) {
+    let _ = question.answer.send(tool_executor::Decided {
+        decision: tool_executor::Decision::DenyWithMessage { message: why.to_owned() },
+        by: Some("toolhost".into()),
+    });
+}
+
 impl Connection {
-    /// Waits for a call that asks in rounds: its result, or its next question, which goes back to
-    /// the client as an input-required result while the call waits, parked, for the retry.
+    /// How the client of this request can be asked, when the backend routes questions to it.
+    fn asking(&self, context: &RequestContext<RoleServer>) -> Option<elicit::Asking> {
+        self.backend.elicitation()?;
+        self.backend.elicitor(context.extensions.get::<http::request::Parts>())?;
+        elicit::asking(context)
+    }
+
+    /// Waits for a call whose handler asks its client: its result, or its next question, which is
+    /// sent to the client (`elicitation/create`) and answered here, or handed back as an
+    /// input-required result while the call waits, parked, for the retry.
     async fn settle(
         &self,
         elicitation: &Arc<Elicitation>,
+        asking: elicit::Asking,
         mut parked: elicit::Parked,
         context: &RequestContext<RoleServer>,
+        who: &str,
     ) -> Result<CallToolResponse, McpError> {
-        let cancelled = tokio::select! {
-            joined = &mut parked.result => return self.settled(elicitation, &parked, joined).await,
-            question = parked.questions.recv() => match question {
-                Some(question) => {
-                    let Some(form) = elicit::input_request(&question.request) else {
-                        return Err(McpError::internal_error("the approval form could not be made", None));
+        loop {
+            let next = tokio::select! {
+                biased;
+                joined = &mut parked.result => return self.settled(elicitation, &parked, joined).await,
+                () = context.ct.cancelled() => None,
+                question = parked.questions.recv() => question,
+            };
+            let Some(question) = next else {
+                // Cancelled by the client (or it left): the call is cancelled, and questions it
+                // still has are denied, so nothing waits for an answer that will not come.
+                parked.opened.session.cancel_call(&parked.call_id);
+                parked.questions.close();
+                while let Ok(question) = parked.questions.try_recv() {
+                    deny(question, "the client cancelled the call");
+                }
+                let joined = (&mut parked.result).await;
+                return self.settled(elicitation, &parked, joined).await;
+            };
+            if question.answer.is_closed() {
+                // The pipeline stopped waiting for this one.
+                continue;
+            }
+            match asking {
+                elicit::Asking::Request => {
+                    let Some(params) = elicit::params(&question.request, parked.session_lasts) else {
+                        deny(question, "the approval form could not be made");
+                        continue;
+                    };
+                    let timeout = parked.opened.executor.config().approval_timeout;
+                    let asked = context.peer.create_elicitation_with_timeout(params, Some(timeout));
+                    let answer = tokio::select! {
+                        answer = asked => answer.ok(),
+                        () = context.ct.cancelled() => {
+                            deny(question, "the client cancelled the call");
+                            continue;
+                        }
+                    };
+                    let by = decider(who, context);
+                    let _ = question.answer.send(elicit::decided(answer, parked.session_lasts, by));
+                }
+                elicit::Asking::Rounds => {
+                    let Some(form) = elicit::input_request(&question.request, parked.session_lasts) else {
+                        deny(question, "the approval form could not be made");
+                        continue;
                     };
                     parked.pending = Some(question);
                     // A connection of one request would end the session with it: the parked call
                     // keeps it, and ends it when it settles.
-                    if self.close_on_drop && !parked.owns_session {
+                    let kept_here = self.close_on_drop && !parked.owns_session;
+                    if kept_here {
                         self.keep_session.store(true, Ordering::Relaxed);
                         parked.owns_session = true;
                     }
-                    let token = elicitation.park(parked, self.backend.clone());
-                    let requests = std::collections::BTreeMap::from([(elicit::APPROVAL.to_owned(), form)]);
-                    return Ok(InputRequiredResult::new(Some(requests), Some(token)).into());
+                    match elicitation.park(parked, self.backend.clone()) {
+                        Ok(token) => {
+                            let requests =
+                                std::collections::BTreeMap::from([(elicit::APPROVAL.to_owned(), form)]);
+                            return Ok(InputRequiredResult::new(Some(requests), Some(token)).into());
+                        }
+                        Err(back) => {
+                            // No unguessable handle: the question is denied rather than parked.
+                            parked = back;
+                            if kept_here {
+                                self.keep_session.store(false, Ordering::Relaxed);
+                                parked.owns_session = false;
+                            }
+                            if let Some(question) = parked.pending.take() {
+                                deny(question, "no request state could be made for the approval");
+                            }
+                        }
+                    }
                 }
-                None => false,
-            },
-            () = context.ct.cancelled() => true,
-        };
-        if cancelled {
-            parked.opened.session.cancel_call(&parked.call_id);
+            }
         }
-        let joined = (&mut parked.result).await;
-        self.settled(elicitation, &parked, joined).await
     }
 
-    /// A call that asked in rounds has settled: its routes go, and its session if it owns it.
+    /// A call whose handler asked its client has settled: its route goes, and its session if it
+    /// owns it.
     async fn settled(
         &self,
         elicitation: &Elicitation,
@@ -394,6 +486,7 @@ impl Connection {
     ) -> Result<CallToolResponse, McpError> {
         elicitation.unroute_call(parked.opened.session.id(), &parked.call_id);
         if parked.owns_session {
+            elicitation.forget(parked.opened.session.id());
             self.backend.close(parked.opened.clone()).await;
         }
         let joined =
@@ -475,7 +568,7 @@ pub async fn serve_stdio(backend: Arc<dyn Backend>, name: &str) -> Result<(), Mc
     // before this returns, so the process does not exit over them.
     if let Some(Ok(opened)) = opened.get() {
         if let Some(elicitation) = backend.elicitation() {
-            elicitation.unregister(opened.session.id());
+            elicitation.forget(opened.session.id());
         }
         backend.close(opened.clone()).await;
     }
