@@ -347,6 +347,10 @@ impl Executor {
         cancel: &CancellationToken,
     ) -> Vec<CallResult> {
         let batch_cancel = session.cancel.child_token();
+        if cancel.is_cancelled() {
+            // Already: nothing of the batch starts (the link below would only fire later).
+            batch_cancel.cancel();
+        }
         let linked = batch_cancel.clone();
         let watched = cancel.clone();
         let link = tokio::spawn(async move {
@@ -364,7 +368,9 @@ impl Executor {
         mut batch: Batch,
         batch_cancel: Option<CancellationToken>,
     ) -> Vec<CallResult> {
-        if batch.message_id.is_none() {
+        // A message id the pipeline makes is new: none of its keys can have a row yet.
+        let fresh_message = batch.message_id.is_none();
+        if fresh_message {
             batch.message_id = Some(format!("batch-{:x}", unique()));
         }
         #[allow(clippy::large_enum_variant)] // a short-lived list, one per call of a batch
@@ -379,20 +385,22 @@ impl Executor {
             let duplicate = !seen.insert(call.id.clone());
             let started = Instant::now();
             let slot = if duplicate {
-                Err(self
-                    .fail_early(
-                        session,
-                        &call,
-                        batch.message_id.as_deref(),
-                        None,
-                        ErrorKind::InvalidArguments,
-                        format!(
-                            "call id `{}` appears twice in this message; the second was not run",
-                            call.id
-                        ),
-                        started,
-                    )
-                    .await)
+                // Not a call of its own: its key is the first call's, whose row (perhaps not
+                // written yet, for a read) it must never take.
+                let output = ToolOutput::error(
+                    ErrorKind::InvalidArguments,
+                    format!("call id `{}` appears twice in this message; the second was not run", call.id),
+                );
+                session.emit(Event::Failed { call_id: call.id.clone(), output: output.clone() });
+                Err(CallResult {
+                    call_id: call.id.clone(),
+                    name: call.name.clone(),
+                    tool: None,
+                    api: None,
+                    status: AttemptStatus::Failed,
+                    output,
+                    duration_ms: started.elapsed().as_millis() as u64,
+                })
             } else {
                 self.preflight(
                     session,
@@ -401,6 +409,7 @@ impl Executor {
                     None,
                     None,
                     batch.stopped_on_length,
+                    fresh_message,
                 )
                 .await
             };
@@ -503,13 +512,15 @@ impl Executor {
         call: RawCall,
         parent_deadline: Option<Instant>,
     ) -> CallResult {
-        match self.preflight(session, call, message_id, Some(parent), parent_deadline, false).await {
+        match self.preflight(session, call, message_id, Some(parent), parent_deadline, false, false).await {
             Err(result) => result,
             Ok(prepared) => self.run_prepared(session, prepared).await,
         }
     }
 
-    /// Resolve → parse → prepare → validate → journal (proposed).
+    /// Resolve → parse → prepare → validate → journal (proposed; a read only when it must wait
+    /// for a person, see below). `fresh_message`: the pipeline made the message id.
+    #[allow(clippy::too_many_arguments)]
     async fn preflight(
         &self,
         session: &Arc<Session>,
@@ -518,6 +529,7 @@ impl Executor {
         parent: Option<&str>,
         parent_deadline: Option<Instant>,
         stopped_on_length: bool,
+        fresh_message: bool,
     ) -> Result<Prepared, CallResult> {
         let started = Instant::now();
         let toolbox = &self.inner.toolbox;
@@ -606,8 +618,19 @@ impl Executor {
         let attempt =
             self.attempt(session, &call, message_id, parent, &tool, &api, arguments.clone(), Some(tier));
         let key = attempt.key();
+        // A read changes nothing, so it needs no durable proposal before it runs: it is journalled
+        // once, settled, when it ends — one write instead of two. It is proposed first only if it
+        // must wait for a person (see `approve`). A key the caller made may be a retry: it is
+        // looked up, and a known one goes the usual way (the stored result, or a conflict).
+        let deferred = match &self.inner.journal {
+            Some(journal) if tier == Tier::Read && parent.is_none() => {
+                fresh_message || matches!(journal.get(&session.config.tenant, &key).await, Ok(None))
+            }
+            _ => false,
+        };
         let proposed = match &self.inner.journal {
             None => false,
+            Some(_) if deferred => false,
             Some(journal) => match journal.propose(&attempt).await {
                 Ok(outcome) if outcome.created => true,
                 Ok(_) => {
@@ -786,7 +809,7 @@ impl Executor {
     }
 
     /// Approve → before hooks → timeout → run → after hooks → record.
-    async fn run_steps(&self, session: &Arc<Session>, call: Prepared) -> CallResult {
+    async fn run_steps(&self, session: &Arc<Session>, mut call: Prepared) -> CallResult {
         let started = Instant::now();
         if session.is_cancelled()
             || session.call_token(&call.call_id, call.batch_cancel.as_ref()).is_cancelled()
@@ -798,7 +821,7 @@ impl Executor {
             );
             return self.finish(session, &call, AttemptStatus::Failed, output, started, None, None).await;
         }
-        let (decision, decided_by) = match self.approve(session, &call).await {
+        let (decision, decided_by) = match self.approve(session, &mut call).await {
             Ok(granted) => granted,
             Err((status, output, decision)) => {
                 return self.finish(session, &call, status, output, started, Some(decision), None).await;
@@ -1108,7 +1131,7 @@ impl Executor {
     async fn approve(
         &self,
         session: &Arc<Session>,
-        call: &Prepared,
+        call: &mut Prepared,
     ) -> Result<(String, Option<String>), (AttemptStatus, ToolOutput, String)> {
         let toolbox = &self.inner.toolbox;
         let entry = toolbox.tool(&call.tool).expect("preflight resolved the tool");
@@ -1160,6 +1183,16 @@ impl Executor {
             return Err((AttemptStatus::Blocked, output, "headless_block".into()));
         }
 
+        // A read journalled only when it ends is proposed now: it waits for a person, and what
+        // waits is on record (and the approval's row points at it).
+        if !call.proposed
+            && let Some(journal) = &self.inner.journal
+        {
+            match journal.propose(&call.attempt).await {
+                Ok(outcome) => call.proposed = outcome.created,
+                Err(error) => tracing::warn!(%error, call_id = call.call_id, "journal propose failed"),
+            }
+        }
         let request = ApprovalRequest {
             id: format!("appr-{:x}", unique()),
             tenant: session.config.tenant.clone(),

@@ -788,3 +788,69 @@ async fn a_cancelled_batch_settles_every_call_and_starts_none_that_had_not_start
     let rows = f.journal.query("tenant-a", &journal::AttemptFilter::default()).await.unwrap();
     assert_eq!(rows.iter().find(|r| r.call_id == "e1").unwrap().status, AttemptStatus::Failed);
 }
+
+/// Records, for each call, the journal's status of its row when its before hooks run (after the
+/// approval, before the runtime).
+struct Peek {
+    journal: Arc<dyn Journal>,
+    seen: std::sync::Mutex<Vec<(String, Option<AttemptStatus>)>>,
+}
+
+#[async_trait]
+impl BeforeHook for Peek {
+    async fn before(&self, call: &HookCall<'_>) -> BeforeOutcome {
+        let rows = self.journal.query("tenant-a", &AttemptFilter::default()).await.unwrap();
+        let status = rows.iter().find(|r| r.call_id == call.call_id).map(|r| r.status);
+        self.seen.lock().unwrap().push((call.call_id.to_owned(), status));
+        BeforeOutcome::Continue
+    }
+}
+
+#[tokio::test]
+async fn a_read_is_journalled_once_when_it_ends_and_what_changes_things_is_proposed_first() {
+    let f = fixture().await;
+    let peek = Arc::new(Peek { journal: f.journal.clone(), seen: std::sync::Mutex::default() });
+    let s = session(&f, "s-once", ApprovalMode::AutoRun);
+    s.add_before_hook(peek.clone());
+    let batch = Batch {
+        message_id: None,
+        calls: vec![call("r1", "echo", r#"{"text": "hi"}"#), call("w1", "write", r#"{"path": "x"}"#)],
+        stopped_on_length: false,
+    };
+    let results = f.executor.execute_batch(&s, batch).await;
+    assert!(results.iter().all(|r| r.status == AttemptStatus::Executed), "{results:?}");
+    let seen = peek.seen.lock().unwrap().clone();
+    assert!(seen.contains(&("r1".into(), None)), "a read has no row while it runs: {seen:?}");
+    assert!(
+        seen.contains(&("w1".into(), Some(AttemptStatus::Proposed))),
+        "a write is proposed first: {seen:?}"
+    );
+    let settled = rows(&f, "s-once").await;
+    assert_eq!(settled.len(), 2, "one row each: {settled:?}");
+    assert!(settled.iter().all(|r| r.status == AttemptStatus::Executed));
+
+    // A read that waits for a person is proposed before it waits, and its approval points at it.
+    let m = session(&f, "s-once-ask", ApprovalMode::Manual);
+    m.add_before_hook(peek.clone());
+    let answered = answer(&f, &m, Decision::AllowOnce);
+    let asked = f.executor.execute(&m, None, call("a1", "ask_echo", r#"{"text": "hi"}"#)).await;
+    assert_eq!(asked.status, AttemptStatus::Executed, "{asked:?}");
+    assert!(peek.seen.lock().unwrap().contains(&("a1".into(), Some(AttemptStatus::Proposed))));
+    let row = rows(&f, "s-once-ask").await.into_iter().find(|r| r.call_id == "a1").unwrap();
+    assert_eq!((row.status, row.decision.as_deref()), (AttemptStatus::Executed, Some("allow_once")));
+    drop(answered);
+
+    // A read under a message id of the caller's is looked up first: a retry gets the stored
+    // result, not a second run.
+    let runs = f.probe.runs.load(Ordering::SeqCst);
+    let mine = || Batch {
+        message_id: Some("m-mine".into()),
+        calls: vec![call("r2", "echo", r#"{"text": "once"}"#)],
+        stopped_on_length: false,
+    };
+    let first = f.executor.execute_batch(&s, mine()).await;
+    let again = f.executor.execute_batch(&s, mine()).await;
+    assert_eq!(first[0].output.content, "once");
+    assert_eq!(again[0].output.content, "once");
+    assert_eq!(f.probe.runs.load(Ordering::SeqCst), runs + 1, "the retry was answered from the journal");
+}

@@ -80,6 +80,11 @@ pub fn manifest() -> ToolManifest {
                 .execution(ExecutionMode::Sequential),
         )
         .api(ApiSpec::new::<Empty>("panic", "Panics").tier(Tier::Read))
+        .api(
+            ApiSpec::new::<EchoArgs>("ask_echo", "Echoes after asking")
+                .tier(Tier::Read)
+                .intervention(Intervention::Always.into()),
+        )
         .api(ApiSpec::new::<NestArgs>("nest", "Calls others").tier(Tier::Read))
         .api(
             ApiSpec::new::<ShellArgs>("shell", "Records a command")
@@ -123,7 +128,7 @@ impl ToolRuntime for TestRuntime {
             probe.runs.fetch_add(1, Ordering::SeqCst);
             let output = match api {
                 "noop" => ToolOutput::ok(""),
-                "echo" => {
+                "echo" | "ask_echo" => {
                     let args: EchoArgs = serde_json::from_value(arguments).unwrap();
                     ToolOutput::ok(args.text.repeat(args.times.unwrap_or(1) as usize))
                         .with_state(json!({"echo": true}))
