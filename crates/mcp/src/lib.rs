@@ -305,8 +305,10 @@ impl ServerHandler for Connection {
         let n = self.messages.fetch_add(1, Ordering::Relaxed) + 1;
         let call_id = format!("mcp-{n}");
         let arguments = request.arguments.map_or_else(|| json!({}), Value::Object);
+        // No message id: an MCP request is never a retry of another (a client's retry is a new
+        // request), so the pipeline's own fresh id lets a read be journalled once, when it ends.
         let batch = Batch {
-            message_id: Some(format!("mcp-{}-{n}", opened.session.id())),
+            message_id: None,
             calls: vec![RawCall {
                 id: call_id.clone(),
                 name: request.name.to_string(),
