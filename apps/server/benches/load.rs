@@ -30,6 +30,10 @@
 //! printing every 10 s the calls so far, the rate, the write-ahead log and database sizes and the
 //! server's resident memory, so that a journal (or a process) that grows without bound shows.
 //!
+//! `--sessions each,one` measures each point twice: every client in its own session (the default,
+//! `each`) and every client in one shared session (`one`), where `todo_write` — a sequential API —
+//! runs one call at a time while calls of different sessions never wait for each other.
+//!
 //! Options (environment in brackets): `--journal sqlite,postgres` [`TOOLHOST_LOAD_JOURNAL`],
 //! `--workload noop,read_file` [`TOOLHOST_LOAD_WORKLOAD`], `--clients 1,16,64`
 //! [`TOOLHOST_LOAD_CLIENTS`], `--seconds 5` measured per point [`TOOLHOST_LOAD_SECONDS`],
@@ -172,6 +176,8 @@ struct Options {
     warmup: Duration,
     ceiling: bool,
     soak: Option<Duration>,
+    /// Each point with a session per client (`false`) and/or one shared session (`true`).
+    shared: Vec<bool>,
 }
 
 impl Options {
@@ -184,6 +190,7 @@ impl Options {
         let mut warmup = env("TOOLHOST_LOAD_WARMUP", "1");
         let mut ceiling = true;
         let mut soak = None;
+        let mut sessions = env("TOOLHOST_LOAD_SESSIONS", "each");
         let mut bare_journals: Vec<String> = Vec::new();
         let mut args = std::env::args().skip(1);
         while let Some(arg) = args.next() {
@@ -198,11 +205,12 @@ impl Options {
                 "--warmup" => warmup = value()?,
                 "--no-ceiling" => ceiling = false,
                 "--soak" => soak = Some(value()?),
+                "--sessions" => sessions = value()?,
                 "sqlite" | "postgres" => bare_journals.push(arg),
                 "--help" | "-h" => {
                     println!(
                         "load [--journal sqlite,postgres] [--workload noop,read_file] [--clients 1,16,64] \
-                         [--seconds 5] [--warmup 1] [--no-ceiling]"
+                         [--seconds 5] [--warmup 1] [--sessions each,one] [--no-ceiling]"
                     );
                     std::process::exit(0);
                 }
@@ -245,7 +253,25 @@ impl Options {
         ensure!(!seconds.is_zero(), "--seconds must be above 0");
         ensure!(!clients.is_empty(), "no client counts");
         let soak = soak.map(|s| secs(&s, "--soak")).transpose()?;
-        Ok(Self { journals, workloads, clients, seconds, warmup: secs(&warmup, "--warmup")?, ceiling, soak })
+        let shared = list(&sessions)
+            .iter()
+            .map(|mode| match mode.as_str() {
+                "each" => Ok(false),
+                "one" => Ok(true),
+                other => bail!("unknown sessions mode `{other}`: use each or one"),
+            })
+            .collect::<anyhow::Result<Vec<_>>>()?;
+        ensure!(!shared.is_empty(), "no sessions mode");
+        Ok(Self {
+            journals,
+            workloads,
+            clients,
+            seconds,
+            warmup: secs(&warmup, "--warmup")?,
+            ceiling,
+            soak,
+            shared,
+        })
     }
 }
 
@@ -531,11 +557,14 @@ async fn run_target(
     let pid = server.pid().to_string();
     let mut rows = Vec::new();
     for &workload in workloads {
-        for &clients in &options.clients {
+        for (&clients, &shared) in
+            options.clients.iter().flat_map(|c| options.shared.iter().map(move |s| (c, s)))
+        {
             let warmup_end = Instant::now() + options.warmup;
             let end = warmup_end + options.seconds;
             let tasks: Vec<_> = sessions[..clients]
                 .iter()
+                .map(|own| if shared { &sessions[0] } else { own })
                 .map(|session| {
                     let client = client.clone();
                     let url = format!("{base}/v1/sessions/{session}/calls");
@@ -592,7 +621,7 @@ async fn run_target(
             };
             let cores = |ticks: u64| ticks as f64 / clock_ticks / elapsed.as_secs_f64();
             let row = Row {
-                target: server.name.clone(),
+                target: if shared { format!("{} (one session)", server.name) } else { server.name.clone() },
                 workload,
                 clients,
                 calls: latencies.len(),

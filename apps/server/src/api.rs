@@ -601,6 +601,7 @@ async fn submit_calls(
     let call_ids: Vec<String> = calls.iter().map(|c| c.id.clone()).collect();
     // A message id of our own when the caller gives none, so the answer names the journal keys
     // (`message_id:call_id`) of its calls.
+    let made_here = request.message_id.is_none();
     let message_id = request.message_id.clone().unwrap_or_else(|| fresh_id("msg"));
     let batch =
         Batch { message_id: Some(message_id.clone()), calls, stopped_on_length: request.stopped_on_length };
@@ -609,7 +610,7 @@ async fn submit_calls(
         if request.stream { Some(state.limits.take(&tenant, Resource::Streams)?) } else { None };
     // Subscribe before the batch starts, so no event is missed.
     let events = request.stream.then(|| entry.session.subscribe());
-    let handle = spawn_batch(&state, entry.session.clone(), batch, admitted);
+    let handle = spawn_batch(&state, entry.session.clone(), batch, admitted, made_here);
     match events {
         None => {
             let response = handle.await.map_err(ApiError::internal)?;
@@ -647,11 +648,14 @@ pub fn admit_batch(state: &AppState, tenant: &str) -> Result<crate::limits::Slot
 
 /// Runs an admitted batch to its end on the server's task tracker (a client that goes away cannot
 /// drop it half-way; shutdown waits for it), counting its calls in the metrics.
+/// `new_message`: the batch's message id was made here, just now (see
+/// `Executor::execute_new_batch`).
 pub fn spawn_batch(
     state: &Arc<AppState>,
     session: Arc<tool_executor::Session>,
     batch: Batch,
     slot: crate::limits::Slot,
+    new_message: bool,
 ) -> tokio::task::JoinHandle<CallsResponse> {
     let run_state = state.clone();
     state.tasks.spawn(async move {
@@ -659,7 +663,11 @@ pub fn spawn_batch(
         let message_id = batch.message_id.clone();
         let started = Instant::now();
         // Boxed: the pipeline's future is large, and moving it into the task copied it.
-        let results = Box::pin(run_state.executor.execute_batch(&session, batch)).await;
+        let results = if new_message {
+            Box::pin(run_state.executor.execute_new_batch(&session, batch)).await
+        } else {
+            Box::pin(run_state.executor.execute_batch(&session, batch)).await
+        };
         let seconds = started.elapsed().as_secs_f64();
         for result in &results {
             run_state.metrics.call(

@@ -133,7 +133,7 @@ impl mcp::Backend for Backend {
         Box::pin(async move {
             let tenant = session.config.tenant.clone();
             let slot = admit_batch(&state, &tenant).map_err(|e| mcp::OpenError(e.message().to_owned()))?;
-            let response = spawn_batch(&state, session, batch, slot)
+            let response = spawn_batch(&state, session, batch, slot, false)
                 .await
                 .map_err(|e| mcp::OpenError(format!("the batch's task failed: {e}")))?;
             Ok(response.results)

@@ -334,7 +334,14 @@ impl Executor {
     /// must not collide with an earlier turn that reused the same call ids. Replays are recognised
     /// (and not run twice) only under a message id the caller gives.
     pub async fn execute_batch(&self, session: &Arc<Session>, batch: Batch) -> Vec<CallResult> {
-        self.run_batch(session, batch, None).await
+        self.run_batch(session, batch, None, false).await
+    }
+
+    /// [`Self::execute_batch`] for a message whose id the caller has just made (to name the rows
+    /// in its answer): no earlier message can have it, so nothing in it is a replay, and its reads
+    /// need no look-up before they run.
+    pub async fn execute_new_batch(&self, session: &Arc<Session>, batch: Batch) -> Vec<CallResult> {
+        self.run_batch(session, batch, None, true).await
     }
 
     /// [`Self::execute_batch`], cancelled as a whole when `cancel` fires: calls running or waiting
@@ -357,7 +364,7 @@ impl Executor {
             watched.cancelled().await;
             linked.cancel();
         });
-        let results = self.run_batch(session, batch, Some(batch_cancel)).await;
+        let results = self.run_batch(session, batch, Some(batch_cancel), false).await;
         link.abort();
         results
     }
@@ -367,9 +374,11 @@ impl Executor {
         session: &Arc<Session>,
         mut batch: Batch,
         batch_cancel: Option<CancellationToken>,
+        new_message: bool,
     ) -> Vec<CallResult> {
-        // A message id the pipeline makes is new: none of its keys can have a row yet.
-        let fresh_message = batch.message_id.is_none();
+        // A message id the pipeline (or the caller, just now) makes is new: none of its keys can
+        // have a row yet.
+        let fresh_message = new_message || batch.message_id.is_none();
         if fresh_message {
             batch.message_id = Some(format!("batch-{:x}", unique()));
         }
