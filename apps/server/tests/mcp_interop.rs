@@ -76,6 +76,41 @@ fn server(data: &Path, envs: &[(&str, String)]) -> (Server, String) {
     panic!("the server did not start");
 }
 
+/// A person with `key` deciding the first approval the approvals API lists, once one appears;
+/// the thread returns the decision's HTTP status (0 if none appeared in 20 s).
+fn decide_the_first_approval(base: &str, key: &'static str, decision: Value) -> std::thread::JoinHandle<u16> {
+    let base = base.to_owned();
+    std::thread::spawn(move || {
+        let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        runtime.block_on(async move {
+            let client = reqwest::Client::builder().no_proxy().build().unwrap();
+            for _ in 0..400 {
+                let pending: Value = client
+                    .get(format!("{base}/v1/approvals"))
+                    .bearer_auth(key)
+                    .send()
+                    .await
+                    .unwrap()
+                    .json()
+                    .await
+                    .unwrap();
+                if let Some(id) = pending.as_array().and_then(|a| a.first()).and_then(|a| a["id"].as_str()) {
+                    let decided = client
+                        .post(format!("{base}/v1/approvals/{id}"))
+                        .bearer_auth(key)
+                        .json(&json!({ "decision": decision }))
+                        .send()
+                        .await
+                        .unwrap();
+                    return decided.status().as_u16();
+                }
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+            0
+        })
+    })
+}
+
 fn run_python(args: &[&str], envs: &[(&str, String)]) -> Value {
     let python = interop_dir().join("venv/bin/python");
     let mut command = Command::new(python);
@@ -137,40 +172,7 @@ fn the_python_sdk_uses_toolhost_over_http_and_a_person_approves() {
         &[("TOOLHOST_API_KEYS", keys), ("TOOLHOST_WORKSPACE_ROOTS", format!("acme={}", work.display()))],
     );
     // A person approves the read outside the folder while the client waits for its result.
-    let approver = {
-        let base = base.clone();
-        std::thread::spawn(move || {
-            let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
-            runtime.block_on(async move {
-                let client = reqwest::Client::builder().no_proxy().build().unwrap();
-                for _ in 0..400 {
-                    let pending: Value = client
-                        .get(format!("{base}/v1/approvals"))
-                        .bearer_auth("key-alice")
-                        .send()
-                        .await
-                        .unwrap()
-                        .json()
-                        .await
-                        .unwrap();
-                    if let Some(id) =
-                        pending.as_array().and_then(|a| a.first()).and_then(|a| a["id"].as_str())
-                    {
-                        let decided = client
-                            .post(format!("{base}/v1/approvals/{id}"))
-                            .bearer_auth("key-alice")
-                            .json(&json!({"decision": {"kind": "allow_once"}}))
-                            .send()
-                            .await
-                            .unwrap();
-                        return decided.status().as_u16();
-                    }
-                    tokio::time::sleep(Duration::from_millis(50)).await;
-                }
-                0
-            })
-        })
-    };
+    let approver = decide_the_first_approval(&base, "key-alice", json!({"kind": "allow_once"}));
     let seen =
         run_python(&["http", &outside.display().to_string(), &format!("{base}/mcp"), "key-agent"], &[]);
     assert_eq!(approver.join().unwrap(), 200, "the approval was decided");
@@ -366,38 +368,11 @@ fn an_agent_keys_client_is_not_asked() {
         &data,
         &[("TOOLHOST_API_KEYS", keys), ("TOOLHOST_WORKSPACE_ROOTS", format!("acme={}", work.display()))],
     );
-    let approver = {
-        let base = base.clone();
-        std::thread::spawn(move || {
-            let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
-            runtime.block_on(async move {
-                let client = reqwest::Client::builder().no_proxy().build().unwrap();
-                for _ in 0..400 {
-                    let pending: Value = client
-                        .get(format!("{base}/v1/approvals"))
-                        .bearer_auth("key-alice")
-                        .send()
-                        .await
-                        .unwrap()
-                        .json()
-                        .await
-                        .unwrap();
-                    if let Some(id) = pending.as_array().and_then(|a| a.first()).and_then(|a| a["id"].as_str()) {
-                        let decided = client
-                            .post(format!("{base}/v1/approvals/{id}"))
-                            .bearer_auth("key-alice")
-                            .json(&json!({"decision": {"kind": "deny_with_message", "message": "alice says no"}}))
-                            .send()
-                            .await
-                            .unwrap();
-                        return decided.status().as_u16();
-                    }
-                    tokio::time::sleep(Duration::from_millis(50)).await;
-                }
-                0
-            })
-        })
-    };
+    let approver = decide_the_first_approval(
+        &base,
+        "key-alice",
+        json!({"kind": "deny_with_message", "message": "alice says no"}),
+    );
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/interop/python_elicit.py");
     let output = Command::new(interop_dir().join("venv/bin/python"))
         .arg(&script)
