@@ -224,6 +224,18 @@ async fn inside_runs_outside_waits_for_approval_and_the_journal_lists_both() {
     let inside = server.call(&sid, "in", "readFile", json!({"path": "notes.txt"})).await;
     assert_eq!(inside["status"], "executed", "{inside}");
     assert_eq!(inside["output"]["content"], "hello from inside");
+    // Without a message id the server makes one, and its answer names the rows' keys: the read,
+    // journalled once when it ended, is found under `message_id:call_id`.
+    let (status, answer) = server
+        .post(
+            &format!("/v1/sessions/{sid}/calls"),
+            json!({"calls": [{"id": "in2", "name": "readFile", "arguments": "{\"path\": \"notes.txt\"}"}]}),
+        )
+        .await;
+    assert_eq!(status, 200, "{answer}");
+    let key = format!("{}:in2", answer["message_id"].as_str().unwrap());
+    let (status, row) = server.get(&format!("/v1/journal/{key}")).await;
+    assert_eq!((status, row["status"].as_str()), (200, Some("executed")), "{key}: {row}");
 
     let waiting = {
         let client = server.client.clone();
@@ -257,7 +269,7 @@ async fn inside_runs_outside_waits_for_approval_and_the_journal_lists_both() {
 
     let (_, journal) = server.get(&format!("/v1/journal?session_id={sid}")).await;
     let rows = journal.as_array().unwrap();
-    assert_eq!(rows.len(), 2, "{journal}");
+    assert_eq!(rows.len(), 3, "{journal}");
     let out_row = rows.iter().find(|r| r["call_id"] == "out").unwrap();
     assert_eq!(out_row["status"], "executed");
     assert_eq!(out_row["decision"], "allow_once");
@@ -274,7 +286,7 @@ async fn inside_runs_outside_waits_for_approval_and_the_journal_lists_both() {
         (0, text)
     };
     assert!(
-        metrics.contains("toolhost_calls_total{tool=\"local-system\",status=\"executed\"} 2"),
+        metrics.contains("toolhost_calls_total{tool=\"local-system\",status=\"executed\"} 3"),
         "{metrics}"
     );
     assert!(metrics.contains("toolhost_pending_approvals 0"));

@@ -129,6 +129,8 @@ struct Prepared {
     arguments: Value,
     key: String,
     proposed: bool,
+    /// Its key turned out to be another call's: it settles without touching the journal.
+    foreign_key: bool,
     attempt: NewAttempt,
     parent_deadline: Option<Instant>,
     sequential: bool,
@@ -379,7 +381,7 @@ impl Executor {
         // A message id the pipeline (or the caller, just now) makes is new: none of its keys can
         // have a row yet.
         let fresh_message = new_message || batch.message_id.is_none();
-        if fresh_message {
+        if batch.message_id.is_none() {
             batch.message_id = Some(format!("batch-{:x}", unique()));
         }
         #[allow(clippy::large_enum_variant)] // a short-lived list, one per call of a batch
@@ -629,14 +631,14 @@ impl Executor {
         let key = attempt.key();
         // A read changes nothing, so it needs no durable proposal before it runs: it is journalled
         // once, settled, when it ends — one write instead of two. It is proposed first only if it
-        // must wait for a person (see `approve`). A key the caller made may be a retry: it is
-        // looked up, and a known one goes the usual way (the stored result, or a conflict).
-        let deferred = match &self.inner.journal {
-            Some(journal) if tier == Tier::Read && parent.is_none() => {
-                fresh_message || matches!(journal.get(&session.config.tenant, &key).await, Ok(None))
-            }
-            _ => false,
-        };
+        // must wait for a person (see `approve`). Only under a new message id, where its key can
+        // be no one else's: a caller's own id may be a retry, or shared by a concurrent request,
+        // and a call id with a `/` could be a nested call's; those are proposed as any call.
+        let deferred = self.inner.journal.is_some()
+            && tier == Tier::Read
+            && parent.is_none()
+            && fresh_message
+            && !call.id.contains('/');
         let proposed = match &self.inner.journal {
             None => false,
             Some(_) if deferred => false,
@@ -691,6 +693,7 @@ impl Executor {
             arguments,
             key,
             proposed,
+            foreign_key: false,
             attempt,
             parent_deadline,
             sequential,
@@ -896,6 +899,39 @@ impl Executor {
             }
         }
 
+        // A hook's rewrite can make a read into a call that changes something: that is on record
+        // before it runs, as any such call.
+        if !call.proposed
+            && !call.foreign_key
+            && let Some(journal) = &self.inner.journal
+            && toolbox.tier_of(&compiled.spec, &arguments) != Tier::Read
+        {
+            match journal.propose(&call.attempt).await {
+                Ok(outcome) if outcome.created => call.proposed = true,
+                Ok(_) => {
+                    call.foreign_key = true;
+                    let output = ToolOutput::error(
+                        ErrorKind::Conflict,
+                        format!(
+                            "the call `{}` of this message was already made; it is not run twice",
+                            call.call_id
+                        ),
+                    );
+                    return self
+                        .finish(
+                            session,
+                            &call,
+                            AttemptStatus::Failed,
+                            output,
+                            started,
+                            Some(decision),
+                            decided_by,
+                        )
+                        .await;
+                }
+                Err(error) => tracing::warn!(%error, call_id = call.call_id, "journal propose failed"),
+            }
+        }
         // One referee for the timeout.
         let timeout =
             match self.referee(&arguments, &compiled.spec, session.remaining(), call.parent_deadline) {
@@ -1198,7 +1234,21 @@ impl Executor {
             && let Some(journal) = &self.inner.journal
         {
             match journal.propose(&call.attempt).await {
-                Ok(outcome) => call.proposed = outcome.created,
+                Ok(outcome) if outcome.created => call.proposed = true,
+                Ok(_) => {
+                    // Another call has the key: this one neither waits nor runs, and its row is
+                    // that call's, never written from here.
+                    call.foreign_key = true;
+                    let message = format!(
+                        "the call `{}` of this message was already made; it is not run twice. Use a new call id.",
+                        call.call_id
+                    );
+                    return Err((
+                        AttemptStatus::Failed,
+                        ToolOutput::error(ErrorKind::Conflict, message),
+                        "conflict".into(),
+                    ));
+                }
                 Err(error) => tracing::warn!(%error, call_id = call.call_id, "journal propose failed"),
             }
         }
@@ -1431,7 +1481,10 @@ impl Executor {
             AttemptStatus::Blocked => {}
             _ => session.emit(Event::Failed { call_id: call.call_id.clone(), output: result.output.clone() }),
         }
-        self.record(session, &call.key, &call.attempt, call.proposed, &result, decision, decided_by).await;
+        if !call.foreign_key {
+            self.record(session, &call.key, &call.attempt, call.proposed, &result, decision, decided_by)
+                .await;
+        }
         result
     }
 

@@ -840,8 +840,8 @@ async fn a_read_is_journalled_once_when_it_ends_and_what_changes_things_is_propo
     assert_eq!((row.status, row.decision.as_deref()), (AttemptStatus::Executed, Some("allow_once")));
     drop(answered);
 
-    // A read under a message id of the caller's is looked up first: a retry gets the stored
-    // result, not a second run.
+    // A read under a message id of the caller's is proposed first, as any call (the id may be a
+    // retry's): a retry gets the stored result, not a second run.
     let runs = f.probe.runs.load(Ordering::SeqCst);
     let mine = || Batch {
         message_id: Some("m-mine".into()),
