@@ -243,6 +243,11 @@ pub struct ServeArgs {
     /// active sessions and remembered decisions are kept.
     #[arg(long, env = "TOOLHOST_JOURNAL_RETENTION_DAYS", default_value_t = 30)]
     pub journal_retention_days: u64,
+    /// Days the journal keeps a settled call's whole result (0: as long as the row). Past them the
+    /// result is cut to its first 200 characters, and the row (the call, its arguments, status and
+    /// decision) stays until the retention above.
+    #[arg(long, env = "TOOLHOST_JOURNAL_CONTENT_DAYS", default_value_t = 0)]
+    pub journal_content_days: u64,
     /// Seconds a session may go unused before it is ended (its jobs killed, its temp folder removed).
     #[arg(long, env = "TOOLHOST_SESSION_IDLE_SECS", default_value_t = 86_400)]
     pub session_idle_secs: u64,

@@ -569,18 +569,43 @@ impl AppState {
     /// batches of a thousand rows with a pause between them so writers are never held up.
     fn spawn_pruner(self: &Arc<Self>) {
         let days = self.args.journal_retention_days;
-        if days == 0 {
+        let content_days = self.args.journal_content_days;
+        if days == 0 && content_days == 0 {
             return;
         }
-        let keep_ms = i64::try_from(days.saturating_mul(86_400_000)).unwrap_or(i64::MAX);
+        let ms = |days: u64| i64::try_from(days.saturating_mul(86_400_000)).unwrap_or(i64::MAX);
+        let (keep_ms, content_ms) = (ms(days), ms(content_days));
         let (journal, closing) = (self.journal.clone(), self.closing.clone());
         tokio::spawn(async move {
+            // Results are cut from where the last pass stopped, so a pass never walks what is cut
+            // already (the first walks from the beginning).
+            let mut cut_until = 0;
             loop {
-                let before = now_ms().saturating_sub(keep_ms);
-                match journal::prune_all(journal.as_ref(), before, 1000, Duration::from_millis(50)).await {
-                    Ok(0) => {}
-                    Ok(pruned) => tracing::info!(pruned, days, "pruned the journal"),
-                    Err(error) => tracing::warn!(%error, "pruning the journal failed; trying again later"),
+                if content_days > 0 && (days == 0 || content_days < days) {
+                    let before = now_ms().saturating_sub(content_ms);
+                    let pause = Duration::from_millis(50);
+                    match journal::expire_all(journal.as_ref(), cut_until, before, 200, 1000, pause).await {
+                        Ok(cut) => {
+                            cut_until = before;
+                            if cut > 0 {
+                                tracing::info!(cut, content_days, "cut old results in the journal");
+                            }
+                        }
+                        Err(error) => {
+                            tracing::warn!(%error, "cutting old results failed; trying again later")
+                        }
+                    }
+                }
+                if days > 0 {
+                    let before = now_ms().saturating_sub(keep_ms);
+                    match journal::prune_all(journal.as_ref(), before, 1000, Duration::from_millis(50)).await
+                    {
+                        Ok(0) => {}
+                        Ok(pruned) => tracing::info!(pruned, days, "pruned the journal"),
+                        Err(error) => {
+                            tracing::warn!(%error, "pruning the journal failed; trying again later")
+                        }
+                    }
                 }
                 tokio::select! {
                     () = tokio::time::sleep(Duration::from_secs(600)) => {}

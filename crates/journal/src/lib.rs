@@ -604,6 +604,19 @@ pub trait Journal: Send + Sync + std::fmt::Debug {
     /// decisions are never pruned. Returns how many rows went; call again until it returns less
     /// than `limit` (small batches keep the writer free between them).
     async fn prune(&self, before_ms: i64, limit: u32) -> Result<u64, JournalError>;
+
+    /// Cuts the stored result of up to `limit` settled calls attempted in `[after_ms, before_ms)`
+    /// down to a preview — `{"content": its first `keep` characters, "expired": true}` — and
+    /// keeps the row (the call, its arguments, status, decision, who decided, timings). Results
+    /// already cut are left as they are. Returns how many were cut; call again until it returns
+    /// less than `limit`. So the full content may expire before the row does.
+    async fn expire_results(
+        &self,
+        after_ms: i64,
+        before_ms: i64,
+        keep: u32,
+        limit: u32,
+    ) -> Result<u64, JournalError>;
 }
 
 /// Prunes everything [`Journal::prune`] may before `before_ms`, `batch` rows at a time, pausing
@@ -623,6 +636,31 @@ pub async fn prune_all(
         let deleted = journal.prune(before_ms, batch).await?;
         total += deleted;
         if deleted < u64::from(batch) {
+            return Ok(total);
+        }
+        tokio::time::sleep(pause).await;
+    }
+}
+
+/// Cuts every result [`Journal::expire_results`] may in `[after_ms, before_ms)`, `batch` rows at a
+/// time with `pause` between batches. Returns how many were cut.
+///
+/// # Errors
+///
+/// The journal's error; what was cut before it stays cut.
+pub async fn expire_all(
+    journal: &dyn Journal,
+    after_ms: i64,
+    before_ms: i64,
+    keep: u32,
+    batch: u32,
+    pause: Duration,
+) -> Result<u64, JournalError> {
+    let mut total = 0;
+    loop {
+        let cut = journal.expire_results(after_ms, before_ms, keep, batch).await?;
+        total += cut;
+        if cut < u64::from(batch) {
             return Ok(total);
         }
         tokio::time::sleep(pause).await;

@@ -99,6 +99,12 @@ const PRUNE_APPROVALS: &str = "DELETE FROM pending_approvals WHERE ctid IN (SELE
 const PRUNE_SESSIONS: &str = "DELETE FROM sessions WHERE ctid IN (SELECT ctid FROM sessions \
      WHERE status = 'ended' AND ended_at < $1 LIMIT $2)";
 
+const EXPIRE_RESULTS: &str = "UPDATE tool_call_attempts SET \
+     result = jsonb_build_object('content', left(result->>'content', $3), 'expired', true), updated_at = $5 \
+     WHERE ctid IN (SELECT ctid FROM tool_call_attempts \
+     WHERE status IN ('executed', 'confirmed', 'compensated', 'failed', 'blocked', 'denied', 'abandoned') \
+     AND attempted_at >= $1 AND attempted_at < $2 AND result IS NOT NULL AND NOT (result ? 'expired') LIMIT $4)";
+
 const GET_ATTEMPT: &str = "SELECT tenant, key, call_id, message_id, session_id, parent_call_id, user_id, agent_id, \
      tool, api, function_name, arguments::text AS arguments, tier, instance_id, status, result::text AS result, \
      error_kind, error, decision, decided_by, duration_ms, exit_status, attempted_at, updated_at \
@@ -479,6 +485,24 @@ impl Journal for PostgresJournal {
             .execute(&self.pool)
             .await?;
         Ok(moved(done))
+    }
+
+    async fn expire_results(
+        &self,
+        after_ms: i64,
+        before_ms: i64,
+        keep: u32,
+        limit: u32,
+    ) -> Result<u64, JournalError> {
+        let done = sqlx::query(EXPIRE_RESULTS)
+            .bind(after_ms)
+            .bind(before_ms)
+            .bind(i32::try_from(keep).unwrap_or(i32::MAX))
+            .bind(i64::from(limit))
+            .bind(now_ms())
+            .execute(&self.pool)
+            .await?;
+        Ok(done.rows_affected())
     }
 
     async fn prune(&self, before_ms: i64, limit: u32) -> Result<u64, JournalError> {

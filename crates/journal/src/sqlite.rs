@@ -59,6 +59,13 @@ const ATTEMPT_COLUMNS: &str = "tenant, key, call_id, message_id, session_id, par
      tool, api, function_name, arguments, tier, instance_id, status, result, error_kind, error, decision, decided_by, \
      duration_ms, exit_status, attempted_at, updated_at";
 
+const EXPIRE_RESULTS: &str = "UPDATE tool_call_attempts SET \
+     result = json_object('content', substr(json_extract(result, '$.content'), 1, ?3), 'expired', json('true')), \
+     updated_at = ?5 WHERE rowid IN (SELECT rowid FROM tool_call_attempts \
+     WHERE status IN ('executed', 'confirmed', 'compensated', 'failed', 'blocked', 'denied', 'abandoned') \
+     AND attempted_at >= ?1 AND attempted_at < ?2 AND result IS NOT NULL \
+     AND json_extract(result, '$.expired') IS NULL LIMIT ?4)";
+
 const PROPOSE: &str = "INSERT INTO tool_call_attempts (tenant, key, call_id, message_id, session_id, parent_call_id, \
      user_id, agent_id, tool, api, function_name, arguments, tier, instance_id, status, attempted_at, updated_at) \
      VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, 'proposed', ?15, ?15) \
@@ -295,6 +302,7 @@ enum Op {
     PutSession(SessionValues),
     EndSession { tenant: String, id: String, now: i64 },
     Prune { before: i64, limit: u32 },
+    ExpireResults { after: i64, before: i64, keep: u32, limit: u32, now: i64 },
 }
 
 impl Op {
@@ -767,6 +775,17 @@ async fn run_one(conn: &mut SqliteConnection, op: &Op) -> Result<Outcome, sqlx::
                 .execute(&mut *conn)
                 .await?,
         ),
+        Op::ExpireResults { after, before, keep, limit, now } => {
+            let done = sqlx::query(EXPIRE_RESULTS)
+                .bind(*after)
+                .bind(*before)
+                .bind(i64::from(*keep))
+                .bind(i64::from(*limit))
+                .bind(*now)
+                .execute(&mut *conn)
+                .await?;
+            Outcome::Deleted(done.rows_affected())
+        }
         Op::Prune { before, limit } => {
             let mut deleted = 0u64;
             for statement in [PRUNE_ATTEMPTS, PRUNE_APPROVALS, PRUNE_SESSIONS] {
@@ -970,6 +989,20 @@ impl Journal for SqliteJournal {
 
     async fn end_session(&self, tenant: &str, id: &str) -> Result<bool, JournalError> {
         self.write_moved(Op::EndSession { tenant: clean(tenant), id: clean(id), now: now_ms() }).await
+    }
+
+    async fn expire_results(
+        &self,
+        after_ms: i64,
+        before_ms: i64,
+        keep: u32,
+        limit: u32,
+    ) -> Result<u64, JournalError> {
+        let op = Op::ExpireResults { after: after_ms, before: before_ms, keep, limit, now: now_ms() };
+        match self.write(op).await? {
+            Outcome::Deleted(cut) => Ok(cut),
+            other => Err(JournalError::Corrupt(format!("the writer answered {other:?} to an expiry"))),
+        }
     }
 
     async fn prune(&self, before_ms: i64, limit: u32) -> Result<u64, JournalError> {

@@ -95,6 +95,7 @@ suite!(
     concurrent_calls_all_settle,
     a_failing_write_fails_alone,
     pruning_takes_only_what_is_settled_and_old,
+    results_expire_before_their_rows,
 );
 
 fn attempt(tenant: &str, message_id: Option<&str>, call_id: &str) -> NewAttempt {
@@ -200,6 +201,33 @@ mod cases {
         j.settle("tenant-a", &key, &settled(AttemptStatus::Failed, json!({}))).await.unwrap();
         let pruned = journal::prune_all(j.as_ref(), later, 1, Duration::from_millis(1)).await.unwrap();
         assert_eq!(pruned, 1);
+    }
+
+    pub async fn results_expire_before_their_rows(j: &Arc<dyn Journal>) {
+        let long = "a line of a long result\n".repeat(200);
+        for call in ["one", "two", "three"] {
+            let key = j.propose(&attempt("tenant-a", Some("m"), call)).await.unwrap().key;
+            let result = json!({"content": long, "state": {"text": long, "lines": 200}});
+            j.settle("tenant-a", &key, &settled(AttemptStatus::Executed, result)).await.unwrap();
+        }
+        j.propose(&attempt("tenant-a", Some("m"), "open")).await.unwrap();
+        let later = journal_now() + 60_000;
+        // Outside the window nothing is cut.
+        assert_eq!(j.expire_results(0, 1, 40, 100).await.unwrap(), 0);
+        // In batches of two: every settled call's result, never an open call's.
+        let cut = journal::expire_all(j.as_ref(), 0, later, 40, 2, Duration::from_millis(1)).await.unwrap();
+        assert_eq!(cut, 3);
+        let row = j.get("tenant-a", "m:one").await.unwrap().unwrap();
+        assert_eq!(row.status, AttemptStatus::Executed, "the row stays");
+        assert_eq!(row.arguments, attempt("tenant-a", Some("m"), "one").arguments, "and its call");
+        let result = row.result.unwrap();
+        assert_eq!(result["expired"], true, "{result}");
+        assert_eq!(result["content"].as_str().unwrap().chars().count(), 40, "{result}");
+        assert!(long.starts_with(result["content"].as_str().unwrap()));
+        assert!(result.get("state").is_none(), "the state's copy goes too: {result}");
+        assert_eq!(j.get("tenant-a", "m:open").await.unwrap().unwrap().status, AttemptStatus::Proposed);
+        // What is cut is cut once.
+        assert_eq!(j.expire_results(0, later, 40, 100).await.unwrap(), 0);
     }
 
     fn journal_now() -> i64 {
