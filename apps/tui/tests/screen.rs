@@ -297,6 +297,26 @@ fn keys() -> (
     (tx, Box::pin(stream))
 }
 
+/// The full screen's loop on a VT100-emulated terminal of `height` rows: its screen, the keys the
+/// test sends, and the loop's task.
+fn start(
+    context: toolhost::ui::run::Context,
+    questions: tokio::sync::mpsc::UnboundedReceiver<toolhost::ui::broker::Asked>,
+    height: u16,
+) -> (
+    toolhost::ui::vt::ScreenHandle,
+    tokio::sync::mpsc::UnboundedSender<TermEvent>,
+    tokio::task::JoinHandle<anyhow::Result<App>>,
+) {
+    let backend = Vt100Backend::new(WIDTH, height);
+    let screen = backend.handle();
+    let mut terminal = Terminal::new(backend).unwrap();
+    let (tx, stream) = keys();
+    let running =
+        tokio::spawn(async move { toolhost::ui::run::run(&mut terminal, stream, context, questions).await });
+    (screen, tx, running)
+}
+
 async fn wait_for(screen: &toolhost::ui::vt::ScreenHandle, what: &str) -> String {
     for _ in 0..300 {
         let text = screen.text();
@@ -380,12 +400,7 @@ async fn typing_works_while_a_command_streams_its_output() {
     ])
     .await;
     let (context, questions) = context(&server, folder.path(), ApprovalMode::AutoRun).await;
-    let backend = Vt100Backend::new(WIDTH, HEIGHT);
-    let screen = backend.handle();
-    let mut terminal = Terminal::new(backend).unwrap();
-    let (tx, stream) = keys();
-    let running =
-        tokio::spawn(async move { toolhost::ui::run::run(&mut terminal, stream, context, questions).await });
+    let (screen, tx, running) = start(context, questions, HEIGHT);
 
     send_text(&tx, "count to forty");
     tx.send(TermEvent::Key(key(KeyCode::Enter))).unwrap();
@@ -417,12 +432,7 @@ async fn a_question_is_answered_on_screen_and_escape_cancels_a_running_command()
     ])
     .await;
     let (context, questions) = context(&server, folder.path(), ApprovalMode::Manual).await;
-    let backend = Vt100Backend::new(WIDTH, HEIGHT);
-    let screen = backend.handle();
-    let mut terminal = Terminal::new(backend).unwrap();
-    let (tx, stream) = keys();
-    let running =
-        tokio::spawn(async move { toolhost::ui::run::run(&mut terminal, stream, context, questions).await });
+    let (screen, tx, running) = start(context, questions, HEIGHT);
 
     send_text(&tx, "make a file");
     tx.send(TermEvent::Key(key(KeyCode::Enter))).unwrap();
@@ -492,12 +502,7 @@ async fn without_a_model_the_console_runs_tools_and_the_journal_shows_and_revoke
         history: Vec::new(),
         setup_hint: Some("no model configured: set OPENAI_API_KEY or ANTHROPIC_API_KEY".into()),
     };
-    let backend = Vt100Backend::new(WIDTH, 30);
-    let screen = backend.handle();
-    let mut terminal = Terminal::new(backend).unwrap();
-    let (tx, stream) = keys();
-    let running =
-        tokio::spawn(async move { toolhost::ui::run::run(&mut terminal, stream, context, questions).await });
+    let (screen, tx, running) = start(context, questions, 30);
 
     let list = wait_for(&screen, "Tool console").await;
     assert!(list.contains("local-system/readFile") && list.contains("no model configured"), "{list}");
@@ -580,12 +585,7 @@ async fn changing_the_mode_reopens_the_session_and_the_loop_keeps_going() {
     ])
     .await;
     let (context, questions) = context(&server, folder.path(), ApprovalMode::Manual).await;
-    let backend = Vt100Backend::new(WIDTH, HEIGHT);
-    let screen = backend.handle();
-    let mut terminal = Terminal::new(backend).unwrap();
-    let (tx, stream) = keys();
-    let running =
-        tokio::spawn(async move { toolhost::ui::run::run(&mut terminal, stream, context, questions).await });
+    let (screen, tx, running) = start(context, questions, HEIGHT);
     wait_for(&screen, "manual (ctrl-t)").await;
     tx.send(TermEvent::Key(ctrl('t'))).unwrap();
     wait_for(&screen, "auto-run (ctrl-t)").await;

@@ -631,11 +631,21 @@ pub async fn prune_all(
     batch: u32,
     pause: Duration,
 ) -> Result<u64, JournalError> {
+    in_batches(batch, pause, || journal.prune(before_ms, batch)).await
+}
+
+/// Runs `step` (one batch of at most `batch` rows) until a batch comes back short, pausing
+/// between batches; returns the rows done in all.
+async fn in_batches<F, Fut>(batch: u32, pause: Duration, mut step: F) -> Result<u64, JournalError>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<u64, JournalError>>,
+{
     let mut total = 0;
     loop {
-        let deleted = journal.prune(before_ms, batch).await?;
-        total += deleted;
-        if deleted < u64::from(batch) {
+        let done = step().await?;
+        total += done;
+        if done < u64::from(batch) {
             return Ok(total);
         }
         tokio::time::sleep(pause).await;
@@ -656,15 +666,7 @@ pub async fn expire_all(
     batch: u32,
     pause: Duration,
 ) -> Result<u64, JournalError> {
-    let mut total = 0;
-    loop {
-        let cut = journal.expire_results(after_ms, before_ms, keep, batch).await?;
-        total += cut;
-        if cut < u64::from(batch) {
-            return Ok(total);
-        }
-        tokio::time::sleep(pause).await;
-    }
+    in_batches(batch, pause, || journal.expire_results(after_ms, before_ms, keep, batch)).await
 }
 
 /// Removes NUL and other control characters (but newlines and tabs) from text that will be

@@ -903,34 +903,12 @@ impl Executor {
         // before it runs, as any such call.
         if !call.proposed
             && !call.foreign_key
-            && let Some(journal) = &self.inner.journal
             && toolbox.tier_of(&compiled.spec, &arguments) != Tier::Read
+            && let Err(output) = self.propose_late(&mut call).await
         {
-            match journal.propose(&call.attempt).await {
-                Ok(outcome) if outcome.created => call.proposed = true,
-                Ok(_) => {
-                    call.foreign_key = true;
-                    let output = ToolOutput::error(
-                        ErrorKind::Conflict,
-                        format!(
-                            "the call `{}` of this message was already made; it is not run twice",
-                            call.call_id
-                        ),
-                    );
-                    return self
-                        .finish(
-                            session,
-                            &call,
-                            AttemptStatus::Failed,
-                            output,
-                            started,
-                            Some(decision),
-                            decided_by,
-                        )
-                        .await;
-                }
-                Err(error) => tracing::warn!(%error, call_id = call.call_id, "journal propose failed"),
-            }
+            return self
+                .finish(session, &call, AttemptStatus::Failed, output, started, Some(decision), decided_by)
+                .await;
         }
         // One referee for the timeout.
         let timeout =
@@ -1172,6 +1150,32 @@ impl Executor {
         }
     }
 
+    /// Proposes a call that was to be journalled only when it ended (a read), now that it must be
+    /// on record first. A key that turns out to be another call's is an error result: the call
+    /// then neither runs nor writes under that key. A journal that fails is logged, and the call
+    /// is settled by an upsert as when its first propose fails.
+    async fn propose_late(&self, call: &mut Prepared) -> Result<(), ToolOutput> {
+        let Some(journal) = &self.inner.journal else { return Ok(()) };
+        if call.proposed {
+            return Ok(());
+        }
+        match journal.propose(&call.attempt).await {
+            Ok(outcome) if outcome.created => call.proposed = true,
+            Ok(_) => {
+                call.foreign_key = true;
+                return Err(ToolOutput::error(
+                    ErrorKind::Conflict,
+                    format!(
+                        "the call `{}` of this message was already made; it is not run twice. Use a new call id.",
+                        call.call_id
+                    ),
+                ));
+            }
+            Err(error) => tracing::warn!(%error, call_id = call.call_id, "journal propose failed"),
+        }
+        Ok(())
+    }
+
     /// The approval step: `Ok((decision, by))` to run, `Err((status, output, decision))` not to.
     async fn approve(
         &self,
@@ -1192,9 +1196,10 @@ impl Executor {
             temp_directory: session.config.temp_directory.as_deref(),
             deny: &self.inner.config.deny,
         };
+        let call_id = call.call_id.clone();
         let granted = |session: &Session, decision: &str, by: &str| {
             session.emit(Event::PermissionGranted {
-                call_id: call.call_id.clone(),
+                call_id: call_id.clone(),
                 decision: decision.to_owned(),
                 by: by.to_owned(),
             });
@@ -1230,27 +1235,8 @@ impl Executor {
 
         // A read journalled only when it ends is proposed now: it waits for a person, and what
         // waits is on record (and the approval's row points at it).
-        if !call.proposed
-            && let Some(journal) = &self.inner.journal
-        {
-            match journal.propose(&call.attempt).await {
-                Ok(outcome) if outcome.created => call.proposed = true,
-                Ok(_) => {
-                    // Another call has the key: this one neither waits nor runs, and its row is
-                    // that call's, never written from here.
-                    call.foreign_key = true;
-                    let message = format!(
-                        "the call `{}` of this message was already made; it is not run twice. Use a new call id.",
-                        call.call_id
-                    );
-                    return Err((
-                        AttemptStatus::Failed,
-                        ToolOutput::error(ErrorKind::Conflict, message),
-                        "conflict".into(),
-                    ));
-                }
-                Err(error) => tracing::warn!(%error, call_id = call.call_id, "journal propose failed"),
-            }
+        if let Err(output) = self.propose_late(call).await {
+            return Err((AttemptStatus::Failed, output, "conflict".into()));
         }
         let request = ApprovalRequest {
             id: format!("appr-{:x}", unique()),
