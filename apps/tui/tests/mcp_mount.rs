@@ -633,3 +633,50 @@ async fn a_slow_lazy_start_outlives_the_call_that_began_it() {
     assert_eq!(second.output.content.trim(), "3", "{second:?}");
     assert_eq!(starts(), 2, "one start, which the first call began and the second found running");
 }
+
+/// A tool remembered as read-only runs only if the running server still says so: a server changed
+/// since (here, a remembered list edited to claim more than the server does) cannot have a
+/// writing tool run under a read-only declaration.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_remembered_tier_is_checked_against_the_running_server() {
+    let folder = tempfile::tempdir().unwrap();
+    let folder_path = folder.path().canonicalize().unwrap();
+    let remembered = tempfile::tempdir().unwrap();
+    let python = node_modules().join("../../venv/bin/python");
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/interop/adder_server.py");
+    let config = mcp::client::McpConfig::parse(&format!(
+        "[servers.adder]\ncommand = \"{}\"\nargs = [\"{script}\", \"stdio\"]\ncwd = \"{}\"\ntrust = \"auto\"\n",
+        python.display(),
+        folder_path.display()
+    ))
+    .unwrap();
+    let options = mcp::client::MountOptions {
+        catalogues: Some(mcp::client::Catalogues::new(remembered.path())),
+        fresh: false,
+    };
+    let (mounted, errors) = mcp::client::mount_with(&config, &|_| None, &options).await;
+    assert!(errors.is_empty(), "{errors:?}");
+    drop(mounted);
+    // The remembered list now claims `touch` only reads.
+    let file = std::fs::read_dir(remembered.path()).unwrap().flatten().map(|e| e.path()).next().unwrap();
+    let mut tools: Vec<Value> = serde_json::from_slice(&std::fs::read(&file).unwrap()).unwrap();
+    for tool in &mut tools {
+        if tool["name"] == "touch" {
+            tool["annotations"] = json!({ "readOnlyHint": true });
+        }
+    }
+    std::fs::write(&file, serde_json::to_vec(&tools).unwrap()).unwrap();
+
+    let (mounted, _) = mcp::client::mount_with(&config, &|_| None, &options).await;
+    let touch = mounted[0].manifest.apis.iter().find(|a| a.name == "adder__touch").unwrap();
+    assert_eq!(touch.tier, tool_core::TierSpec::Fixed(tool_core::Tier::Read), "declared as remembered");
+    let (executor, session) = pipeline_of(mounted);
+    let target = folder_path.join("touched.txt");
+    let refused = call(&executor, &session, "t1", "adder__touch", json!({ "path": target })).await;
+    assert_eq!(refused.status, journal::AttemptStatus::Failed, "{refused:?}");
+    assert!(refused.output.content.contains("no longer says `touch` is read only"), "{refused:?}");
+    assert!(!target.exists(), "it did not run");
+    // A tool it still describes as it was remembered runs.
+    let sum = call(&executor, &session, "a1", "adder__add", json!({ "a": 1, "b": 2 })).await;
+    assert_eq!(sum.output.content.trim(), "3", "{sum:?}");
+}

@@ -416,9 +416,40 @@ struct Connection {
     temp: Option<tempfile::TempDir>,
     client: tokio::sync::Mutex<Option<Client>>,
     stderr: Arc<Mutex<VecDeque<String>>>,
+    /// What the running server says of its tools (their tiers), listed once per start when a
+    /// remembered declaration needs checking.
+    live: tokio::sync::Mutex<Option<BTreeMap<String, Tier>>>,
 }
 
 impl Connection {
+    /// The tier the running server (`peer`) now gives `tool`; `None` when it no longer has it.
+    ///
+    /// # Errors
+    ///
+    /// The server did not list its tools in time.
+    async fn live_tier(
+        &self,
+        peer: &rmcp::service::Peer<RoleClient>,
+        tool: &str,
+    ) -> Result<Option<Tier>, String> {
+        let mut live = self.live.lock().await;
+        if live.is_none() {
+            let timeout = Duration::from_secs(self.config.startup_timeout_secs);
+            let tools = match tokio::time::timeout(timeout, peer.list_all_tools()).await {
+                Ok(Ok(tools)) => tools,
+                Ok(Err(error)) => return Err(self.redact(format!("cannot list its tools: {error}"))),
+                Err(_) => return Err("did not list its tools in time".into()),
+            };
+            let tiers = tools
+                .iter()
+                .filter_map(|t| serde_json::to_value(t).ok())
+                .filter_map(|t| Some((t.get("name")?.as_str()?.to_owned(), tier_of(&t))))
+                .collect();
+            *live = Some(tiers);
+        }
+        Ok(live.as_ref().and_then(|l| l.get(tool).copied()))
+    }
+
     /// Starts the server unless it runs; a server started here has its tool list remembered
     /// anew.
     async fn ensure_started(&self) -> Result<(), String> {
@@ -429,6 +460,8 @@ impl Connection {
         let client = self.start().await?;
         self.remember(&client);
         *guard = Some(client);
+        // A new process: what it says of its tools is listed again when needed.
+        *self.live.lock().await = None;
         Ok(())
     }
 
@@ -640,10 +673,11 @@ pub async fn mount_with(
                 .flatten(),
             client: tokio::sync::Mutex::new(None),
             stderr: Arc::default(),
+            live: tokio::sync::Mutex::new(None),
         });
         // A remembered list that declares nothing (its tools all left out now) is no reason not
         // to start the server and list it again.
-        if let Some(declared) = known.and_then(|tools| manifest_of(connection.clone(), &tools)) {
+        if let Some(declared) = known.and_then(|tools| manifest_of(connection.clone(), &tools, true)) {
             if server.start == Start::Background {
                 let early = connection.clone();
                 tokio::spawn(async move {
@@ -684,7 +718,7 @@ pub async fn mount_with(
                 memory.catalogues.store(&memory.key, &tools);
             }
             *connection.client.lock().await = Some(client);
-            Ok(manifest_of(connection, &tools))
+            Ok(manifest_of(connection, &tools, false))
         });
     }
     let mut mounted = remembered;
@@ -777,7 +811,9 @@ pub fn sanitise(schema: &Value) -> Value {
 }
 
 /// The manifest of a server's tools (those its configuration lets in); `None` when none is left.
-fn manifest_of(connection: Arc<Connection>, tools: &[Value]) -> Option<Mounted> {
+/// `remembered`: the list is the one remembered from an earlier run, which the server may have
+/// changed since.
+fn manifest_of(connection: Arc<Connection>, tools: &[Value], remembered: bool) -> Option<Mounted> {
     let config = &connection.config;
     let mut manifest = ToolManifest::new(
         format!("mcp-{}", connection.name),
@@ -787,6 +823,7 @@ fn manifest_of(connection: Arc<Connection>, tools: &[Value]) -> Option<Mounted> 
         ),
     );
     let mut names = BTreeMap::new();
+    let mut tiers = BTreeMap::new();
     for tool in tools {
         let Some(name) = tool.get("name").and_then(Value::as_str) else { continue };
         if config.deny.iter().any(|d| d == name)
@@ -802,12 +839,8 @@ fn manifest_of(connection: Arc<Connection>, tools: &[Value]) -> Option<Mounted> 
         };
         let annotations = tool.get("annotations").cloned().unwrap_or(Value::Null);
         let hint = |key: &str| annotations.get(key).and_then(Value::as_bool);
-        // What the server says of itself is a hint: read-only only when it says so.
-        let tier = match (hint("readOnlyHint"), hint("destructiveHint")) {
-            (Some(true), _) => Tier::Read,
-            (_, Some(false)) => Tier::Write,
-            _ => Tier::Exec,
-        };
+        let tier = tier_of(tool);
+        tiers.insert(name.to_owned(), tier);
         let mut api_name = function_name(&connection.name, name);
         let mut n = 2;
         while names.contains_key(&api_name) {
@@ -845,7 +878,18 @@ fn manifest_of(connection: Arc<Connection>, tools: &[Value]) -> Option<Mounted> 
     if manifest.apis.is_empty() {
         return None;
     }
-    Some(Mounted { manifest, runtime: Arc::new(McpRuntime { connection, names }) })
+    Some(Mounted { manifest, runtime: Arc::new(McpRuntime { connection, names, tiers, remembered }) })
+}
+
+/// A tool's tier from what the server says of it: read only when it says read-only, write when it
+/// says it destroys nothing, exec otherwise (its hints are claims, never trusted upward).
+fn tier_of(tool: &Value) -> Tier {
+    let hint = |key: &str| tool.get("annotations").and_then(|a| a.get(key)).and_then(Value::as_bool);
+    match (hint("readOnlyHint"), hint("destructiveHint")) {
+        (Some(true), _) => Tier::Read,
+        (_, Some(false)) => Tier::Write,
+        _ => Tier::Exec,
+    }
 }
 
 /// Calls go to the server; a server that died is started again once per call.
@@ -853,6 +897,11 @@ struct McpRuntime {
     connection: Arc<Connection>,
     /// API name → the server's own tool name.
     names: BTreeMap<String, String>,
+    /// The server's tool name → the tier it was declared with.
+    tiers: BTreeMap<String, Tier>,
+    /// Declared from a remembered list: before a tool declared below exec runs, the running
+    /// server must still say as much of it.
+    remembered: bool,
 }
 
 impl McpRuntime {
@@ -915,6 +964,30 @@ impl McpRuntime {
                     }
                 }
             };
+            // A tool declared from a remembered list as less than exec runs only if the running
+            // server still says so: a server updated since could have made it write or destroy,
+            // and read-only sessions (and the journal) trust the declared tier.
+            if let Some(declared) = self.tiers.get(tool).filter(|t| self.remembered && **t < Tier::Exec) {
+                let refused = match connection.live_tier(&peer, tool).await {
+                    Ok(Some(live)) if live <= *declared => None,
+                    Ok(Some(_)) => Some(format!(
+                        "the MCP server `{}` no longer says `{tool}` is {} only (its tools changed since they were remembered); it was not run, and a restart declares its current tools",
+                        connection.name,
+                        if *declared == Tier::Read { "read" } else { "non-destructive" }
+                    )),
+                    Ok(None) => Some(format!(
+                        "the MCP server `{}` no longer offers `{tool}`; a restart declares its current tools",
+                        connection.name
+                    )),
+                    Err(message) => Some(format!(
+                        "the MCP server `{}` could not confirm what `{tool}` does ({message}); it was not run",
+                        connection.name
+                    )),
+                };
+                if let Some(message) = refused {
+                    return ToolOutput::error(ErrorKind::Execution, message);
+                }
+            }
             let params = CallToolRequestParams::new(tool.to_owned()).with_arguments(arguments.clone());
             let request =
                 rmcp::model::ClientRequest::CallToolRequest(rmcp::model::CallToolRequest::new(params));
