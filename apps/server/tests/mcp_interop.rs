@@ -158,6 +158,38 @@ fn the_python_sdk_uses_toolhost_over_stdio() {
     assert!(seen["outside"]["text"].as_str().unwrap().contains("Blocked"), "{seen}");
 }
 
+/// In `auto_run` a question can remain (a read outside the folder); a stdio client that cannot
+/// show forms gets it denied at once, with the reason, instead of a wait on an approvals API that
+/// stdio does not serve.
+#[test]
+fn a_question_a_stdio_client_cannot_answer_is_denied_at_once() {
+    let (_dir, data, work, _outside) = folders();
+    let binary = env!("CARGO_BIN_EXE_toolhost-server");
+    let work_arg = work.display().to_string();
+    let started = std::time::Instant::now();
+    let seen = run_python(
+        &[
+            "stdio",
+            "/etc/os-release",
+            binary,
+            "mcp-stdio",
+            "--working-directory",
+            &work_arg,
+            "--approval-mode",
+            "auto_run",
+        ],
+        &[
+            ("TOOLHOST_DATABASE_URL", format!("sqlite://{}/journal.db", data.display())),
+            ("TOOLHOST_STATE_DIR", data.display().to_string()),
+            ("RUST_LOG", "warn".into()),
+        ],
+    );
+    assert_eq!(seen["inside"]["is_error"], false, "{seen}");
+    assert_eq!(seen["outside"]["is_error"], true, "{seen}");
+    assert!(seen["outside"]["text"].as_str().unwrap().contains("cannot show approval forms"), "{seen}");
+    assert!(started.elapsed() < Duration::from_secs(60), "not a wait for the approval timeout");
+}
+
 #[test]
 fn the_python_sdk_uses_toolhost_over_http_and_a_person_approves() {
     let (_dir, data, work, outside) = folders();
