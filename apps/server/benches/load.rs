@@ -3,7 +3,7 @@
 //!
 //! Workloads: `noop` is `todo_write` with an empty list (the cheapest builtin tool, so the row is
 //! the cost of the HTTP layer, the pipeline and the journal), `read_file` is `readFile` of a
-//! 50-line file in the session's working directory. Targets, each a separate process started and
+//! 50-line file (this program's own first 50 lines) in the session's working directory. Targets, each a separate process started and
 //! stopped by this program:
 //!
 //! * `ceiling (axum)`: a plain axum server (this binary re-executed with
@@ -26,9 +26,10 @@
 //! cargo xtask load -- --clients 1,64 --seconds 10                   # the same through xtask
 //! ```
 //!
-//! Soak (`--soak SECONDS`): only the SQLite server, `read_file` at 64 clients for that long,
-//! printing every 10 s the calls so far, the rate, the write-ahead log and database sizes and the
-//! server's resident memory, so that a journal (or a process) that grows without bound shows.
+//! Soak (`--soak SECONDS`): only the SQLite server, `read_file` (or the one `--workload` named) at
+//! 64 clients for that long, printing every 10 s the calls so far, the rate, the write-ahead log
+//! and database sizes and the server's resident memory, so that a journal (or a process) that grows
+//! without bound shows. `TOOLHOST_SOAK_KEEP=FILE` copies the database there at the end.
 //!
 //! `--sessions each,one` measures each point twice: every client in its own session (the default,
 //! `each`) and every client in one shared session (`one`), where `todo_write` — a sequential API —
@@ -38,7 +39,8 @@
 //! `--workload noop,read_file` [`TOOLHOST_LOAD_WORKLOAD`], `--clients 1,16,64`
 //! [`TOOLHOST_LOAD_CLIENTS`], `--seconds 5` measured per point [`TOOLHOST_LOAD_SECONDS`],
 //! `--warmup 1` [`TOOLHOST_LOAD_WARMUP`], `--no-ceiling`. Bare `sqlite`/`postgres` words select
-//! journals too, as in the journal benchmark.
+//! journals too, as in the journal benchmark. `TOOLHOST_LOAD_READ_LINES` sets the read file's
+//! length (50 lines).
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -69,12 +71,20 @@ fn main() -> anyhow::Result<()> {
     let work = tempfile::Builder::new().prefix("toolhost-load-").tempdir()?;
     let workspace = work.path().join("workspace");
     std::fs::create_dir(&workspace)?;
-    let notes: String =
-        (1..=50).map(|n| format!("line {n}: the quick brown fox jumps over the lazy dog\n")).collect();
+    // Text as a model reads it, not a repeated line that compresses unrealistically well: the
+    // first 50 lines of this program's source (about 3.2 KB), or as many as
+    // `TOOLHOST_LOAD_READ_LINES` says.
+    let lines = std::env::var("TOOLHOST_LOAD_READ_LINES").ok().and_then(|n| n.parse().ok()).unwrap_or(50);
+    let notes: String = include_str!("load.rs").split_inclusive('\n').take(lines).collect();
     std::fs::write(workspace.join("notes.txt"), notes)?;
     let clock_ticks = clock_ticks();
     if let Some(duration) = options.soak {
-        return runtime.block_on(soak(work.path(), &workspace, duration));
+        // `read_file` unless one workload is named.
+        let workload = match options.workloads[..] {
+            [one] => one,
+            _ => Workload::ReadFile,
+        };
+        return runtime.block_on(soak(work.path(), &workspace, duration, workload));
     }
 
     println!(
@@ -678,7 +688,7 @@ mod ceiling {
 }
 
 /// Runs `read_file` at 64 clients against the SQLite server for `duration`, sampling every 10 s.
-async fn soak(work: &Path, workspace: &Path, duration: Duration) -> anyhow::Result<()> {
+async fn soak(work: &Path, workspace: &Path, duration: Duration, workload: Workload) -> anyhow::Result<()> {
     const CLIENTS: usize = 64;
     let db = work.join("soak.db");
     let port = test_support::free_port();
@@ -713,9 +723,7 @@ async fn soak(work: &Path, workspace: &Path, duration: Duration) -> anyhow::Resu
             let url = format!("{base}/v1/sessions/{session}/calls");
             tokio::spawn(async move {
                 while Instant::now() < end {
-                    match call(&client, &url, Workload::ReadFile.body(next.fetch_add(1, Ordering::Relaxed)))
-                        .await
-                    {
+                    match call(&client, &url, workload.body(next.fetch_add(1, Ordering::Relaxed))).await {
                         Ok(()) => done.fetch_add(1, Ordering::Relaxed),
                         Err(_) => failed.fetch_add(1, Ordering::Relaxed),
                     };
@@ -772,6 +780,16 @@ async fn soak(work: &Path, workspace: &Path, duration: Duration) -> anyhow::Resu
     );
     for problem in server.stop() {
         println!("{problem}");
+    }
+    if let Some(keep) = std::env::var_os("TOOLHOST_SOAK_KEEP") {
+        std::fs::copy(&db, &keep).context("keeping the soak's database")?;
+        // What was not checkpointed yet is in the log.
+        if wal.exists() {
+            let mut kept_wal = keep.clone();
+            kept_wal.push("-wal");
+            std::fs::copy(&wal, kept_wal).context("keeping the soak's write-ahead log")?;
+        }
+        println!("soak: database kept at {}", Path::new(&keep).display());
     }
     Ok(())
 }

@@ -113,6 +113,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 mod instance;
+mod pack;
 mod postgres;
 mod rows;
 mod sqlite;

@@ -203,11 +203,12 @@ impl Journal for PostgresJournal {
 
     async fn settle(&self, tenant: &str, key: &str, settlement: &Settlement) -> Result<bool, JournalError> {
         let Some(s) = SettlementValues::new(settlement) else { return Ok(false) };
+        let result = s.result.as_ref().map(crate::pack::StoredResult::json).transpose()?;
         let done = sqlx::query(SETTLE)
             .bind(clean(tenant))
             .bind(clean(key))
             .bind(s.status)
-            .bind(s.result.as_deref())
+            .bind(result.as_deref())
             .bind(s.error_kind.as_deref())
             .bind(s.error.as_deref())
             .bind(s.decision.as_deref())
@@ -226,6 +227,7 @@ impl Journal for PostgresJournal {
         settlement: &Settlement,
     ) -> Result<bool, JournalError> {
         let Some(s) = SettlementValues::new(settlement) else { return Ok(false) };
+        let result = s.result.as_ref().map(crate::pack::StoredResult::json).transpose()?;
         let v = AttemptValues::new(attempt);
         let done = sqlx::query(UPSERT_SETTLED)
             .bind(&*v.tenant)
@@ -243,7 +245,7 @@ impl Journal for PostgresJournal {
             .bind(v.tier.as_deref())
             .bind(&*v.instance_id)
             .bind(s.status)
-            .bind(s.result.as_deref())
+            .bind(result.as_deref())
             .bind(s.error_kind.as_deref())
             .bind(s.error.as_deref())
             .bind(s.decision.as_deref())

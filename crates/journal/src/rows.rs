@@ -7,6 +7,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use serde_json::Value;
 
 use crate::instance::local_process_alive;
+use crate::pack::{ResultText, StoredResult};
 use crate::{
     Attempt, AttemptStatus, JournalError, NewAttempt, PendingApproval, ReconcilePolicy, RememberedDecision,
     SessionRecord, Settlement, has_controls, strip_controls, strip_controls_json,
@@ -119,7 +120,7 @@ impl AttemptValues {
 #[derive(Debug, Clone)]
 pub(crate) struct SettlementValues {
     pub(crate) status: &'static str,
-    pub(crate) result: Option<Text>,
+    pub(crate) result: Option<StoredResult>,
     pub(crate) error_kind: Option<Text>,
     pub(crate) error: Option<Text>,
     pub(crate) decision: Option<Text>,
@@ -138,7 +139,7 @@ impl SettlementValues {
             result: settlement
                 .result
                 .as_ref()
-                .map(|result| json_text(&crate::compact::compact(result)).into()),
+                .map(|result| StoredResult::Text(json_text(&crate::compact::compact(result)).into())),
             error_kind: text_opt(settlement.error_kind.as_deref()),
             error: text_opt(settlement.error.as_deref()),
             decision: text_opt(settlement.decision.as_deref()),
@@ -147,6 +148,14 @@ impl SettlementValues {
             exit_status: settlement.exit_status,
             now: now_ms(),
         })
+    }
+}
+
+impl SettlementValues {
+    /// With a long result compressed, as the SQLite journal stores it.
+    pub(crate) fn packed(mut self) -> Self {
+        self.result = self.result.map(StoredResult::pack);
+        self
     }
 }
 
@@ -299,7 +308,7 @@ pub(crate) struct AttemptRow {
     tier: Option<String>,
     instance_id: String,
     status: String,
-    result: Option<String>,
+    result: Option<ResultText>,
     error_kind: Option<String>,
     error: Option<String>,
     decision: Option<String>,
@@ -318,8 +327,7 @@ impl TryFrom<AttemptRow> for Attempt {
             arguments: parse_json("arguments", &row.arguments)?,
             result: row
                 .result
-                .as_deref()
-                .map(|text| parse_json("result", text).map(crate::compact::expand))
+                .map(|text| parse_json("result", &text.0).map(crate::compact::expand))
                 .transpose()?,
             status: parse_status(&row.status)?,
             tenant: row.tenant,

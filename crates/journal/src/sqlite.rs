@@ -63,8 +63,15 @@ const EXPIRE_RESULTS: &str = "UPDATE tool_call_attempts SET \
      result = json_object('content', substr(json_extract(result, '$.content'), 1, ?3), 'expired', json('true')), \
      updated_at = ?5 WHERE rowid IN (SELECT rowid FROM tool_call_attempts \
      WHERE status IN ('executed', 'confirmed', 'compensated', 'failed', 'blocked', 'denied', 'abandoned') \
-     AND attempted_at >= ?1 AND attempted_at < ?2 AND result IS NOT NULL \
-     AND json_extract(result, '$.expired') IS NULL LIMIT ?4)";
+     AND attempted_at >= ?1 AND attempted_at < ?2 AND typeof(result) = 'text' \
+     AND json_extract(CASE WHEN typeof(result) = 'text' THEN result END, '$.expired') IS NULL LIMIT ?4)";
+
+/// Packed results (see `pack`) are cut in Rust, which can decompress them.
+const PACKED_RESULTS: &str = "SELECT rowid, result FROM tool_call_attempts \
+     WHERE status IN ('executed', 'confirmed', 'compensated', 'failed', 'blocked', 'denied', 'abandoned') \
+     AND attempted_at >= ?1 AND attempted_at < ?2 AND typeof(result) = 'blob' LIMIT ?3";
+const CUT_PACKED_RESULT: &str =
+    "UPDATE tool_call_attempts SET result = ?2, updated_at = ?3 WHERE rowid = ?1 AND typeof(result) = 'blob'";
 
 const PROPOSE: &str = "INSERT INTO tool_call_attempts (tenant, key, call_id, message_id, session_id, parent_call_id, \
      user_id, agent_id, tool, api, function_name, arguments, tier, instance_id, status, attempted_at, updated_at) \
@@ -654,6 +661,21 @@ fn bind_settlement<'q>(query: SqliteQuery<'q>, s: &SettlementValues) -> SqliteQu
         .bind(s.now)
 }
 
+/// What an expired result keeps, as `EXPIRE_RESULTS` writes it for a result stored as text:
+/// `{"content": its first `keep` characters, "expired": true}`.
+fn expired_preview(json: Option<&str>, keep: u32) -> String {
+    let keep = usize::try_from(keep).unwrap_or(usize::MAX);
+    let content = match json.and_then(|text| serde_json::from_str::<Value>(text).ok()) {
+        Some(Value::Object(mut result)) => match result.remove("content") {
+            Some(Value::String(text)) => Value::String(text.chars().take(keep).collect()),
+            None | Some(Value::Null) => Value::Null,
+            Some(other) => Value::String(other.to_string().chars().take(keep).collect()),
+        },
+        _ => Value::Null,
+    };
+    serde_json::json!({"content": content, "expired": true}).to_string()
+}
+
 /// Runs one operation as its own statement(s).
 async fn run_one(conn: &mut SqliteConnection, op: &Op) -> Result<Outcome, sqlx::Error> {
     let moved = |done: sqlx::sqlite::SqliteQueryResult| Outcome::Moved(done.rows_affected() == 1);
@@ -784,7 +806,28 @@ async fn run_one(conn: &mut SqliteConnection, op: &Op) -> Result<Outcome, sqlx::
                 .bind(*now)
                 .execute(&mut *conn)
                 .await?;
-            Outcome::Deleted(done.rows_affected())
+            let mut cut = done.rows_affected();
+            let left = u64::from(*limit).saturating_sub(cut);
+            if left > 0 {
+                let packed: Vec<(i64, Vec<u8>)> = sqlx::query_as(PACKED_RESULTS)
+                    .bind(*after)
+                    .bind(*before)
+                    .bind(i64::try_from(left).unwrap_or(i64::MAX))
+                    .fetch_all(&mut *conn)
+                    .await?;
+                for (rowid, bytes) in packed {
+                    // A result that no longer inflates is cut all the same.
+                    let preview = expired_preview(crate::pack::unpack(&bytes).ok().as_deref(), *keep);
+                    let done = sqlx::query(CUT_PACKED_RESULT)
+                        .bind(rowid)
+                        .bind(preview)
+                        .bind(*now)
+                        .execute(&mut *conn)
+                        .await?;
+                    cut += done.rows_affected();
+                }
+            }
+            Outcome::Deleted(cut)
         }
         Op::Prune { before, limit } => {
             let mut deleted = 0u64;
@@ -815,7 +858,9 @@ impl Journal for SqliteJournal {
     }
 
     async fn settle(&self, tenant: &str, key: &str, settlement: &Settlement) -> Result<bool, JournalError> {
-        let Some(settlement) = SettlementValues::new(settlement) else { return Ok(false) };
+        let Some(settlement) = SettlementValues::new(settlement).map(SettlementValues::packed) else {
+            return Ok(false);
+        };
         self.write_moved(Op::Settle { tenant: clean_text(tenant), key: clean_text(key), settlement }).await
     }
 
@@ -824,7 +869,9 @@ impl Journal for SqliteJournal {
         attempt: &NewAttempt,
         settlement: &Settlement,
     ) -> Result<bool, JournalError> {
-        let Some(settlement) = SettlementValues::new(settlement) else { return Ok(false) };
+        let Some(settlement) = SettlementValues::new(settlement).map(SettlementValues::packed) else {
+            return Ok(false);
+        };
         self.write_moved(Op::UpsertSettled(AttemptValues::new(attempt), settlement)).await
     }
 

@@ -210,13 +210,19 @@ mod cases {
             let result = json!({"content": long, "state": {"text": long, "lines": 200}});
             j.settle("tenant-a", &key, &settled(AttemptStatus::Executed, result)).await.unwrap();
         }
+        // A short result too (SQLite keeps it as text, the long ones compressed: one batch cuts both).
+        let key = j.propose(&attempt("tenant-a", Some("m"), "short")).await.unwrap().key;
+        let short = json!({"content": "ok", "state": {"n": 1}});
+        j.settle("tenant-a", &key, &settled(AttemptStatus::Executed, short)).await.unwrap();
         j.propose(&attempt("tenant-a", Some("m"), "open")).await.unwrap();
         let later = journal_now() + 60_000;
         // Outside the window nothing is cut.
         assert_eq!(j.expire_results(0, 1, 40, 100).await.unwrap(), 0);
         // In batches of two: every settled call's result, never an open call's.
         let cut = journal::expire_all(j.as_ref(), 0, later, 40, 2, Duration::from_millis(1)).await.unwrap();
-        assert_eq!(cut, 3);
+        assert_eq!(cut, 4);
+        let short = j.get("tenant-a", "m:short").await.unwrap().unwrap().result.unwrap();
+        assert_eq!(short, json!({"content": "ok", "expired": true}));
         let row = j.get("tenant-a", "m:one").await.unwrap().unwrap();
         assert_eq!(row.status, AttemptStatus::Executed, "the row stays");
         assert_eq!(row.arguments, attempt("tenant-a", Some("m"), "one").arguments, "and its call");
