@@ -3,7 +3,7 @@
 //!
 //! Workloads: `noop` is `todo_write` with an empty list (the cheapest builtin tool, so the row is
 //! the cost of the HTTP layer, the pipeline and the journal), `read_file` is `readFile` of a
-//! 50-line file (this program's own first 50 lines) in the session's working directory. Targets, each a separate process started and
+//! 50-line file of source code (`fixtures/read.txt`) in the session's working directory. Targets, each a separate process started and
 //! stopped by this program:
 //!
 //! * `ceiling (axum)`: a plain axum server (this binary re-executed with
@@ -40,7 +40,7 @@
 //! [`TOOLHOST_LOAD_CLIENTS`], `--seconds 5` measured per point [`TOOLHOST_LOAD_SECONDS`],
 //! `--warmup 1` [`TOOLHOST_LOAD_WARMUP`], `--no-ceiling`. Bare `sqlite`/`postgres` words select
 //! journals too, as in the journal benchmark. `TOOLHOST_LOAD_READ_LINES` sets the read file's
-//! length (50 lines).
+//! length (50 lines at most).
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -71,11 +71,11 @@ fn main() -> anyhow::Result<()> {
     let work = tempfile::Builder::new().prefix("toolhost-load-").tempdir()?;
     let workspace = work.path().join("workspace");
     std::fs::create_dir(&workspace)?;
-    // Text as a model reads it, not a repeated line that compresses unrealistically well: the
-    // first 50 lines of this program's source (about 3.2 KB), or as many as
-    // `TOOLHOST_LOAD_READ_LINES` says.
+    // Text as a model reads it, not a repeated line that compresses unrealistically well: source
+    // code and its documentation (`fixtures/read.txt`, 50 lines, 3.4 KB), or its first
+    // `TOOLHOST_LOAD_READ_LINES` lines.
     let lines = std::env::var("TOOLHOST_LOAD_READ_LINES").ok().and_then(|n| n.parse().ok()).unwrap_or(50);
-    let notes: String = include_str!("load.rs").split_inclusive('\n').take(lines).collect();
+    let notes: String = include_str!("fixtures/read.txt").split_inclusive('\n').take(lines).collect();
     std::fs::write(workspace.join("notes.txt"), notes)?;
     let clock_ticks = clock_ticks();
     if let Some(duration) = options.soak {
@@ -783,11 +783,13 @@ async fn soak(work: &Path, workspace: &Path, duration: Duration, workload: Workl
     }
     if let Some(keep) = std::env::var_os("TOOLHOST_SOAK_KEEP") {
         std::fs::copy(&db, &keep).context("keeping the soak's database")?;
-        // What was not checkpointed yet is in the log.
+        // What was not checkpointed yet is in the log; an older run's log must not be taken for it.
+        let mut kept_wal = keep.clone();
+        kept_wal.push("-wal");
         if wal.exists() {
-            let mut kept_wal = keep.clone();
-            kept_wal.push("-wal");
             std::fs::copy(&wal, kept_wal).context("keeping the soak's write-ahead log")?;
+        } else if Path::new(&kept_wal).exists() {
+            std::fs::remove_file(&kept_wal).context("removing an older run's write-ahead log")?;
         }
         println!("soak: database kept at {}", Path::new(&keep).display());
     }

@@ -29,8 +29,9 @@ const ZSTD: u8 = 2;
 /// zstd's fastest regular level: level 3 kept 2% less for a quarter more time.
 const LEVEL: i32 = 1;
 
-/// The most a packed result may unpack to (a row holds far less; this bounds a corrupt one).
-const UNPACK_LIMIT: u64 = 256 * 1024 * 1024;
+/// The most a packed result may unpack to (a row holds far less; this bounds what a corrupt header
+/// can make us allocate).
+const UNPACK_LIMIT: u64 = 64 * 1024 * 1024;
 
 thread_local! {
     /// A compression context per thread: making one costs more than compressing a small text.

@@ -37,16 +37,21 @@ const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
 /// How often the checkpointer copies the write-ahead log into the database (small, frequent
 /// checkpoints keep the server's p99 lowest; see docs/benchmarks.md).
 const CHECKPOINT_EVERY: Duration = Duration::from_millis(50);
+/// How long the writer's `RESTART` checkpoint waits for readers (see `restart_log`): 100 ms.
+const RESTART_WAIT: &str = "PRAGMA busy_timeout = 100";
+/// [`BUSY_TIMEOUT`] back again.
+const BUSY_TIMEOUT_PRAGMA: &str = "PRAGMA busy_timeout = 5000";
 
 /// How the SQLite journal keeps its write-ahead log small.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct SqliteTuning {
-    /// Past this size the write-ahead log is checkpointed whole so that it starts over (`RESTART`,
-    /// run by the writer between two batches: it copies what the last `PASSIVE` checkpoint left
-    /// and syncs, 4-9 ms measured), and the file is cut back to this size (`journal_size_limit`)
-    /// when it does. (`TRUNCATE`, which also empties the file, held the writer longer: p99 39 ms
-    /// against 22-25 ms at 64 clients, when the checkpoint still ran on its own connection.) Below
-    /// it, checkpoints are `PASSIVE`, on a connection of their own, and never wait. Under constant writes a `PASSIVE` checkpoint never lets the log start over, so
+    /// Past this much the write-ahead log is checkpointed whole so that it starts over (by the
+    /// writer between two batches: it copies what the last checkpoint left and syncs, 4-9 ms
+    /// measured; see `checkpoint_loop`), and the file is cut back to this size
+    /// (`journal_size_limit`) when it does. (A `RESTART` or `TRUNCATE` checkpoint on another
+    /// connection held the writer longer: p99 22-25 ms and 39 ms at 64 clients.) Below it,
+    /// checkpoints are `PASSIVE`, on a connection of their own, and never wait. A read longer
+    /// than 100 ms can hold the log past this until it is done. Under constant writes a `PASSIVE` checkpoint never lets the log start over, so
     /// without this bound it grows without end (2.3 GB in 25 s of load was measured).
     pub wal_truncate_bytes: u64,
 }
@@ -68,12 +73,13 @@ const EXPIRE_RESULTS: &str = "UPDATE tool_call_attempts SET \
      AND attempted_at >= ?1 AND attempted_at < ?2 AND typeof(result) = 'text' \
      AND json_extract(CASE WHEN typeof(result) = 'text' THEN result END, '$.expired') IS NULL LIMIT ?4)";
 
-/// Packed results (see `pack`) are cut in Rust, which can decompress them.
-const PACKED_RESULTS: &str = "SELECT rowid, result FROM tool_call_attempts \
+/// Packed results (see `pack`) are cut in Rust, which can decompress them: read through the read
+/// pool, their previews made in the caller's task, and written by the writer in one transaction.
+const PACKED_RESULTS: &str = "SELECT tenant, key, result FROM tool_call_attempts \
      WHERE status IN ('executed', 'confirmed', 'compensated', 'failed', 'blocked', 'denied', 'abandoned') \
      AND attempted_at >= ?1 AND attempted_at < ?2 AND typeof(result) = 'blob' LIMIT ?3";
-const CUT_PACKED_RESULT: &str =
-    "UPDATE tool_call_attempts SET result = ?2, updated_at = ?3 WHERE rowid = ?1 AND typeof(result) = 'blob'";
+const CUT_PACKED_RESULT: &str = "UPDATE tool_call_attempts SET result = ?3, updated_at = ?4 \
+     WHERE tenant = ?1 AND key = ?2 AND typeof(result) = 'blob'";
 
 const PROPOSE: &str = "INSERT INTO tool_call_attempts (tenant, key, call_id, message_id, session_id, parent_call_id, \
      user_id, agent_id, tool, api, function_name, arguments, tier, instance_id, status, attempted_at, updated_at) \
@@ -248,11 +254,10 @@ impl SqliteJournal {
             (WriteConnection::Owned(connection), reads)
         };
         let (writer, queue) = mpsc::channel(4 * MAX_BATCH);
-        let restart = Arc::new(AtomicBool::new(false));
-        tokio::spawn(write_loop(connection, queue, Arc::clone(&restart)));
+        let catch_up = Arc::new(AtomicBool::new(false));
+        tokio::spawn(write_loop(connection, queue, Arc::clone(&catch_up)));
         if let Some(checkpointer) = checkpointer {
-            let wal = sqlite_path(url).map(|db| std::path::PathBuf::from(format!("{}-wal", db.display())));
-            tokio::spawn(checkpoint_loop(checkpointer, writer.downgrade(), wal, tuning, restart));
+            tokio::spawn(checkpoint_loop(checkpointer, writer.downgrade(), tuning, catch_up));
         }
         Ok(Self { writer, reads })
     }
@@ -299,20 +304,62 @@ enum WriteConnection {
 #[derive(Debug, Clone)]
 enum Op {
     Propose(AttemptValues),
-    Settle { tenant: Text, key: Text, settlement: SettlementValues },
+    Settle {
+        tenant: Text,
+        key: Text,
+        settlement: SettlementValues,
+    },
     UpsertSettled(AttemptValues, SettlementValues),
-    Confirm { tenant: String, key: String, now: i64 },
-    RegisterInstance { id: String, host: String, pid: i64, start_ticks: Option<i64>, now: i64 },
-    Heartbeat { id: String, now: i64 },
-    Abandon { instances: Vec<String>, now: i64 },
+    Confirm {
+        tenant: String,
+        key: String,
+        now: i64,
+    },
+    RegisterInstance {
+        id: String,
+        host: String,
+        pid: i64,
+        start_ticks: Option<i64>,
+        now: i64,
+    },
+    Heartbeat {
+        id: String,
+        now: i64,
+    },
+    Abandon {
+        instances: Vec<String>,
+        now: i64,
+    },
     InsertApproval(ApprovalValues),
     DecideApproval(DecisionValues),
     Remember(RememberValues),
-    Revoke { tenant: String, id: String },
+    Revoke {
+        tenant: String,
+        id: String,
+    },
     PutSession(SessionValues),
-    EndSession { tenant: String, id: String, now: i64 },
-    Prune { before: i64, limit: u32 },
-    ExpireResults { after: i64, before: i64, keep: u32, limit: u32, now: i64 },
+    EndSession {
+        tenant: String,
+        id: String,
+        now: i64,
+    },
+    Prune {
+        before: i64,
+        limit: u32,
+    },
+    ExpireResults {
+        after: i64,
+        before: i64,
+        keep: u32,
+        limit: u32,
+        now: i64,
+    },
+    /// Compressed results replaced by their previews, made outside the writer: `(tenant, key,
+    /// preview)`; a row is cut only if its result is still compressed.
+    CutResults {
+        rows: Vec<(String, String, String)>,
+        now: i64,
+    },
 }
 
 impl Op {
@@ -328,7 +375,7 @@ impl Op {
 
     /// Whether the operation may touch any attempt row: it then runs alone.
     fn is_barrier(&self) -> bool {
-        matches!(self, Self::Abandon { .. })
+        matches!(self, Self::Abandon { .. } | Self::CutResults { .. })
     }
 }
 
@@ -355,23 +402,30 @@ impl std::fmt::Debug for Pending {
 /// Copies committed pages from the write-ahead log into the database every [`CHECKPOINT_EVERY`],
 /// without blocking the writer or readers (`PASSIVE`), until the journal is dropped. A checkpoint
 /// that finds readers in the way does what it can and the next one goes on; a busy database is
-/// not an error here. When the log has grown past [`SqliteTuning::wal_truncate_bytes`] (writes
-/// never paused long enough for it to start over), it asks the writer (`restart`) for one
-/// `RESTART` checkpoint, which waits for the readers and copies what is left, so the next write
-/// starts the log over (and cuts the file back to the bound); no checkpoint runs here until the
-/// writer has done it.
+/// not an error here.
 ///
-/// The writer runs that one itself, between two batches, so it never waits on a lock another
-/// connection holds: SQLite's busy handler sleeps 1, 2, 5, 10 … ms between tries, and a writer
-/// that met a `RESTART` on this connection slept through several of them (p99 24 ms at 64
-/// clients, against 7 ms with the bound out of reach).
+/// Under constant writes the log never starts over this way: a write begins while this pass is
+/// still copying, so the log is never wholly copied between two writes. When the log holds more
+/// than [`SqliteTuning::wal_truncate_bytes`], this asks the writer (`catch_up`) for a `RESTART`
+/// checkpoint between two batches (`restart_log`): with no write running, it copies all that is
+/// left (4-9 ms measured: what this pass left, and two syncs), waits for readers of older
+/// snapshots, and the writer's next commit starts the log over and cuts the file back to the bound
+/// (`journal_size_limit`). No pass runs here until the writer has done it.
+///
+/// Why the writer: a `RESTART` checkpoint on this connection held the write lock, and the writer
+/// slept in SQLite's busy handler (1, 2, 5, 10 … ms between tries) past its end (p99 24 ms at 64
+/// clients, against 7 ms with the bound out of reach). Why `RESTART` and not one more `PASSIVE`
+/// pass: readers that never pause (two of them, in `tests/wal.rs`) always hold a mark in the log,
+/// so it never started over and reached 88 MB against a bound of 2 MiB.
 async fn checkpoint_loop(
     mut connection: SqliteConnection,
     alive: mpsc::WeakSender<Pending>,
-    wal: Option<std::path::PathBuf>,
     tuning: SqliteTuning,
-    restart: Arc<AtomicBool>,
+    catch_up: Arc<AtomicBool>,
 ) {
+    // The log's frames are pages with a 24-byte header.
+    let page: i64 = sqlx::query_scalar("PRAGMA page_size").fetch_one(&mut connection).await.unwrap_or(4096);
+    let bound = i64::try_from(tuning.wal_truncate_bytes).unwrap_or(i64::MAX) / (page + 24);
     let mut ticks = tokio::time::interval(CHECKPOINT_EVERY);
     ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
@@ -379,15 +433,27 @@ async fn checkpoint_loop(
         if alive.strong_count() == 0 {
             return;
         }
-        if restart.load(Ordering::Acquire) {
+        if catch_up.load(Ordering::Acquire) {
             continue;
         }
-        let _ = sqlx::query("PRAGMA wal_checkpoint(PASSIVE)").execute(&mut connection).await;
-        let size = wal.as_ref().and_then(|wal| std::fs::metadata(wal).ok()).map_or(0, |m| m.len());
-        if size > tuning.wal_truncate_bytes {
-            restart.store(true, Ordering::Release);
+        // (busy, frames in the log, frames copied): the frames, not the file, which keeps its size
+        // until the next commit after the log starts over.
+        let checkpoint: Result<(i64, i64, i64), _> =
+            sqlx::query_as("PRAGMA wal_checkpoint(PASSIVE)").fetch_one(&mut connection).await;
+        if checkpoint.is_ok_and(|(_, frames, _)| frames > bound) {
+            catch_up.store(true, Ordering::Release);
         }
     }
+}
+
+/// The writer's `RESTART` checkpoint: it copies what is left of the log and waits for the readers
+/// of older snapshots, so that the next commit starts the log over. It waits for them
+/// 100 ms at most ([`RESTART_WAIT`]), not the busy timeout: a long read then keeps the log growing a while
+/// longer (the checkpointer asks again) instead of holding every write.
+async fn restart_log(conn: &mut SqliteConnection) {
+    let _ = sqlx::query(RESTART_WAIT).execute(&mut *conn).await;
+    let _ = sqlx::query("PRAGMA wal_checkpoint(RESTART)").execute(&mut *conn).await;
+    let _ = sqlx::query(BUSY_TIMEOUT_PRAGMA).execute(&mut *conn).await;
 }
 
 /// The file of a `sqlite://PATH[?…]` (or `sqlite:PATH`) URL; `None` for another URL or an
@@ -399,20 +465,20 @@ pub fn sqlite_path(url: &str) -> Option<std::path::PathBuf> {
 }
 
 /// The writer task: takes what is queued, runs it in one transaction, answers after the commit;
-/// between two batches, the `RESTART` checkpoint `checkpoint_loop` asked for.
+/// between two batches, the checkpoint `checkpoint_loop` asked for.
 async fn write_loop(
     mut connection: WriteConnection,
     mut queue: mpsc::Receiver<Pending>,
-    restart: Arc<AtomicBool>,
+    catch_up: Arc<AtomicBool>,
 ) {
     let mut batch = Vec::with_capacity(MAX_BATCH);
     while queue.recv_many(&mut batch, MAX_BATCH).await > 0 {
         match &mut connection {
             WriteConnection::Owned(conn) => {
                 run_batch(conn, &mut batch).await;
-                if restart.load(Ordering::Acquire) {
-                    let _ = sqlx::query("PRAGMA wal_checkpoint(RESTART)").execute(&mut *conn).await;
-                    restart.store(false, Ordering::Release);
+                if catch_up.load(Ordering::Acquire) {
+                    restart_log(conn).await;
+                    catch_up.store(false, Ordering::Release);
                 }
             }
             WriteConnection::Shared(pool) => match pool.acquire().await {
@@ -691,6 +757,9 @@ fn expired_preview(json: Option<&str>, keep: u32) -> String {
         Some(Value::Object(mut result)) => match result.remove("content") {
             Some(Value::String(text)) => Value::String(text.chars().take(keep).collect()),
             None | Some(Value::Null) => Value::Null,
+            // As SQLite's `json_extract` gives a boolean.
+            Some(Value::Bool(true)) => Value::String("1".into()),
+            Some(Value::Bool(false)) => Value::String("0".into()),
             Some(other) => Value::String(other.to_string().chars().take(keep).collect()),
         },
         _ => Value::Null,
@@ -828,26 +897,19 @@ async fn run_one(conn: &mut SqliteConnection, op: &Op) -> Result<Outcome, sqlx::
                 .bind(*now)
                 .execute(&mut *conn)
                 .await?;
-            let mut cut = done.rows_affected();
-            let left = u64::from(*limit).saturating_sub(cut);
-            if left > 0 {
-                let packed: Vec<(i64, Vec<u8>)> = sqlx::query_as(PACKED_RESULTS)
-                    .bind(*after)
-                    .bind(*before)
-                    .bind(i64::try_from(left).unwrap_or(i64::MAX))
-                    .fetch_all(&mut *conn)
+            Outcome::Deleted(done.rows_affected())
+        }
+        Op::CutResults { rows, now } => {
+            let mut cut = 0;
+            for (tenant, key, preview) in rows {
+                let done = sqlx::query(CUT_PACKED_RESULT)
+                    .bind(tenant.as_str())
+                    .bind(key.as_str())
+                    .bind(preview.as_str())
+                    .bind(*now)
+                    .execute(&mut *conn)
                     .await?;
-                for (rowid, bytes) in packed {
-                    // A result that no longer inflates is cut all the same.
-                    let preview = expired_preview(crate::pack::unpack(&bytes).ok().as_deref(), *keep);
-                    let done = sqlx::query(CUT_PACKED_RESULT)
-                        .bind(rowid)
-                        .bind(preview)
-                        .bind(*now)
-                        .execute(&mut *conn)
-                        .await?;
-                    cut += done.rows_affected();
-                }
+                cut += done.rows_affected();
             }
             Outcome::Deleted(cut)
         }
@@ -1067,11 +1129,33 @@ impl Journal for SqliteJournal {
         keep: u32,
         limit: u32,
     ) -> Result<u64, JournalError> {
-        let op = Op::ExpireResults { after: after_ms, before: before_ms, keep, limit, now: now_ms() };
-        match self.write(op).await? {
+        let deleted = |outcome: Outcome| match outcome {
             Outcome::Deleted(cut) => Ok(cut),
             other => Err(JournalError::Corrupt(format!("the writer answered {other:?} to an expiry"))),
+        };
+        let op = Op::ExpireResults { after: after_ms, before: before_ms, keep, limit, now: now_ms() };
+        let cut = deleted(self.write(op).await?)?;
+        let left = u64::from(limit).saturating_sub(cut);
+        if left == 0 {
+            return Ok(cut);
         }
+        let packed: Vec<(String, String, Vec<u8>)> = sqlx::query_as(PACKED_RESULTS)
+            .bind(after_ms)
+            .bind(before_ms)
+            .bind(i64::try_from(left).unwrap_or(i64::MAX))
+            .fetch_all(&self.reads)
+            .await?;
+        if packed.is_empty() {
+            return Ok(cut);
+        }
+        let rows = packed
+            .into_iter()
+            // A result that no longer decompresses is cut all the same.
+            .map(|(tenant, key, bytes)| {
+                (tenant, key, expired_preview(crate::pack::unpack(&bytes).ok().as_deref(), keep))
+            })
+            .collect();
+        Ok(cut + deleted(self.write(Op::CutResults { rows, now: now_ms() }).await?)?)
     }
 
     async fn prune(&self, before_ms: i64, limit: u32) -> Result<u64, JournalError> {
@@ -1170,6 +1254,45 @@ mod tests {
             .fetch_optional(&mut *conn)
             .await
             .unwrap()
+    }
+
+    #[test]
+    fn the_restart_gives_the_busy_timeout_back() {
+        assert_eq!(BUSY_TIMEOUT_PRAGMA, format!("PRAGMA busy_timeout = {}", BUSY_TIMEOUT.as_millis()));
+    }
+
+    /// A compressed result's preview, made in Rust, is what SQLite writes for the same result
+    /// stored as text (`EXPIRE_RESULTS`), whatever its content is.
+    #[tokio::test]
+    async fn expired_previews_match_what_sqlite_writes() {
+        let (_dir, mut conn) = connection().await;
+        let long = "é".repeat(50);
+        for result in [
+            json!({"content": long, "state": {"x": 1}}),
+            json!({"content": "short"}),
+            json!({"content": null}),
+            json!({"state": "no content"}),
+            json!({"content": true}),
+            json!({"content": false}),
+            json!({"content": 12345}),
+            json!({"content": ["a", {"b": 2}]}),
+            json!(["not", "an", "object"]),
+        ] {
+            let text = result.to_string();
+            let by_sqlite: String = sqlx::query_scalar(
+                "SELECT json_object('content', substr(json_extract(?1, '$.content'), 1, ?2), 'expired', json('true'))",
+            )
+            .bind(&text)
+            .bind(40)
+            .fetch_one(&mut conn)
+            .await
+            .unwrap();
+            let by_sqlite: Value = serde_json::from_str(&by_sqlite).unwrap();
+            let by_rust: Value = serde_json::from_str(&expired_preview(Some(&text), 40)).unwrap();
+            assert_eq!(by_rust, by_sqlite, "{result}");
+        }
+        let none: Value = serde_json::from_str(&expired_preview(None, 40)).unwrap();
+        assert_eq!(none, json!({"content": null, "expired": true}));
     }
 
     async fn connection() -> (tempfile::TempDir, SqliteConnection) {
