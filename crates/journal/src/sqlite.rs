@@ -437,10 +437,12 @@ async fn checkpoint_loop(
             continue;
         }
         // (busy, frames in the log, frames copied): the frames, not the file, which keeps its size
-        // until the next commit after the log starts over.
+        // until the next commit after the log starts over. A log copied whole starts over at that
+        // commit (the writer's restart has just run, or no write came during this pass): nothing
+        // to ask for.
         let checkpoint: Result<(i64, i64, i64), _> =
             sqlx::query_as("PRAGMA wal_checkpoint(PASSIVE)").fetch_one(&mut connection).await;
-        if checkpoint.is_ok_and(|(_, frames, _)| frames > bound) {
+        if checkpoint.is_ok_and(|(_, frames, copied)| frames > bound && copied < frames) {
             catch_up.store(true, Ordering::Release);
         }
     }
