@@ -3,7 +3,7 @@
 use std::collections::HashSet;
 use std::str::FromStr;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -37,8 +37,8 @@ const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
 /// How often the checkpointer copies the write-ahead log into the database (small, frequent
 /// checkpoints keep the server's p99 lowest; see docs/benchmarks.md).
 const CHECKPOINT_EVERY: Duration = Duration::from_millis(50);
-/// How long the writer's `RESTART` checkpoint waits for readers (see `restart_log`): 100 ms.
-const RESTART_WAIT: &str = "PRAGMA busy_timeout = 100";
+/// How long the writer's `RESTART` checkpoint waits for readers (see `restart_log`): 1 s.
+const RESTART_WAIT: &str = "PRAGMA busy_timeout = 1000";
 /// [`BUSY_TIMEOUT`] back again.
 const BUSY_TIMEOUT_PRAGMA: &str = "PRAGMA busy_timeout = 5000";
 
@@ -51,7 +51,7 @@ pub struct SqliteTuning {
     /// (`journal_size_limit`) when it does. (A `RESTART` or `TRUNCATE` checkpoint on another
     /// connection held the writer longer: p99 22-25 ms and 39 ms at 64 clients.) Below it,
     /// checkpoints are `PASSIVE`, on a connection of their own, and never wait. A read longer
-    /// than 100 ms can hold the log past this until it is done. Under constant writes a `PASSIVE` checkpoint never lets the log start over, so
+    /// than a second can hold the log past this until it is done. Under constant writes a `PASSIVE` checkpoint never lets the log start over, so
     /// without this bound it grows without end (2.3 GB in 25 s of load was measured).
     pub wal_truncate_bytes: u64,
 }
@@ -254,10 +254,10 @@ impl SqliteJournal {
             (WriteConnection::Owned(connection), reads)
         };
         let (writer, queue) = mpsc::channel(4 * MAX_BATCH);
-        let catch_up = Arc::new(AtomicBool::new(false));
-        tokio::spawn(write_loop(connection, queue, Arc::clone(&catch_up)));
+        let restart = Arc::new(Restart::default());
+        tokio::spawn(write_loop(connection, queue, Arc::clone(&restart)));
         if let Some(checkpointer) = checkpointer {
-            tokio::spawn(checkpoint_loop(checkpointer, writer.downgrade(), tuning, catch_up));
+            tokio::spawn(checkpoint_loop(checkpointer, writer.downgrade(), tuning, restart));
         }
         Ok(Self { writer, reads })
     }
@@ -406,7 +406,7 @@ impl std::fmt::Debug for Pending {
 ///
 /// Under constant writes the log never starts over this way: a write begins while this pass is
 /// still copying, so the log is never wholly copied between two writes. When the log holds more
-/// than [`SqliteTuning::wal_truncate_bytes`], this asks the writer (`catch_up`) for a `RESTART`
+/// than [`SqliteTuning::wal_truncate_bytes`], this asks the writer (`restart`) for a `RESTART`
 /// checkpoint between two batches (`restart_log`): with no write running, it copies all that is
 /// left (4-9 ms measured: what this pass left, and two syncs), waits for readers of older
 /// snapshots, and the writer's next commit starts the log over and cuts the file back to the bound
@@ -421,7 +421,7 @@ async fn checkpoint_loop(
     mut connection: SqliteConnection,
     alive: mpsc::WeakSender<Pending>,
     tuning: SqliteTuning,
-    catch_up: Arc<AtomicBool>,
+    restart: Arc<Restart>,
 ) {
     // The log's frames are pages with a 24-byte header.
     let page: i64 = sqlx::query_scalar("PRAGMA page_size").fetch_one(&mut connection).await.unwrap_or(4096);
@@ -433,29 +433,51 @@ async fn checkpoint_loop(
         if alive.strong_count() == 0 {
             return;
         }
-        if catch_up.load(Ordering::Acquire) {
+        if restart.wanted.load(Ordering::Acquire) {
             continue;
         }
         // (busy, frames in the log, frames copied): the frames, not the file, which keeps its size
-        // until the next commit after the log starts over. A log copied whole starts over at that
-        // commit (the writer's restart has just run, or no write came during this pass): nothing
-        // to ask for.
+        // until the next commit after the log starts over. A log of as many frames as when the
+        // writer last restarted it has had no commit since, which will start it over: nothing to
+        // ask for again. (Asking anyway cost a second restart: p99 at 64 clients 11.7-12.6 ms
+        // against 8.2-8.9 ms.)
         let checkpoint: Result<(i64, i64, i64), _> =
             sqlx::query_as("PRAGMA wal_checkpoint(PASSIVE)").fetch_one(&mut connection).await;
-        if checkpoint.is_ok_and(|(_, frames, copied)| frames > bound && copied < frames) {
-            catch_up.store(true, Ordering::Release);
+        if checkpoint
+            .is_ok_and(|(_, frames, _)| frames > bound && frames != restart.after.load(Ordering::Acquire))
+        {
+            restart.wanted.store(true, Ordering::Release);
         }
     }
 }
 
 /// The writer's `RESTART` checkpoint: it copies what is left of the log and waits for the readers
 /// of older snapshots, so that the next commit starts the log over. It waits for them
-/// 100 ms at most ([`RESTART_WAIT`]), not the busy timeout: a long read then keeps the log growing a while
-/// longer (the checkpointer asks again) instead of holding every write.
-async fn restart_log(conn: &mut SqliteConnection) {
+/// a second at most ([`RESTART_WAIT`]), not the busy timeout (5 s): a longer read then keeps the
+/// log growing a while longer (the checkpointer asks again) instead of holding every write. (At
+/// 100 ms, two readers that never pause in `tests/wal.rs` took the log to 7 times its bound; with
+/// the busy timeout that test ran 34-58 s instead of 7-12 s, its writers waiting.)
+/// Returns the frames in the log when it is done.
+async fn restart_log(conn: &mut SqliteConnection) -> Option<i64> {
     let _ = sqlx::query(RESTART_WAIT).execute(&mut *conn).await;
-    let _ = sqlx::query("PRAGMA wal_checkpoint(RESTART)").execute(&mut *conn).await;
+    let done: Result<(i64, i64, i64), _> =
+        sqlx::query_as("PRAGMA wal_checkpoint(RESTART)").fetch_one(&mut *conn).await;
     let _ = sqlx::query(BUSY_TIMEOUT_PRAGMA).execute(&mut *conn).await;
+    done.ok().map(|(_, frames, _)| frames)
+}
+
+/// The checkpointer's request that the writer restart the log, and the log's frames when the
+/// writer last did.
+#[derive(Debug)]
+struct Restart {
+    wanted: AtomicBool,
+    after: AtomicI64,
+}
+
+impl Default for Restart {
+    fn default() -> Self {
+        Self { wanted: AtomicBool::new(false), after: AtomicI64::new(-1) }
+    }
 }
 
 /// The file of a `sqlite://PATH[?…]` (or `sqlite:PATH`) URL; `None` for another URL or an
@@ -471,16 +493,17 @@ pub fn sqlite_path(url: &str) -> Option<std::path::PathBuf> {
 async fn write_loop(
     mut connection: WriteConnection,
     mut queue: mpsc::Receiver<Pending>,
-    catch_up: Arc<AtomicBool>,
+    restart: Arc<Restart>,
 ) {
     let mut batch = Vec::with_capacity(MAX_BATCH);
     while queue.recv_many(&mut batch, MAX_BATCH).await > 0 {
         match &mut connection {
             WriteConnection::Owned(conn) => {
                 run_batch(conn, &mut batch).await;
-                if catch_up.load(Ordering::Acquire) {
-                    restart_log(conn).await;
-                    catch_up.store(false, Ordering::Release);
+                if restart.wanted.load(Ordering::Acquire) {
+                    let frames = restart_log(conn).await;
+                    restart.after.store(frames.unwrap_or(-1), Ordering::Release);
+                    restart.wanted.store(false, Ordering::Release);
                 }
             }
             WriteConnection::Shared(pool) => match pool.acquire().await {
