@@ -3,9 +3,10 @@
 //! A result's JSON text of [`PACK_FROM`] bytes or more is stored as a BLOB: one format byte, then
 //! a zstd frame (level 1, which records the text's length). A short text, or one that does not get
 //! smaller, stays TEXT, which `sqlite3` and SQLite's JSON functions read as it is. Reading takes
-//! either. A 50-line read of source text (3.5 KB of JSON) is stored in 1.8 KB; zstd compresses such
-//! a text in about 14 µs on the development machine (DEFLATE through `miniz_oxide` took 25 µs and
-//! kept 5% more), in the caller's task, not the writer's.
+//! either. A 50-line read of source text (3.5 KB of JSON) is stored in 1.8 KB (measured with
+//! `dbstat` after a soak, `docs/benchmarks.md`). It is compressed in the caller's task, not the
+//! writer's; a throwaway timing loop, not a committed benchmark, put that at about 14 µs here, and
+//! DEFLATE through `miniz_oxide` at 25 µs for 5% more bytes.
 //!
 //! Postgres needs none of this: it compresses a `jsonb` value past about 2 KB itself (TOAST) and
 //! moves larger ones out of the row.
@@ -99,13 +100,14 @@ pub(crate) fn unpack(bytes: &[u8]) -> Result<String, JournalError> {
     }
 }
 
+/// The column either form is bound to, and read from (see [`ResultText`]).
 impl Type<Sqlite> for StoredResult {
     fn type_info() -> sqlx::sqlite::SqliteTypeInfo {
-        <str as Type<Sqlite>>::type_info()
+        <ResultText as Type<Sqlite>>::type_info()
     }
 
     fn compatible(ty: &sqlx::sqlite::SqliteTypeInfo) -> bool {
-        <[u8] as Type<Sqlite>>::compatible(ty)
+        <ResultText as Type<Sqlite>>::compatible(ty)
     }
 }
 

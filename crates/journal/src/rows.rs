@@ -149,9 +149,7 @@ impl SettlementValues {
             now: now_ms(),
         })
     }
-}
 
-impl SettlementValues {
     /// With a long result compressed, as the SQLite journal stores it.
     pub(crate) fn packed(mut self) -> Self {
         self.result = self.result.map(StoredResult::pack);

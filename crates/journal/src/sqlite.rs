@@ -439,8 +439,7 @@ async fn checkpoint_loop(
         // (busy, frames in the log, frames copied): the frames, not the file, which keeps its size
         // until the next commit after the log starts over. A log of as many frames as when the
         // writer last restarted it has had no commit since, which will start it over: nothing to
-        // ask for again. (Asking anyway cost a second restart: p99 at 64 clients 11.7-12.6 ms
-        // against 8.2-8.9 ms.)
+        // ask for again (asking anyway made a second restart, a second stall of the writer).
         let checkpoint: Result<(i64, i64, i64), _> =
             sqlx::query_as("PRAGMA wal_checkpoint(PASSIVE)").fetch_one(&mut connection).await;
         if checkpoint
