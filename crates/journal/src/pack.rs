@@ -15,9 +15,8 @@ use std::borrow::Cow;
 use std::cell::RefCell;
 use std::sync::Arc;
 
-use sqlx::encode::IsNull;
 use sqlx::error::BoxDynError;
-use sqlx::{Decode, Encode, Postgres, Sqlite, Type, TypeInfo as _, ValueRef as _};
+use sqlx::{Decode, Postgres, Sqlite, Type, TypeInfo as _, ValueRef as _};
 
 use crate::JournalError;
 
@@ -100,23 +99,14 @@ pub(crate) fn unpack(bytes: &[u8]) -> Result<String, JournalError> {
     }
 }
 
-/// The column either form is bound to, and read from (see [`ResultText`]).
-impl Type<Sqlite> for StoredResult {
-    fn type_info() -> sqlx::sqlite::SqliteTypeInfo {
-        <ResultText as Type<Sqlite>>::type_info()
-    }
-
-    fn compatible(ty: &sqlx::sqlite::SqliteTypeInfo) -> bool {
-        <ResultText as Type<Sqlite>>::compatible(ty)
-    }
-}
-
-impl Encode<'_, Sqlite> for StoredResult {
-    fn encode_by_ref(&self, buf: &mut sqlx::sqlite::SqliteArgumentsBuffer) -> Result<IsNull, BoxDynError> {
-        match self {
-            Self::Text(text) => <Arc<str> as Encode<'_, Sqlite>>::encode_by_ref(text, buf),
-            Self::Packed(bytes) => <Arc<[u8]> as Encode<'_, Sqlite>>::encode_by_ref(bytes, buf),
-        }
+/// Either form as the writer binds it: TEXT or a BLOB (read back by [`ResultText`]).
+impl rusqlite::ToSql for StoredResult {
+    fn to_sql(&self) -> rusqlite::Result<rusqlite::types::ToSqlOutput<'_>> {
+        use rusqlite::types::{ToSqlOutput, ValueRef};
+        Ok(ToSqlOutput::Borrowed(match self {
+            Self::Text(text) => ValueRef::Text(text.as_bytes()),
+            Self::Packed(bytes) => ValueRef::Blob(bytes),
+        }))
     }
 }
 

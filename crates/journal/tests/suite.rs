@@ -1010,7 +1010,7 @@ mod cases {
                     assert_ne!(n, 13);
                     assert!(proposed.created);
                 }
-                Err(JournalError::Database(_)) => {
+                Err(JournalError::Database(_) | JournalError::Sqlite(_)) => {
                     assert_eq!(n, 13, "only the bad write fails");
                     failures += 1;
                 }
