@@ -57,9 +57,14 @@
 //! share a statement (the batch is cut into phases at the second one, and an abandon runs alone),
 //! so their order and the guards hold exactly as if they had run one by one. A batch that is one
 //! statement runs without `BEGIN`/`COMMIT` around it (a statement is atomic); any other batch runs
-//! in `BEGIN IMMEDIATE` … `COMMIT`. (A write crosses threads twice, to the writer and back; through
-//! sqlx, every statement was one more round trip to its SQLite worker thread, and the writer task
-//! one more hop: about 100 µs a write at one caller on this project's 2-core machine.)
+//! in `BEGIN IMMEDIATE` … `COMMIT`. (Through sqlx, every statement was a round trip to its SQLite
+//! worker thread, and the writer a task: two more thread hops a write.)
+//!
+//! A quick write (one row) that is the only write under way, while the writer's last batch was of
+//! one operation, runs on its caller's thread instead (the connection is behind a mutex): at one
+//! caller the wake-ups of the writer thread and back were most of a write's cost (one client's
+//! p50 through the server from 0.28-0.34 ms to 0.22 ms, `docs/benchmarks.md`). Such a write never
+//! waits for another process's lock on a Tokio worker: it gives up at once and is queued.
 //!
 //! When a statement of a batch fails, the transaction is rolled back and the batch is run again
 //! one operation per statement; the operation that fails then gets the error, is taken out, and
@@ -513,7 +518,7 @@ pub enum JournalError {
     /// A stored value that does not decode.
     #[error("corrupt journal row: {0}")]
     Corrupt(String),
-    /// The SQLite writer task is gone.
+    /// The SQLite writer thread is gone.
     #[error("the journal writer has stopped")]
     WriterGone,
 }
@@ -534,7 +539,7 @@ impl From<rusqlite::Error> for JournalError {
 ///
 /// Every method returns [`JournalError::Database`] (or, for a SQLite write,
 /// [`JournalError::Sqlite`]) when the database refuses the statement or cannot be reached, [`JournalError::Corrupt`] when a stored row does not decode, and (SQLite)
-/// [`JournalError::WriterGone`] when the writer task has stopped (its runtime shut down). A guard
+/// [`JournalError::WriterGone`] when the writer thread has stopped. A guard
 /// that does not match is not an error: the method returns `false` (or `created: false`).
 #[async_trait]
 pub trait Journal: Send + Sync + std::fmt::Debug {
