@@ -202,7 +202,7 @@ pub struct SqliteJournal {
     /// The writer's connection, which a quick write takes itself when it is the only write.
     direct: Arc<Writer>,
     /// Writes under way (queued, running, or being answered).
-    in_flight: AtomicUsize,
+    in_flight: Arc<AtomicUsize>,
     reads: SqlitePool,
     /// The private directory of a `sqlite::memory:` journal, held for its removal on drop (after
     /// the fields above: the writer's queue closes, then the read pool).
@@ -219,7 +219,7 @@ impl SqliteJournal {
     ///
     /// [`JournalError::Database`] for a URL SQLite cannot parse or a file it cannot open,
     /// [`JournalError::Migrate`] when the migrations fail, [`JournalError::Sqlite`] when the
-    /// writer cannot open the file.
+    /// writer cannot open the file, [`JournalError::Corrupt`] when it will not take WAL mode.
     pub async fn open(url: &str) -> Result<Self, JournalError> {
         Self::open_with(url, SqliteTuning::default()).await
     }
@@ -256,7 +256,7 @@ impl SqliteJournal {
                 Ok(conn) => {
                     let shared = Arc::new(Writer {
                         conn: Mutex::new(conn),
-                        restart: Restart::default(),
+                        restart: Arc::default(),
                         last_batch: AtomicUsize::new(0),
                     });
                     let _ = opened.send(Ok(Arc::clone(&shared)));
@@ -269,11 +269,11 @@ impl SqliteJournal {
             .map_err(|e| JournalError::Database(sqlx::Error::Io(e)))?;
         let direct = ready.await.map_err(|_| JournalError::WriterGone)??;
         let checkpointer = options.clone().connect().await?;
-        tokio::spawn(checkpoint_loop(checkpointer, writer.downgrade(), tuning, Arc::clone(&direct)));
+        tokio::spawn(checkpoint_loop(checkpointer, writer.downgrade(), tuning, Arc::clone(&direct.restart)));
         let reads = SqlitePoolOptions::new()
             .max_connections(READERS)
             .connect_lazy_with(options.pragma("query_only", "ON"));
-        Ok(Self { writer, direct, in_flight: AtomicUsize::new(0), reads, _scratch: scratch })
+        Ok(Self { writer, direct, in_flight: Arc::new(AtomicUsize::new(0)), reads, _scratch: scratch })
     }
 
     async fn write(&self, op: Op) -> Result<Outcome, JournalError> {
@@ -283,7 +283,12 @@ impl SqliteJournal {
             Err(op) => op,
         };
         let (reply, answer) = oneshot::channel();
-        self.writer.send(Pending { op, reply }).await.map_err(|_| JournalError::WriterGone)?;
+        // Counted until the writer is done with it, even if this caller goes away: a later write
+        // must not pass it on the caller's thread.
+        self.writer
+            .send(Pending { op, reply, _counted: Some(counted) })
+            .await
+            .map_err(|_| JournalError::WriterGone)?;
         answer.await.map_err(|_| JournalError::WriterGone)?
     }
 
@@ -307,6 +312,11 @@ impl SqliteJournal {
             return Err(op);
         }
         let Ok(conn) = self.direct.conn.try_lock() else { return Err(op) };
+        if !conn.is_autocommit() {
+            // A batch whose commit and rollback both failed left its transaction open: the writer
+            // thread ends it first.
+            return Err(op);
+        }
         // A batch of one quick write is that one statement (`run_batch` with no transaction).
         match run_one(&conn, &op) {
             // Another process holds the database: this thread does not wait (see `busy`), the
@@ -487,6 +497,18 @@ enum Outcome {
 struct Pending {
     op: Op,
     reply: oneshot::Sender<Result<Outcome, JournalError>>,
+    /// The write's place in [`SqliteJournal::in_flight`] (`None` in unit tests of batches).
+    _counted: Option<InFlight>,
+}
+
+impl Pending {
+    /// Answers the caller, which is no longer counted as under way by then: its next write may
+    /// run on its own thread.
+    fn answer(self, result: Result<Outcome, JournalError>) {
+        let Self { reply, _counted: counted, .. } = self;
+        drop(counted);
+        let _ = reply.send(result);
+    }
 }
 
 impl std::fmt::Debug for Pending {
@@ -517,9 +539,8 @@ async fn checkpoint_loop(
     mut connection: SqliteConnection,
     alive: mpsc::WeakSender<Pending>,
     tuning: SqliteTuning,
-    writer: Arc<Writer>,
+    restart: Arc<Restart>,
 ) {
-    let restart = &writer.restart;
     // The log's frames are pages with a 24-byte header.
     let page: i64 = sqlx::query_scalar("PRAGMA page_size").fetch_one(&mut connection).await.unwrap_or(4096);
     let bound = i64::try_from(tuning.wal_truncate_bytes).unwrap_or(i64::MAX) / (page + 24);
@@ -580,21 +601,21 @@ fn busy(tries: i32) -> bool {
     true
 }
 
-/// One write counted in [`SqliteJournal::in_flight`] until it is dropped (answered, or its caller
-/// gone).
-struct InFlight<'a> {
-    count: &'a AtomicUsize,
+/// One write counted in [`SqliteJournal::in_flight`] until it is dropped: by its caller when it
+/// ran on the caller's thread, by the writer thread once it answered a queued one.
+struct InFlight {
+    count: Arc<AtomicUsize>,
     /// No other write was under way when this one began.
     alone: bool,
 }
 
-impl<'a> InFlight<'a> {
-    fn count(count: &'a AtomicUsize) -> Self {
-        Self { count, alone: count.fetch_add(1, Ordering::AcqRel) == 0 }
+impl InFlight {
+    fn count(count: &Arc<AtomicUsize>) -> Self {
+        Self { alone: count.fetch_add(1, Ordering::AcqRel) == 0, count: Arc::clone(count) }
     }
 }
 
-impl Drop for InFlight<'_> {
+impl Drop for InFlight {
     fn drop(&mut self) {
         self.count.fetch_sub(1, Ordering::AcqRel);
     }
@@ -605,7 +626,8 @@ impl Drop for InFlight<'_> {
 #[derive(Debug)]
 struct Writer {
     conn: Mutex<rusqlite::Connection>,
-    restart: Restart,
+    /// Shared with the checkpointer, which holds nothing else of the writer's.
+    restart: Arc<Restart>,
     /// The operations of the writer thread's last batch.
     last_batch: AtomicUsize,
 }
@@ -645,6 +667,10 @@ fn write_loop(writer: &Writer, mut queue: mpsc::Receiver<Pending>) {
         let conn = writer.conn.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         writer.last_batch.store(batch.len(), Ordering::Relaxed);
         run_batch(&conn, &mut batch);
+        if !conn.is_autocommit() {
+            // Its commit and its rollback failed: the next write must not run inside it.
+            let _ = exec(&conn, "ROLLBACK");
+        }
         if restart.wanted.load(Ordering::Acquire) {
             let frames = restart_log(&conn);
             restart.after.store(frames.unwrap_or(-1), Ordering::Release);
@@ -740,7 +766,7 @@ fn run_batch(conn: &rusqlite::Connection, batch: &mut Vec<Pending>) {
                     return fail_all(batch, e);
                 }
                 for (pending, outcome) in batch.drain(..).zip(outcomes) {
-                    let _ = pending.reply.send(Ok(outcome));
+                    pending.answer(Ok(outcome));
                 }
                 return;
             }
@@ -753,7 +779,7 @@ fn run_batch(conn: &rusqlite::Connection, batch: &mut Vec<Pending>) {
                     Failure::Merged => merged = false,
                     Failure::One(index, e) => {
                         let pending = batch.remove(index);
-                        let _ = pending.reply.send(Err(e.into()));
+                        pending.answer(Err(e.into()));
                     }
                 }
             }
@@ -765,7 +791,7 @@ fn run_batch(conn: &rusqlite::Connection, batch: &mut Vec<Pending>) {
 fn fail_all(batch: &mut Vec<Pending>, error: rusqlite::Error) {
     let shared = Arc::new(error);
     for pending in batch.drain(..) {
-        let _ = pending.reply.send(Err(JournalError::Sqlite(Arc::clone(&shared))));
+        pending.answer(Err(JournalError::Sqlite(Arc::clone(&shared))));
     }
 }
 
@@ -1333,7 +1359,7 @@ mod tests {
         let mut pending = Vec::new();
         for op in ops {
             let (reply, answer) = oneshot::channel();
-            pending.push(Pending { op, reply });
+            pending.push(Pending { op, reply, _counted: None });
             answers.push(answer);
         }
         run_batch(conn, &mut pending);
@@ -1494,7 +1520,9 @@ mod tests {
             settle("t", "k", Executed),
         ];
         let steps = plan(
-            &ops.iter().map(|op| Pending { op: op.clone(), reply: oneshot::channel().0 }).collect::<Vec<_>>(),
+            &ops.iter()
+                .map(|op| Pending { op: op.clone(), reply: oneshot::channel().0, _counted: None })
+                .collect::<Vec<_>>(),
             true,
         );
         assert!(
@@ -1602,7 +1630,7 @@ mod tests {
         let mut pending = Vec::new();
         for op in ops {
             let (reply, answer) = oneshot::channel();
-            pending.push(Pending { op, reply });
+            pending.push(Pending { op, reply, _counted: None });
             answers.push(answer);
         }
         let steps = plan(&pending, true);
