@@ -248,6 +248,9 @@ impl SqliteJournal {
         MIGRATOR.run(&mut migrate).await?;
         migrate.close().await?;
         let path = options.get_filename().to_path_buf();
+        let mut wal_path = path.clone().into_os_string();
+        wal_path.push("-wal");
+        let wal_path = std::path::PathBuf::from(wal_path);
         let (opened, ready) = oneshot::channel();
         let (writer, queue) = mpsc::channel(4 * MAX_BATCH);
         std::thread::Builder::new()
@@ -260,7 +263,7 @@ impl SqliteJournal {
                         last_batch: AtomicUsize::new(0),
                     });
                     let _ = opened.send(Ok(Arc::clone(&shared)));
-                    write_loop(&shared, queue);
+                    write_loop(&shared, queue, &wal_path, tuning.wal_truncate_bytes);
                 }
                 Err(e) => {
                     let _ = opened.send(Err(e));
@@ -655,10 +658,12 @@ pub fn sqlite_path(url: &str) -> Option<std::path::PathBuf> {
 }
 
 /// The writer thread: takes what is queued, runs it in one transaction, answers after the commit;
-/// between two batches, the checkpoint `checkpoint_loop` asked for. Ends when the journal (every
+/// between two batches, a `RESTART` when `checkpoint_loop` asked for one or the log's file `wal`
+/// is past `bound`. Ends when the journal (every
 /// sender) is gone.
-fn write_loop(writer: &Writer, mut queue: mpsc::Receiver<Pending>) {
+fn write_loop(writer: &Writer, mut queue: mpsc::Receiver<Pending>, wal: &std::path::Path, bound: u64) {
     let restart = &writer.restart;
+    let mut last_try = std::time::Instant::now();
     let mut batch = Vec::with_capacity(MAX_BATCH);
     while queue.blocking_recv_many(&mut batch, MAX_BATCH) > 0 {
         // A write that ran on its caller's thread (`write_here`) may hold the connection: a
@@ -671,7 +676,15 @@ fn write_loop(writer: &Writer, mut queue: mpsc::Receiver<Pending>) {
             // Its commit and its rollback failed: the next write must not run inside it.
             let _ = exec(&conn, "ROLLBACK");
         }
-        if restart.wanted.load(Ordering::Acquire) {
+        // The writer also checks the log itself (one `stat`, at most every 50 ms): waiting for
+        // the checkpointer's ask alone, this writer (about 2.5 times faster than the sqlx one)
+        // filled the log to 6-7 times its bound in `tests/wal.rs` with fast readers. The file is
+        // cut back to the bound by the commit that starts the log over, so past the bound means
+        // the log's frames are.
+        let over = last_try.elapsed() >= CHECKPOINT_EVERY
+            && std::fs::metadata(wal).is_ok_and(|meta| meta.len() > bound);
+        if over || restart.wanted.load(Ordering::Acquire) {
+            last_try = std::time::Instant::now();
             let frames = restart_log(&conn);
             restart.after.store(frames.unwrap_or(-1), Ordering::Release);
             restart.wanted.store(false, Ordering::Release);
@@ -1475,6 +1488,26 @@ mod tests {
             .query_row("SELECT heartbeat_at FROM journal_instances WHERE id = 'i'", [], |row| row.get(0))
             .unwrap();
         assert_eq!(heartbeat, 2);
+    }
+
+    /// A tenant's newest calls without a filter are read through an index, not by sorting all of
+    /// its rows (long reads that held the log past its bound in `tests/wal.rs`).
+    #[tokio::test]
+    async fn an_unfiltered_listing_is_served_by_an_index() {
+        let (_dir, conn) = connection().await;
+        let sql = format!(
+            "EXPLAIN QUERY PLAN SELECT {ATTEMPT_COLUMNS} FROM tool_call_attempts WHERE tenant = ?1 \
+             ORDER BY attempted_at DESC, rowid DESC LIMIT ?2"
+        );
+        let mut statement = conn.prepare(&sql).unwrap();
+        let plan: Vec<String> = statement
+            .query_map(rusqlite::params!["t", 50], |row| row.get(3))
+            .unwrap()
+            .map(Result::unwrap)
+            .collect();
+        let plan = plan.join("; ");
+        assert!(plan.contains("tool_call_attempts_tenant_time"), "{plan}");
+        assert!(!plan.contains("TEMP B-TREE"), "{plan}");
     }
 
     /// A migrated database and the writer's connection to it.
