@@ -2,7 +2,7 @@
 
 use std::collections::HashSet;
 use std::str::FromStr;
-use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -44,13 +44,15 @@ const RESTART_WAIT: Duration = Duration::from_secs(1);
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct SqliteTuning {
     /// Past this much the write-ahead log is checkpointed whole so that it starts over (by the
-    /// writer between two batches: it copies what the last checkpoint left and syncs, 4-9 ms
-    /// measured; see `checkpoint_loop`), and the file is cut back to this size
-    /// (`journal_size_limit`) when it does. (A `RESTART` or `TRUNCATE` checkpoint on another
+    /// writer between two batches, when it finds the file past this or the checkpointer asks: it
+    /// copies what the last checkpoint left and syncs, 4-9 ms measured; see `checkpoint_loop`
+    /// and `write_loop`), and the file is cut back to this size (`journal_size_limit`) when it
+    /// does. (A `RESTART` or `TRUNCATE` checkpoint on another
     /// connection held the writer longer: p99 22-25 ms and 39 ms at 64 clients.) Below it,
     /// checkpoints are `PASSIVE`, on a connection of their own, and never wait. A read longer
-    /// than a second can hold the log past this until it is done. Under constant writes a `PASSIVE` checkpoint never lets the log start over, so
-    /// without this bound it grows without end (2.3 GB in 25 s of load was measured).
+    /// than a second can hold the log past this until it is done. Under constant writes a
+    /// `PASSIVE` checkpoint never lets the log start over, so without this bound it grows without
+    /// end (2.3 GB in 25 s of load was measured).
     pub wal_truncate_bytes: u64,
 }
 
@@ -206,7 +208,7 @@ pub struct SqliteJournal {
     reads: SqlitePool,
     /// The private directory of a `sqlite::memory:` journal, held for its removal on drop (after
     /// the fields above: the writer's queue closes, then the read pool).
-    _scratch: Option<Scratch>,
+    _scratch: Option<tempfile::TempDir>,
 }
 
 impl SqliteJournal {
@@ -234,9 +236,15 @@ impl SqliteJournal {
             SqliteConnectOptions::from_str(url)?.busy_timeout(BUSY_TIMEOUT).create_if_missing(true);
         let in_memory = url.contains(":memory:") || url.contains("mode=memory");
         let scratch = if in_memory {
-            let scratch = Scratch::new().map_err(|e| JournalError::Database(sqlx::Error::Io(e)))?;
+            // A directory of its own (owner only, a fresh random name), removed on drop with the
+            // database, its log and its shared memory in it.
+            let mut builder = tempfile::Builder::new();
+            builder.prefix("toolhost-journal-");
+            #[cfg(unix)]
+            builder.permissions(std::os::unix::fs::PermissionsExt::from_mode(0o700));
+            let scratch = builder.tempdir().map_err(|e| JournalError::Database(sqlx::Error::Io(e)))?;
             options = SqliteConnectOptions::new()
-                .filename(scratch.0.join("journal.db"))
+                .filename(scratch.path().join("journal.db"))
                 .busy_timeout(BUSY_TIMEOUT)
                 .create_if_missing(true);
             Some(scratch)
@@ -338,37 +346,6 @@ impl SqliteJournal {
 
     async fn write_done(&self, op: Op) -> Result<(), JournalError> {
         self.write(op).await.map(|_| ())
-    }
-}
-
-/// The private directory of a `sqlite::memory:` journal (its database, log and shared memory),
-/// removed with everything in it on drop. Open files stay usable until they are closed.
-#[derive(Debug)]
-struct Scratch(std::path::PathBuf);
-
-impl Scratch {
-    fn new() -> std::io::Result<Self> {
-        static NEXT: AtomicU64 = AtomicU64::new(0);
-        let nanos =
-            std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos());
-        let name = format!(
-            "toolhost-journal-{}-{nanos}-{}",
-            std::process::id(),
-            NEXT.fetch_add(1, Ordering::Relaxed)
-        );
-        let dir = std::env::temp_dir().join(name);
-        let mut builder = std::fs::DirBuilder::new();
-        #[cfg(unix)]
-        std::os::unix::fs::DirBuilderExt::mode(&mut builder, 0o700);
-        // `create`, not `create_all`: an existing path (another's, or a link) is an error.
-        builder.create(&dir)?;
-        Ok(Self(dir))
-    }
-}
-
-impl Drop for Scratch {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
     }
 }
 
@@ -1441,7 +1418,7 @@ mod tests {
     async fn a_throwaway_journal_leaves_nothing_behind() {
         let journal = SqliteJournal::open("sqlite::memory:").await.unwrap();
         journal.write_done(Op::Heartbeat { id: "i".into(), now: 1 }).await.unwrap();
-        let dir = journal._scratch.as_ref().unwrap().0.clone();
+        let dir = journal._scratch.as_ref().unwrap().path().to_path_buf();
         assert!(dir.join("journal.db").is_file());
         #[cfg(unix)]
         {
