@@ -846,3 +846,66 @@ async fn a_session_beside_the_journal_writes_and_one_over_it_is_refused() {
     assert!(body["error"]["message"].as_str().unwrap().contains("this server's own files"), "{body}");
     server.stop().await;
 }
+
+/// `--journal-retention-days` and `--journal-content-days` reach the journal: at start the server
+/// prunes a settled call older than the retention, cuts the result of one older than the content
+/// days, and leaves a recent one whole.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_server_prunes_and_cuts_its_journal_by_the_retention_flags() {
+    let server = TestServer::start().await;
+    let ws = workspace();
+    std::fs::write(ws.path().join("long.txt"), "a line of a long file\n".repeat(40)).unwrap();
+    let sid = server.session(json!({"working_directory": ws.path()})).await;
+    let mut keys = Vec::new();
+    for id in ["old", "middle", "new"] {
+        let (status, answer) = server
+            .post(
+                &format!("/v1/sessions/{sid}/calls"),
+                json!({"calls": [{"id": id, "name": "readFile", "arguments": "{\"path\": \"long.txt\"}"}]}),
+            )
+            .await;
+        assert_eq!((status, answer["results"][0]["status"].as_str()), (200, Some("executed")), "{answer}");
+        keys.push(format!("{}:{id}", answer["message_id"].as_str().unwrap()));
+    }
+    let dir = server.stop().await;
+
+    // Age two of the rows as if they had been made 40 and 10 days ago.
+    let day = 86_400_000_i64;
+    let db = rusqlite::Connection::open(dir.path().join("journal.db")).unwrap();
+    for (key, days) in [(&keys[0], 40), (&keys[1], 10)] {
+        let changed = db
+            .execute(
+                "UPDATE tool_call_attempts SET attempted_at = attempted_at - ?2, updated_at = updated_at - ?2 \
+                 WHERE key = ?1",
+                rusqlite::params![key, days * day],
+            )
+            .unwrap();
+        assert_eq!(changed, 1, "{key}");
+    }
+    drop(db);
+
+    let mut args = common::args(dir.path());
+    args.journal_retention_days = 30;
+    args.journal_content_days = 5;
+    let server = TestServer::start_with(dir, args).await;
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let (old, middle) = loop {
+        let (old, _) = server.get(&format!("/v1/journal/{}", keys[0])).await;
+        let (_, middle) = server.get(&format!("/v1/journal/{}", keys[1])).await;
+        if old == 404 && middle["result"]["expired"] == true {
+            break (old, middle);
+        }
+        assert!(Instant::now() < deadline, "not pruned and cut in time: old {old}, middle {middle}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert_eq!(old, 404, "the call past the retention is pruned");
+    let cut = middle["result"]["content"].as_str().unwrap();
+    assert!(cut.chars().count() <= 200 && cut.starts_with("a line of a long file\na line"), "{middle}");
+    assert_eq!(middle["status"], "executed", "the cut call's row stays: {middle}");
+    let (status, new) = server.get(&format!("/v1/journal/{}", keys[2])).await;
+    assert_eq!(status, 200, "{new}");
+    assert!(new["result"].get("expired").is_none(), "a recent result stays whole: {new}");
+    let whole = new["result"]["content"].as_str().unwrap();
+    assert!(whole.len() > 800 && whole.starts_with("a line of a long file"), "{new}");
+    server.stop().await;
+}
