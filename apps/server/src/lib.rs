@@ -22,6 +22,7 @@ pub mod docs;
 pub mod error;
 pub mod limits;
 pub mod mcp;
+pub mod memory;
 pub mod metrics;
 pub mod state;
 pub mod ws;

@@ -13,6 +13,7 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
+    toolhost_server::memory::return_freed_memory_promptly();
     let cli = Cli::parse();
     match cli.command {
         Some(Command::HashKey { tenant }) => {
