@@ -11,7 +11,8 @@
 //! * [`auth`]: bearer keys bound to tenants; [`error`]: the one error body;
 //! * [`devices`]: client executors and the runtime that routes a session's calls to them;
 //! * [`cluster`]: several instances through Redis; [`metrics`]: Prometheus text;
-//! * [`limits`]: per-tenant budgets (sessions, batches, streams, tool runs on this machine).
+//! * [`limits`]: per-tenant budgets (sessions, batches, streams, tool runs on this machine);
+//! * [`memory`]: at start, freed memory goes back to the system at once (mimalloc's purge delay).
 
 pub mod api;
 pub mod auth;

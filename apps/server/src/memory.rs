@@ -1,51 +1,47 @@
 //! The allocator's side of resident memory.
 //!
 //! The server allocates with mimalloc (see `main.rs`). By default mimalloc keeps freed pages for a
-//! second before it returns them to the system, per thread, and under steady load some are never
-//! returned: a 30-minute soak grew from 92 to 149 MiB resident, with `MIMALLOC_PURGE_DELAY=0` it
-//! stayed at 84–91 MiB at the same throughput (docs/benchmarks.md, "Soak"). mimalloc reads its
-//! environment before `main` runs, so the server sets the option itself at start, unless the
-//! operator's environment already names it.
+//! second before it returns them to the system, per thread, and under steady load they are not
+//! returned while the load lasts: a 30-minute soak grew from 92 to 149 MiB resident, with
+//! `MIMALLOC_PURGE_DELAY=0` it stayed at 84–91 MiB at the same throughput (docs/benchmarks.md,
+//! "Soak"). So the server makes 0 the default at start; mimalloc's own reading of the
+//! environment (`MIMALLOC_PURGE_DELAY` in any case, or its older name `MIMALLOC_RESET_DELAY`)
+//! still wins.
 
 /// mimalloc's `mi_option_purge_delay` (`mimalloc.h`, version 3 of the library that
 /// `libmimalloc-sys` builds): `libmimalloc-sys` does not export the constant.
 const PURGE_DELAY: libmimalloc_sys::mi_option_t = 15;
 
-/// The operator's own setting, which wins over the server's.
-const PURGE_DELAY_ENV: &str = "MIMALLOC_PURGE_DELAY";
-
-/// Makes mimalloc return freed memory to the system at once, unless `MIMALLOC_PURGE_DELAY` is set
-/// in the environment. Returns the purge delay in force afterwards, in milliseconds.
+/// Makes mimalloc return freed memory to the system at once, unless the environment sets the purge
+/// delay. Call it before any other thread exists (mimalloc's options are not synchronised).
+/// Returns the purge delay in force afterwards, in milliseconds.
 pub fn return_freed_memory_promptly() -> i64 {
-    if std::env::var_os(PURGE_DELAY_ENV).is_none() {
-        set_purge_delay(0);
+    // SAFETY: `mi_option_set_default` writes one entry of mimalloc's option table (an index it
+    // checks) only when the environment did not set it; called before other threads start, so
+    // nothing reads the entry meanwhile.
+    #[allow(unsafe_code)]
+    unsafe {
+        libmimalloc_sys::mi_option_set_default(PURGE_DELAY, 0);
     }
     purge_delay()
 }
 
 /// The purge delay mimalloc uses now (milliseconds; -1: never).
 pub fn purge_delay() -> i64 {
-    // SAFETY: `mi_option_get` reads one entry of mimalloc's option table; any index is checked
-    // against the table's length by mimalloc itself.
+    // SAFETY: `mi_option_get` reads one entry of mimalloc's option table (reading the environment
+    // the first time); any index is checked against the table's length by mimalloc itself.
     #[allow(unsafe_code)]
     let value = unsafe { libmimalloc_sys::mi_option_get(PURGE_DELAY) };
     #[allow(clippy::useless_conversion, reason = "`c_long` is 32 bits wide on some targets")]
     i64::from(value)
 }
 
-fn set_purge_delay(ms: i64) {
-    let value = std::os::raw::c_long::try_from(ms).unwrap_or(0);
-    // SAFETY: `mi_option_set` writes one entry of mimalloc's option table (an index it checks);
-    // mimalloc reads options on each use, so setting one while threads allocate is allowed.
-    #[allow(unsafe_code)]
-    unsafe {
-        libmimalloc_sys::mi_option_set(PURGE_DELAY, value);
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The operator's setting, read by mimalloc itself (the name as documented).
+    const PURGE_DELAY_ENV: &str = "MIMALLOC_PURGE_DELAY";
 
     #[test]
     fn the_option_is_mimallocs_purge_delay_and_the_server_turns_it_to_zero() {
