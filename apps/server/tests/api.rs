@@ -869,10 +869,11 @@ async fn the_server_prunes_and_cuts_its_journal_by_the_retention_flags() {
     }
     let dir = server.stop().await;
 
-    // Age two of the rows as if they had been made 40 and 10 days ago.
+    // Age two of the rows as if they had been made 25 and 10 days ago: written into the journal's
+    // own table, which the API never back-dates.
     let day = 86_400_000_i64;
     let db = rusqlite::Connection::open(dir.path().join("journal.db")).unwrap();
-    for (key, days) in [(&keys[0], 40), (&keys[1], 10)] {
+    for (key, days) in [(&keys[0], 25), (&keys[1], 10)] {
         let changed = db
             .execute(
                 "UPDATE tool_call_attempts SET attempted_at = attempted_at - ?2, updated_at = updated_at - ?2 \
@@ -885,7 +886,8 @@ async fn the_server_prunes_and_cuts_its_journal_by_the_retention_flags() {
     drop(db);
 
     let mut args = common::args(dir.path());
-    args.journal_retention_days = 30;
+    // Not the default retention (30 days), which would keep the 25-day-old call.
+    args.journal_retention_days = 20;
     args.journal_content_days = 5;
     let server = TestServer::start_with(dir, args).await;
     let deadline = Instant::now() + Duration::from_secs(20);
@@ -900,7 +902,8 @@ async fn the_server_prunes_and_cuts_its_journal_by_the_retention_flags() {
     };
     assert_eq!(old, 404, "the call past the retention is pruned");
     let cut = middle["result"]["content"].as_str().unwrap();
-    assert!(cut.chars().count() <= 200 && cut.starts_with("a line of a long file\na line"), "{middle}");
+    assert_eq!(cut.chars().count(), 200, "{middle}");
+    assert!(cut.starts_with("a line of a long file\na line"), "{middle}");
     assert_eq!(middle["status"], "executed", "the cut call's row stays: {middle}");
     let (status, new) = server.get(&format!("/v1/journal/{}", keys[2])).await;
     assert_eq!(status, 200, "{new}");
