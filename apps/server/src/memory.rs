@@ -1,10 +1,10 @@
 //! The allocator's side of resident memory.
 //!
 //! The server allocates with mimalloc (see `main.rs`). By default mimalloc keeps freed pages for a
-//! second before it returns them to the system, per thread, and under steady load they are not
-//! returned while the load lasts: a 30-minute soak grew from 92 to 149 MiB resident, with
-//! `MIMALLOC_PURGE_DELAY=0` it stayed at 84–91 MiB at the same throughput (docs/benchmarks.md,
-//! "Soak"). So the server makes 0 the default at start; mimalloc's own reading of the
+//! second before it returns them to the system, per thread. In a 30-minute soak (docs/benchmarks.md,
+//! "Soak") a purge delay of 0 held resident memory at 100–108 MiB for the first ten minutes where
+//! the default held 137–147, at no cost in calls per second; both then rose to the same plateau
+//! (about 160 MiB). So the server makes 0 the default at start; mimalloc's own reading of the
 //! environment (`MIMALLOC_PURGE_DELAY` in any case, or its older name `MIMALLOC_RESET_DELAY`)
 //! still wins.
 
