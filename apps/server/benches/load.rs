@@ -28,8 +28,9 @@
 //!
 //! Soak (`--soak SECONDS`): only the SQLite server, `read_file` (or the one `--workload` named) at
 //! 64 clients for that long, printing every 10 s the calls so far, the rate, the write-ahead log
-//! and database sizes and the server's resident memory, so that a journal (or a process) that grows
-//! without bound shows. `TOOLHOST_SOAK_KEEP=FILE` copies the database there at the end.
+//! and database sizes, the server's resident memory and its threads, so that a journal (or a
+//! process) that grows without bound shows. `TOOLHOST_SOAK_KEEP=FILE` copies the database there
+//! at the end.
 //!
 //! `--sessions each,one` measures each point twice: every client in its own session (the default,
 //! `each`) and every client in one shared session (`one`), where `todo_write` — a sequential API —
@@ -733,19 +734,25 @@ async fn soak(work: &Path, workspace: &Path, duration: Duration, workload: Workl
         .collect();
     let size = |path: &Path| std::fs::metadata(path).map_or(0, |m| m.len());
     let wal = work.join("soak.db-wal");
-    let rss = |pid: u32| -> u64 {
+    // A field of /proc/PID/status, as a number (kB for sizes).
+    let status = |pid: u32, field: &str| -> u64 {
         std::fs::read_to_string(format!("/proc/{pid}/status"))
             .ok()
             .and_then(|s| {
                 s.lines().find_map(|l| {
-                    l.strip_prefix("VmRSS:").map(|v| v.trim().trim_end_matches(" kB").trim().to_owned())
+                    l.strip_prefix(field)
+                        .and_then(|v| v.strip_prefix(':'))
+                        .map(|v| v.trim().trim_end_matches(" kB").trim().to_owned())
                 })
             })
             .and_then(|v| v.parse().ok())
             .unwrap_or(0)
     };
-    println!("| time s | calls | calls/s | errors | WAL MB | database MB | bytes per call | RSS MiB |");
-    println!("|---|---|---|---|---|---|---|---|");
+    let rss = |pid: u32| status(pid, "VmRSS");
+    println!(
+        "| time s | calls | calls/s | errors | WAL MB | database MB | bytes per call | RSS MiB | threads |"
+    );
+    println!("|---|---|---|---|---|---|---|---|---|");
     let started = Instant::now();
     let (mut last_calls, mut last_at, mut largest_wal, mut first_rss) = (0u64, started, 0u64, None);
     while Instant::now() < end {
@@ -755,7 +762,7 @@ async fn soak(work: &Path, workspace: &Path, duration: Duration, workload: Workl
         largest_wal = largest_wal.max(wal_bytes);
         first_rss.get_or_insert(rss_kib);
         println!(
-            "| {:.0} | {calls} | {:.0} | {} | {:.1} | {:.1} | {:.0} | {:.0} |",
+            "| {:.0} | {calls} | {:.0} | {} | {:.1} | {:.1} | {:.0} | {:.0} | {} |",
             started.elapsed().as_secs_f64(),
             (calls - last_calls) as f64 / now.duration_since(last_at).as_secs_f64(),
             failed.load(Ordering::Relaxed),
@@ -763,6 +770,7 @@ async fn soak(work: &Path, workspace: &Path, duration: Duration, workload: Workl
             db_bytes as f64 / 1e6,
             db_bytes as f64 / calls.max(1) as f64,
             rss_kib as f64 / 1024.0,
+            status(server.pid(), "Threads"),
         );
         (last_calls, last_at) = (calls, now);
     }

@@ -266,6 +266,12 @@ pub struct ServeArgs {
     /// Tool runs one tenant may have on the server's machine at once; more wait their turn.
     #[arg(long, env = "TOOLHOST_TENANT_RUNS", default_value_t = 16)]
     pub tenant_runs: usize,
+    /// Threads for the file tools' blocking work (reads, writes, listings, searches) of all
+    /// tenants together; a call past them waits for one. Under steady load every thread started
+    /// stays, and each keeps about 1 MiB of memory. Default: twice `--tenant-runs` or 8 a core,
+    /// whichever is more, so that one tenant never holds them all.
+    #[arg(long, env = "TOOLHOST_BLOCKING_THREADS", value_parser = clap::value_parser!(u32).range(1..=4096))]
+    pub blocking_threads: Option<u32>,
 }
 
 impl Default for ServeArgs {
@@ -360,6 +366,18 @@ impl ServeArgs {
             }
             None => data_dir(),
         }
+    }
+
+    /// The size of the blocking pool: `--blocking-threads`, or twice `--tenant-runs` or 8 a core,
+    /// whichever is more.
+    pub fn blocking_threads(&self) -> usize {
+        self.blocking_threads.map_or_else(
+            || {
+                let cores = std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get);
+                self.tenant_runs.max(1).saturating_mul(2).max(cores.saturating_mul(8))
+            },
+            |threads| threads as usize,
+        )
     }
 
     /// The shutdown grace.
@@ -468,6 +486,26 @@ fn data_dir() -> anyhow::Result<PathBuf> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_blocking_pool_leaves_room_beside_one_tenant_and_takes_an_explicit_size() {
+        #[derive(Parser)]
+        struct Only {
+            #[command(flatten)]
+            serve: ServeArgs,
+        }
+        let parse =
+            |args: &[&str]| Only::try_parse_from([&["toolhost-server"], args].concat()).map(|o| o.serve);
+        let cores = std::thread::available_parallelism().unwrap().get();
+        let default = parse(&[]).unwrap();
+        assert_eq!(default.blocking_threads(), 32.max(8 * cores), "twice the 16 runs of one tenant");
+        let many_runs = parse(&["--tenant-runs", "100"]).unwrap();
+        assert_eq!(many_runs.blocking_threads(), 200.max(8 * cores));
+        assert_eq!(parse(&["--blocking-threads", "3"]).unwrap().blocking_threads(), 3);
+        for refused in ["0", "-1", "4097", "many"] {
+            assert!(parse(&["--blocking-threads", refused]).is_err(), "{refused}");
+        }
+    }
 
     #[test]
     fn open_servers_only_listen_on_loopback() {

@@ -14,15 +14,16 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 fn main() -> anyhow::Result<()> {
     // Before the runtime's threads start: mimalloc's options are not synchronised.
     toolhost_server::memory::return_freed_memory_promptly();
+    let cli = Cli::parse();
     tokio::runtime::Builder::new_multi_thread()
         .enable_all()
+        .max_blocking_threads(cli.serve.blocking_threads())
         .build()
         .context("starting the async runtime")?
-        .block_on(run())
+        .block_on(run(cli))
 }
 
-async fn run() -> anyhow::Result<()> {
-    let cli = Cli::parse();
+async fn run(cli: Cli) -> anyhow::Result<()> {
     match cli.command {
         Some(Command::HashKey { tenant }) => {
             let mut key = String::new();

@@ -56,6 +56,11 @@ impl Server {
 
     /// Starts the server on the folders of `dir` (a restart reuses them).
     async fn start_in(dir: tempfile::TempDir) -> Self {
+        Self::start_with(dir, &[]).await
+    }
+
+    /// Starts the server on the folders of `dir`, with more variables in its environment.
+    async fn start_with(dir: tempfile::TempDir, more: &[(&str, &str)]) -> Self {
         let root = std::fs::canonicalize(dir.path()).unwrap();
         let (data, root_a, root_b) = (root.join("data"), root.join("acme"), root.join("globex"));
         for folder in [&data, &root_a, &root_b] {
@@ -93,6 +98,7 @@ impl Server {
             .env("SERVICE_TOKEN", "tok-3f9a")
             .env("CACHE", "redis://:redis-pw-77@127.0.0.1:6379/0")
             .env("RUST_LOG", "warn")
+            .envs(more.iter().copied())
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::null())
@@ -424,4 +430,43 @@ async fn commands_die_with_a_killed_server() {
     let restarted = Server::start_in(dir).await;
     assert!(gone(child).await, "the job's child {child} outlived the restart");
     drop(restarted);
+}
+
+/// The server's threads named by Tokio: its workers and its blocking pool.
+fn tokio_threads(pid: u32) -> usize {
+    std::fs::read_dir(format!("/proc/{pid}/task"))
+        .unwrap()
+        .filter_map(|task| std::fs::read_to_string(task.ok()?.path().join("comm")).ok())
+        .filter(|name| name.starts_with("tokio-r"))
+        .count()
+}
+
+#[tokio::test]
+async fn file_calls_of_every_tenant_share_a_bounded_pool_of_threads() {
+    const CAP: usize = 2;
+    let server =
+        Server::start_with(tempfile::tempdir().unwrap(), &[("TOOLHOST_BLOCKING_THREADS", "2")]).await;
+    // Enough text that a search of it keeps a thread busy for a while.
+    for root in [&server.root_a, &server.root_b] {
+        for i in 0..64 {
+            std::fs::write(root.join(format!("f{i}.txt")), "no match on this line at all\n".repeat(2_000))
+                .unwrap();
+        }
+    }
+    let acme = server.open("key-acme", &server.root_a).await;
+    let globex = server.open("key-globex", &server.root_b).await;
+    // 16 calls a tenant at once (each tenant's own bound): 32 wanting a thread.
+    let calls = (0..32).map(|i| {
+        let (key, session) = if i % 2 == 0 { ("key-acme", &acme) } else { ("key-globex", &globex) };
+        server.call(key, session, "grepContent", json!({"pattern": "needle"}))
+    });
+    let results = futures::future::join_all(calls).await;
+    for result in &results {
+        assert!(succeeded(result), "a call waits for a thread, it does not fail: {result}");
+    }
+    // Idle blocking threads live on for ten seconds: what the burst started is still there.
+    let workers = std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get);
+    let threads = tokio_threads(server.child.id());
+    assert!(threads > workers, "the burst ran no blocking thread ({threads} Tokio threads)");
+    assert!(threads <= workers + CAP, "{threads} Tokio threads for {workers} workers and a pool of {CAP}");
 }
