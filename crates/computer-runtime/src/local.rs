@@ -1,6 +1,8 @@
 //! [`LocalComputer`]: the runtime on this machine.
 
 use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use async_trait::async_trait;
 use tokio_util::sync::CancellationToken;
@@ -75,12 +77,30 @@ impl Default for LocalComputer {
     }
 }
 
+/// Runs `f` on the blocking pool. The pool is bounded (the server caps it), so `f` may wait in
+/// its queue; if whoever asked has gone meanwhile (the call timed out or was cancelled, and its
+/// future was dropped), `f` never starts: a write the model was told produced no result must not
+/// happen later. Once started, it runs to its end.
 async fn blocking<T: Send + 'static>(
     f: impl FnOnce() -> Result<T, ComputerError> + Send + 'static,
 ) -> Result<T, ComputerError> {
-    tokio::task::spawn_blocking(f)
-        .await
-        .map_err(|e| ComputerError::Internal(format!("blocking task failed: {e}")))?
+    /// Marks the request abandoned when the awaiting future is dropped (harmless after the end).
+    struct Asker(Arc<AtomicBool>);
+    impl Drop for Asker {
+        fn drop(&mut self) {
+            self.0.store(true, Ordering::Release);
+        }
+    }
+    let gone = Arc::new(AtomicBool::new(false));
+    let _asker = Asker(gone.clone());
+    tokio::task::spawn_blocking(move || {
+        if gone.load(Ordering::Acquire) {
+            return Err(ComputerError::Internal("abandoned before it started: its call had ended".into()));
+        }
+        f()
+    })
+    .await
+    .map_err(|e| ComputerError::Internal(format!("blocking task failed: {e}")))?
 }
 
 #[async_trait]
@@ -157,5 +177,43 @@ impl ComputerRuntime for LocalComputer {
 
     async fn end_owner(&self, owner: &str) -> usize {
         self.processes.kill_owner(owner).await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+
+    #[test]
+    fn a_write_whose_caller_left_while_it_queued_never_happens() {
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .max_blocking_threads(1)
+            .enable_all()
+            .build()
+            .unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let (late, waited) = (dir.path().join("late.txt"), dir.path().join("waited.txt"));
+        let computer = LocalComputer::default();
+        runtime.block_on(async {
+            // The pool's one thread is busy until told.
+            let (release, held) = std::sync::mpsc::channel::<()>();
+            let busy = tokio::task::spawn_blocking(move || {
+                let _ = held.recv();
+            });
+            // Queued behind it, then given up on, as a call past its deadline is.
+            let write = computer.write(WriteRequest { path: late.clone(), content: "late".into() });
+            assert!(tokio::time::timeout(Duration::from_millis(50), write).await.is_err());
+            release.send(()).unwrap();
+            busy.await.unwrap();
+            // The queue is first in, first out: once this has run, so has whatever the write left.
+            tokio::task::spawn_blocking(|| ()).await.unwrap();
+            // A caller that waits still writes.
+            computer.write(WriteRequest { path: waited.clone(), content: "waited".into() }).await.unwrap();
+        });
+        assert!(!late.exists(), "the abandoned write ran after its caller had left");
+        assert_eq!(std::fs::read_to_string(&waited).unwrap(), "waited");
     }
 }
