@@ -15,9 +15,12 @@ fn main() -> anyhow::Result<()> {
     // Before the runtime's threads start: mimalloc's options are not synchronised.
     toolhost_server::memory::return_freed_memory_promptly();
     let cli = Cli::parse();
+    // On `mcp-stdio`, Tokio reads stdin and writes stdout on the blocking pool, and the read holds
+    // its thread while it waits: two threads more, so the file tools keep the ones they were given.
+    let stdio = if matches!(cli.command, Some(Command::McpStdio { .. })) { 2 } else { 0 };
     tokio::runtime::Builder::new_multi_thread()
         .enable_all()
-        .max_blocking_threads(cli.serve.blocking_threads())
+        .max_blocking_threads(cli.serve.blocking_threads() + stdio)
         .build()
         .context("starting the async runtime")?
         .block_on(run(cli))

@@ -444,8 +444,12 @@ fn tokio_threads(pid: u32) -> usize {
 #[tokio::test]
 async fn file_calls_of_every_tenant_share_a_bounded_pool_of_threads() {
     const CAP: usize = 2;
-    let server =
-        Server::start_with(tempfile::tempdir().unwrap(), &[("TOOLHOST_BLOCKING_THREADS", "2")]).await;
+    const WORKERS: usize = 2;
+    let server = Server::start_with(
+        tempfile::tempdir().unwrap(),
+        &[("TOOLHOST_BLOCKING_THREADS", "2"), ("TOKIO_WORKER_THREADS", "2")],
+    )
+    .await;
     // Enough text that a search of it keeps a thread busy for a while.
     for root in [&server.root_a, &server.root_b] {
         for i in 0..64 {
@@ -465,8 +469,7 @@ async fn file_calls_of_every_tenant_share_a_bounded_pool_of_threads() {
         assert!(succeeded(result), "a call waits for a thread, it does not fail: {result}");
     }
     // Idle blocking threads live on for ten seconds: what the burst started is still there.
-    let workers = std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get);
     let threads = tokio_threads(server.child.id());
-    assert!(threads > workers, "the burst ran no blocking thread ({threads} Tokio threads)");
-    assert!(threads <= workers + CAP, "{threads} Tokio threads for {workers} workers and a pool of {CAP}");
+    assert!(threads > WORKERS, "the burst ran no blocking thread ({threads} Tokio threads)");
+    assert!(threads <= WORKERS + CAP, "{threads} Tokio threads for {WORKERS} workers and a pool of {CAP}");
 }
