@@ -6,8 +6,9 @@
 //! the default held 137–147, at no cost in calls per second; both then rose to the same plateau
 //! (about 160 MiB). So the server makes 0 the default at start; mimalloc's own reading of the
 //! environment (`MIMALLOC_PURGE_DELAY` in any case, or its older name `MIMALLOC_RESET_DELAY`)
-//! still wins. Most of that plateau was threads, each with pages of its own: the blocking pool is
-//! capped in `main` (`--blocking-threads`), which lowered it to 110–113 MiB.
+//! still wins. Much of the rise was threads, each with pages of its own: with the blocking pool
+//! capped in `main` (`--blocking-threads`, 32 threads here) a later soak ended at 110–113 MiB,
+//! against 140–142 with Tokio's cap of 512 in the same session.
 
 /// mimalloc's `mi_option_purge_delay` (`mimalloc.h`, version 3 of the library that
 /// `libmimalloc-sys` builds): `libmimalloc-sys` does not export the constant.
