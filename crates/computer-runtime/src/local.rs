@@ -1,8 +1,6 @@
 //! [`LocalComputer`]: the runtime on this machine.
 
 use std::path::PathBuf;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 
 use async_trait::async_trait;
 use tokio_util::sync::CancellationToken;
@@ -84,17 +82,11 @@ impl Default for LocalComputer {
 async fn blocking<T: Send + 'static>(
     f: impl FnOnce() -> Result<T, ComputerError> + Send + 'static,
 ) -> Result<T, ComputerError> {
-    /// Marks the request abandoned when the awaiting future is dropped (harmless after the end).
-    struct Asker(Arc<AtomicBool>);
-    impl Drop for Asker {
-        fn drop(&mut self) {
-            self.0.store(true, Ordering::Release);
-        }
-    }
-    let gone = Arc::new(AtomicBool::new(false));
-    let _asker = Asker(gone.clone());
+    // Cancelled when the awaiting future is dropped (and, harmlessly, when it ends).
+    let gone = CancellationToken::new();
+    let _asker = gone.clone().drop_guard();
     tokio::task::spawn_blocking(move || {
-        if gone.load(Ordering::Acquire) {
+        if gone.is_cancelled() {
             return Err(ComputerError::Internal("abandoned before it started: its call had ended".into()));
         }
         f()
