@@ -269,7 +269,7 @@ pub struct ServeArgs {
     /// Threads for the file tools' blocking work (reads, writes, listings, searches) of all
     /// tenants together; a call past them waits for one. Under steady load every thread started
     /// stays, and each keeps about 1.1 MiB of memory. Default: twice `--tenant-runs` or 8 a core,
-    /// whichever is more, so that one tenant never holds them all.
+    /// whichever is more, so that one tenant using all its runs leaves half to the others.
     #[arg(long, env = "TOOLHOST_BLOCKING_THREADS", value_parser = clap::value_parser!(u32).range(1..=4096))]
     pub blocking_threads: Option<u32>,
 }

@@ -23,6 +23,15 @@ async fn stdio(
     approval_mode: &str,
     notes: &str,
 ) -> (rmcp::service::RunningService<rmcp::RoleClient, ()>, String, tempfile::TempDir) {
+    stdio_with(approval_mode, notes, &[]).await
+}
+
+/// [`stdio`] with more variables in the server's environment.
+async fn stdio_with(
+    approval_mode: &str,
+    notes: &str,
+    more: &[(&str, &str)],
+) -> (rmcp::service::RunningService<rmcp::RoleClient, ()>, String, tempfile::TempDir) {
     let dir = tempfile::tempdir().unwrap();
     let (data, work) = (dir.path().join("data"), dir.path().join("work"));
     std::fs::create_dir_all(&data).unwrap();
@@ -36,6 +45,7 @@ async fn stdio(
         .env("TOOLHOST_DATABASE_URL", &database)
         .env("TOOLHOST_STATE_DIR", &data)
         .env("RUST_LOG", "warn")
+        .envs(more.iter().copied())
         .env_remove("TOOLHOST_API_KEYS");
     let client = ().serve(TokioChildProcess::new(command).unwrap()).await.unwrap();
     (client, database, dir)
@@ -249,4 +259,23 @@ async fn a_session_id_does_not_let_another_tenant_in() {
     let (_, other) = post_mcp(&server, "key-globex", Some(&session), read).await;
     assert!(!other.contains("acme's secret"), "{other}");
     assert!(other.contains("another tenant"), "{other}");
+}
+
+#[tokio::test]
+async fn stdio_answers_file_calls_with_a_blocking_pool_of_one() {
+    // Tokio's standard input holds a blocking thread while it waits for the client: the file tools
+    // must still get the one thread they were given.
+    let (client, _database, _dir) =
+        stdio_with("headless", "one thread is enough\n", &[("TOOLHOST_BLOCKING_THREADS", "1")]).await;
+    for _ in 0..3 {
+        let call = client.call_tool(
+            CallToolRequestParams::new("readFile").with_arguments(arguments(json!({"path": "notes.txt"}))),
+        );
+        let read = tokio::time::timeout(std::time::Duration::from_secs(20), call)
+            .await
+            .expect("a file call over stdio hung with a blocking pool of one")
+            .unwrap();
+        assert!(text(&read).contains("one thread is enough"), "{}", text(&read));
+    }
+    client.cancel().await.unwrap();
 }
