@@ -106,7 +106,8 @@
 //! The proposed rows of a dead instance become `abandoned` (error kind `abandoned`) and its
 //! instance row is deleted; rows of [`ReconcilePolicy::current_instance`] are never touched.
 //! Executed rows settled longer than [`ReconcilePolicy::unconfirmed_after_ms`] ago are reported
-//! (at most 1 000, oldest attempted first) and left as they are. The query walks the
+//! (at most 1 000, oldest attempted first, whole) and left as they are; without a threshold none
+//! are read. The query walks the
 //! `(status, attempted_at)` index (a call is attempted before it settles), so it stays quick on a
 //! journal of millions of rows: ordered by the settle time it scanned them all, for seconds, and a
 //! `TRUNCATE` checkpoint waiting behind it held the writer as long (seen in the soak run).
@@ -420,8 +421,9 @@ pub struct ReconcilePolicy {
     pub current_instance: String,
     /// An instance whose heartbeat is older than this is presumed dead (milliseconds).
     pub instance_lease_ms: i64,
-    /// Executed rows older than this are reported as unconfirmed (milliseconds).
-    pub unconfirmed_after_ms: i64,
+    /// Executed rows older than this are reported as unconfirmed (milliseconds); `None` does
+    /// not look for them, so a periodic run that only abandons reads no rows.
+    pub unconfirmed_after_ms: Option<i64>,
 }
 
 /// A question to a person.

@@ -347,8 +347,11 @@ impl Journal for PostgresJournal {
             }
             tx.commit().await?;
         }
+        let Some(after) = policy.unconfirmed_after_ms else {
+            return Ok(ReconcileReport { abandoned, unconfirmed: Vec::new() });
+        };
         let rows: Vec<AttemptRow> = sqlx::query_as(UNCONFIRMED)
-            .bind(now.saturating_sub(policy.unconfirmed_after_ms))
+            .bind(now.saturating_sub(after))
             .bind(i64::from(MAX_ROWS))
             .fetch_all(&self.pool)
             .await?;

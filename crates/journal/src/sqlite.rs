@@ -1156,8 +1156,11 @@ impl Journal for SqliteJournal {
                 }
             }
         };
+        let Some(after) = policy.unconfirmed_after_ms else {
+            return Ok(ReconcileReport { abandoned, unconfirmed: Vec::new() });
+        };
         let rows: Vec<AttemptRow> = sqlx::query_as(UNCONFIRMED)
-            .bind(now.saturating_sub(policy.unconfirmed_after_ms))
+            .bind(now.saturating_sub(after))
             .bind(i64::from(MAX_ROWS))
             .fetch_all(&self.reads)
             .await?;

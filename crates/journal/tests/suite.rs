@@ -868,7 +868,7 @@ mod cases {
         let policy = ReconcilePolicy {
             current_instance: me.id.clone(),
             instance_lease_ms: 1000,
-            unconfirmed_after_ms: 700,
+            unconfirmed_after_ms: Some(700),
         };
         let report = j.reconcile(&policy).await.unwrap();
         let mut abandoned = report.abandoned.clone();
@@ -903,6 +903,15 @@ mod cases {
         // Reconciling again finds nothing more to abandon.
         assert!(j.reconcile(&policy).await.unwrap().abandoned.is_empty());
         assert_eq!(j.get("R", "beating-row").await.unwrap().unwrap().status, AttemptStatus::Proposed);
+
+        // Without a threshold (the periodic run) the old executed row is not read, and a dead
+        // instance's row is abandoned all the same.
+        assert!(j.propose(&propose_for("late-ghost-row", "ghost")).await.unwrap().created);
+        let quiet = ReconcilePolicy { unconfirmed_after_ms: None, ..policy.clone() };
+        let report = j.reconcile(&quiet).await.unwrap();
+        assert_eq!(report.abandoned, [("R".to_owned(), "late-ghost-row".to_owned())]);
+        assert!(report.unconfirmed.is_empty(), "read {:?}", keys(&report.unconfirmed));
+        assert_eq!(keys(&j.reconcile(&policy).await.unwrap().unconfirmed), ["exec-old"]);
     }
 
     pub async fn concurrent_calls_all_settle(j: &Arc<dyn Journal>) {
@@ -1126,7 +1135,7 @@ async fn sqlite_killed_between_proposed_and_settled_is_abandoned_at_next_start()
     let policy = ReconcilePolicy {
         current_instance: me.id.clone(),
         instance_lease_ms: 3_600_000,
-        unconfirmed_after_ms: 3_600_000,
+        unconfirmed_after_ms: Some(3_600_000),
     };
     let report = j.reconcile(&policy).await.unwrap();
     assert_eq!(report.abandoned, [("crash".to_owned(), key.clone())]);

@@ -272,8 +272,8 @@ impl Executor {
     /// Starts the journal's housekeeping for this process: registers the instance (rows it
     /// proposes are only ever abandoned once it is dead), keeps its heartbeat, reconciles once now
     /// — proposed rows of dead instances become `abandoned`, old unconfirmed executed rows are
-    /// reported — and again every `reconcile_every`. Call once at start-up; without a journal it
-    /// does nothing.
+    /// reported — and again every `reconcile_every`, abandoning only. Call once at start-up;
+    /// without a journal it does nothing.
     ///
     /// # Errors
     ///
@@ -290,7 +290,7 @@ impl Executor {
         let policy = journal::ReconcilePolicy {
             current_instance: self.inner.config.instance_id.clone(),
             instance_lease_ms: lease.as_millis() as i64,
-            unconfirmed_after_ms: 15 * 60 * 1000,
+            unconfirmed_after_ms: Some(15 * 60 * 1000),
         };
         let report = journal.reconcile(&policy).await?;
         if !report.abandoned.is_empty() || !report.unconfirmed.is_empty() {
@@ -300,6 +300,10 @@ impl Executor {
                 "journal reconciled"
             );
         }
+        // Only the start-up run reports unconfirmed rows: later runs abandon, and would otherwise
+        // read up to a thousand whole rows a minute, once calls are older than the threshold,
+        // only to drop them.
+        let policy = journal::ReconcilePolicy { unconfirmed_after_ms: None, ..policy };
         tokio::spawn(async move {
             let mut ticks = tokio::time::interval(reconcile_every);
             ticks.tick().await;
