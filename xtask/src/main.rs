@@ -126,8 +126,16 @@ fn interop_tools(root: &Path) -> Result<PathBuf> {
 }
 
 /// The whole suite: nextest when it is installed (doc tests separately, since nextest does not
-/// run them), plain `cargo test` otherwise.
+/// run them), plain `cargo test` otherwise; then the server's memory tests again in its diagnostic
+/// build (`heap-stats`, a counting allocator), which the workspace's build leaves out.
 fn test(root: &Path) -> Result<()> {
+    workspace_tests(root)?;
+    let mut heap_stats = cargo(root);
+    heap_stats.args(["test", "-p", "toolhost-server", "--features", "heap-stats", "--lib", "memory::"]);
+    status(heap_stats)
+}
+
+fn workspace_tests(root: &Path) -> Result<()> {
     // The MCP interop tests run third-party clients and the conformance suite: installed (pinned)
     // before the tests, so nothing downloads while they run.
     let interop = interop_tools(root)?;

@@ -30,7 +30,9 @@
 //! 64 clients for that long, printing every 10 s the calls so far, the rate, the write-ahead log
 //! and database sizes, the server's resident memory and its threads, so that a journal (or a
 //! process) that grows without bound shows. `TOOLHOST_SOAK_KEEP=FILE` copies the database there
-//! at the end.
+//! at the end. Built with `--features heap-stats` (`cargo bench -p toolhost-server --features
+//! heap-stats --bench load -- --soak 800`), the server also reports the bytes it holds allocated,
+//! which tells a leak from memory the allocator keeps.
 //!
 //! `--sessions each,one` measures each point twice: every client in its own session (the default,
 //! `each`) and every client in one shared session (`one`), where `todo_write` — a sequential API —
@@ -749,10 +751,16 @@ async fn soak(work: &Path, workspace: &Path, duration: Duration, workload: Workl
             .unwrap_or(0)
     };
     let rss = |pid: u32| status(pid, "VmRSS");
+    // What the server holds allocated, from `/metrics`: only a build with `--features heap-stats`
+    // counts it (a dash otherwise).
+    let live_heap = || async {
+        let text = client.get(format!("{base}/metrics")).send().await.ok()?.text().await.ok()?;
+        text.lines().find_map(|l| l.strip_prefix("toolhost_heap_live_bytes ")?.trim().parse::<f64>().ok())
+    };
     println!(
-        "| time s | calls | calls/s | errors | WAL MB | database MB | bytes per call | RSS MiB | threads |"
+        "| time s | calls | calls/s | errors | WAL MB | database MB | bytes per call | RSS MiB | live heap MiB | threads |"
     );
-    println!("|---|---|---|---|---|---|---|---|---|");
+    println!("|---|---|---|---|---|---|---|---|---|---|");
     let started = Instant::now();
     let (mut last_calls, mut last_at, mut largest_wal, mut first_rss) = (0u64, started, 0u64, None);
     while Instant::now() < end {
@@ -761,8 +769,9 @@ async fn soak(work: &Path, workspace: &Path, duration: Duration, workload: Workl
         let (wal_bytes, db_bytes, rss_kib) = (size(&wal), size(&db), rss(server.pid()));
         largest_wal = largest_wal.max(wal_bytes);
         first_rss.get_or_insert(rss_kib);
+        let live = live_heap().await.map_or_else(|| "-".to_owned(), |b| format!("{:.1}", b / 1_048_576.0));
         println!(
-            "| {:.0} | {calls} | {:.0} | {} | {:.1} | {:.1} | {:.0} | {:.0} | {} |",
+            "| {:.0} | {calls} | {:.0} | {} | {:.1} | {:.1} | {:.0} | {:.0} | {live} | {} |",
             started.elapsed().as_secs_f64(),
             (calls - last_calls) as f64 / now.duration_since(last_at).as_secs_f64(),
             failed.load(Ordering::Relaxed),

@@ -8,8 +8,14 @@ use toolhost_server::{AppState, Cli, Command, auth};
 
 // Many small allocations per call (JSON, rows, futures): mimalloc spends less on them than the
 // system allocator (see the server load numbers in docs/benchmarks.md).
+#[cfg(not(feature = "heap-stats"))]
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
+// The diagnostic build: the same mimalloc, counting live bytes for `/metrics`.
+#[cfg(feature = "heap-stats")]
+#[global_allocator]
+static ALLOCATOR: toolhost_server::memory::Counted = toolhost_server::memory::Counted;
 
 fn main() -> anyhow::Result<()> {
     // Before the runtime's threads start: mimalloc's options are not synchronised.

@@ -10,6 +10,107 @@
 //! capped in `main` (`--blocking-threads`, 32 threads here) a later soak ended at 110–113 MiB,
 //! against 140–142 with Tokio's cap of 512 in the same session.
 
+/// Bytes the process asked the allocator for and has not freed yet, when the server is built with
+/// the `heap-stats` feature (its allocator is then [`Counted`]); `None` otherwise. Set beside the
+/// resident size, it tells a leak (this grows) from memory the allocator keeps (only RSS grows).
+pub fn live_heap_bytes() -> Option<i64> {
+    #[cfg(feature = "heap-stats")]
+    return Some(counted::live_bytes());
+    #[cfg(not(feature = "heap-stats"))]
+    None
+}
+
+#[cfg(feature = "heap-stats")]
+pub use counted::Counted;
+
+/// mimalloc wrapped in counters of live bytes: a diagnostic build (`--features heap-stats`), not the
+/// default, since it adds an atomic add to every allocation and free.
+#[cfg(feature = "heap-stats")]
+mod counted {
+    use std::alloc::{GlobalAlloc, Layout};
+    use std::cell::Cell;
+    use std::sync::atomic::{AtomicI64, AtomicUsize, Ordering::Relaxed};
+
+    /// Counters, one cache line each, shared out among threads so that they seldom contend.
+    const STRIPES: usize = 16;
+
+    #[repr(align(64))]
+    struct Stripe(AtomicI64);
+
+    static LIVE: [Stripe; STRIPES] = [const { Stripe(AtomicI64::new(0)) }; STRIPES];
+    static NEXT: AtomicUsize = AtomicUsize::new(0);
+
+    thread_local! {
+        // Constant-initialised and without a destructor: reading it never allocates, so the
+        // allocator may use it, even while the thread is being torn down.
+        static STRIPE: Cell<usize> = const { Cell::new(usize::MAX) };
+    }
+
+    fn add(bytes: i64) {
+        let stripe = STRIPE
+            .try_with(|mine| {
+                if mine.get() == usize::MAX {
+                    mine.set(NEXT.fetch_add(1, Relaxed) % STRIPES);
+                }
+                mine.get()
+            })
+            .unwrap_or(0);
+        LIVE[stripe].0.fetch_add(bytes, Relaxed);
+    }
+
+    fn size(layout: Layout) -> i64 {
+        i64::try_from(layout.size()).unwrap_or(i64::MAX)
+    }
+
+    /// The sum of all threads' counters.
+    pub(super) fn live_bytes() -> i64 {
+        LIVE.iter().map(|stripe| stripe.0.load(Relaxed)).sum()
+    }
+
+    /// mimalloc, counting the bytes asked for and not yet freed.
+    #[derive(Debug, Default, Clone, Copy)]
+    pub struct Counted;
+
+    // SAFETY: every method hands the same layout and pointer on to mimalloc, which upholds
+    // `GlobalAlloc`'s contract; the counting around it only touches atomics and a constant-initialised
+    // thread-local, and never allocates.
+    #[allow(unsafe_code)]
+    unsafe impl GlobalAlloc for Counted {
+        unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+            // SAFETY: the caller's contract for `alloc`, passed on.
+            let pointer = unsafe { mimalloc::MiMalloc.alloc(layout) };
+            if !pointer.is_null() {
+                add(size(layout));
+            }
+            pointer
+        }
+
+        unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
+            // SAFETY: the caller's contract for `alloc_zeroed`, passed on.
+            let pointer = unsafe { mimalloc::MiMalloc.alloc_zeroed(layout) };
+            if !pointer.is_null() {
+                add(size(layout));
+            }
+            pointer
+        }
+
+        unsafe fn dealloc(&self, pointer: *mut u8, layout: Layout) {
+            // SAFETY: the caller's contract for `dealloc`, passed on.
+            unsafe { mimalloc::MiMalloc.dealloc(pointer, layout) };
+            add(-size(layout));
+        }
+
+        unsafe fn realloc(&self, pointer: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+            // SAFETY: the caller's contract for `realloc`, passed on.
+            let moved = unsafe { mimalloc::MiMalloc.realloc(pointer, layout, new_size) };
+            if !moved.is_null() {
+                add(i64::try_from(new_size).unwrap_or(i64::MAX) - size(layout));
+            }
+            moved
+        }
+    }
+}
+
 /// mimalloc's `mi_option_purge_delay` (`mimalloc.h`, version 3 of the library that
 /// `libmimalloc-sys` builds): `libmimalloc-sys` does not export the constant.
 const PURGE_DELAY: libmimalloc_sys::mi_option_t = 15;
@@ -41,6 +142,43 @@ pub fn purge_delay() -> i64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[cfg(feature = "heap-stats")]
+    #[global_allocator]
+    static ALLOCATOR: Counted = Counted;
+
+    #[cfg(feature = "heap-stats")]
+    #[test]
+    fn the_counted_allocator_follows_live_bytes_through_growth_and_frees() {
+        const MIB: i64 = 1 << 20;
+        let before = live_heap_bytes().expect("counted in this build");
+        let mut held: Vec<u8> = Vec::with_capacity(1 << 20);
+        let grown = live_heap_bytes().unwrap();
+        held.reserve_exact(4 << 20);
+        held.push(1);
+        let reallocated = live_heap_bytes().unwrap();
+        let zeroed = vec![0u8; 1 << 20];
+        let with_zeroed = live_heap_bytes().unwrap();
+        drop((held, zeroed));
+        let after = live_heap_bytes().unwrap();
+        // Other tests' threads allocate meanwhile: a mebibyte's margin.
+        assert!((grown - before - MIB).abs() < MIB / 2, "{before} -> {grown}");
+        assert!((reallocated - grown - 3 * MIB).abs() < MIB / 2, "{grown} -> {reallocated}");
+        assert!((with_zeroed - reallocated - MIB).abs() < MIB / 2, "{reallocated} -> {with_zeroed}");
+        assert!((after - before).abs() < MIB / 2, "{before} -> {after}");
+        let text = crate::metrics::Metrics::default().render(0, 0);
+        assert!(
+            text.contains("\n# TYPE toolhost_heap_live_bytes gauge\ntoolhost_heap_live_bytes "),
+            "{text}"
+        );
+    }
+
+    #[cfg(not(feature = "heap-stats"))]
+    #[test]
+    fn without_the_feature_no_live_bytes_are_claimed() {
+        assert_eq!(live_heap_bytes(), None);
+        assert!(!crate::metrics::Metrics::default().render(0, 0).contains("heap"));
+    }
 
     /// The operator's setting, read by mimalloc itself (the name as documented).
     const PURGE_DELAY_ENV: &str = "MIMALLOC_PURGE_DELAY";

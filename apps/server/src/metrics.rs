@@ -114,6 +114,11 @@ impl Metrics {
         for (name, help, value) in gauges {
             let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} gauge\n{name} {value}");
         }
+        if let Some(bytes) = crate::memory::live_heap_bytes() {
+            let name = "toolhost_heap_live_bytes";
+            let help = "Bytes allocated and not yet freed (a server built with the heap-stats feature).";
+            let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} gauge\n{name} {bytes}");
+        }
         let _ = writeln!(
             out,
             "# HELP toolhost_http_requests_total HTTP requests served.\n# TYPE toolhost_http_requests_total counter\ntoolhost_http_requests_total {}",
