@@ -20,6 +20,7 @@ static ALLOCATOR: toolhost_server::memory::Counted = toolhost_server::memory::Co
 fn main() -> anyhow::Result<()> {
     // Before the runtime's threads start: mimalloc's options are not synchronised.
     toolhost_server::memory::return_freed_memory_promptly();
+    toolhost_server::memory::keep_huge_pages_off();
     let cli = Cli::parse();
     // On `mcp-stdio`, Tokio reads stdin and writes stdout on the blocking pool, and the read holds
     // its thread while it waits: two threads more, so the file tools keep the ones they were given.

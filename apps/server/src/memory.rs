@@ -8,7 +8,9 @@
 //! environment (`MIMALLOC_PURGE_DELAY` in any case, or its older name `MIMALLOC_RESET_DELAY`)
 //! still wins. Much of the rise was threads, each with pages of its own: with the blocking pool
 //! capped in `main` (`--blocking-threads`, 32 threads here) a later soak ended at 110–113 MiB,
-//! against 140–142 with Tokio's cap of 512 in the same session.
+//! against 140–142 with Tokio's cap of 512 in the same session. Most of what was left was
+//! transparent huge pages over mimalloc's arena, which the server now turns off for itself
+//! ([`keep_huge_pages_off`]).
 
 /// Bytes the process asked the allocator for and has not freed yet, when the server is built with
 /// the `heap-stats` feature (its allocator is then [`Counted`]); `None` otherwise. Set beside the
@@ -111,6 +113,45 @@ mod counted {
     }
 }
 
+/// mimalloc's `mi_option_allow_thp` (`mimalloc.h`, version 3), likewise not exported.
+const ALLOW_THP: libmimalloc_sys::mi_option_t = 43;
+
+/// Keeps transparent huge pages out of the server's memory, unless the environment allows them
+/// (`MIMALLOC_ALLOW_THP=1`, read by mimalloc itself). Returns whether they stay allowed.
+///
+/// mimalloc asks the kernel for huge pages over its arena (`madvise(MADV_HUGEPAGE)`), so under
+/// Linux's default `madvise` policy a page fault there maps 2 MiB at once, and `khugepaged` later
+/// fills in whole 2 MiB ranges where a few 4 KiB pages were in use: in a soak the server held
+/// 88–101 MiB with them and 44–46 MiB without, for the same 5 MiB of live data
+/// (docs/benchmarks.md, "Huge pages"). mimalloc reads its options, and maps its first arena,
+/// before `main` runs, so telling mimalloc is not enough: the process turns them off for itself
+/// (`PR_SET_THP_DISABLE`, which covers memory already mapped and `khugepaged`). Children inherit
+/// the setting; `computer-runtime` gives the commands it starts the host's policy back. Call it
+/// before any other thread exists, as [`return_freed_memory_promptly`].
+pub fn keep_huge_pages_off() -> bool {
+    // SAFETY: as in `return_freed_memory_promptly`: one checked entry of mimalloc's option table,
+    // written before other threads start.
+    #[allow(unsafe_code)]
+    let allowed = unsafe {
+        libmimalloc_sys::mi_option_set_default(ALLOW_THP, 0);
+        libmimalloc_sys::mi_option_get(ALLOW_THP) != 0
+    };
+    if !allowed {
+        // SAFETY: prctl with integer arguments only sets a flag of this process.
+        #[allow(unsafe_code)]
+        let _ = unsafe { libc::prctl(libc::PR_SET_THP_DISABLE, 1, 0, 0, 0) };
+    }
+    allowed
+}
+
+/// Whether the kernel keeps transparent huge pages off for this process (`THP_enabled: 0` in
+/// `/proc/self/status`); `None` where the kernel does not say.
+pub fn huge_pages_disabled() -> Option<bool> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let value = status.lines().find_map(|line| line.strip_prefix("THP_enabled:"))?;
+    Some(value.trim() == "0")
+}
+
 /// mimalloc's `mi_option_purge_delay` (`mimalloc.h`, version 3 of the library that
 /// `libmimalloc-sys` builds): `libmimalloc-sys` does not export the constant.
 const PURGE_DELAY: libmimalloc_sys::mi_option_t = 15;
@@ -171,6 +212,25 @@ mod tests {
             text.contains("\n# TYPE toolhost_heap_live_bytes gauge\ntoolhost_heap_live_bytes "),
             "{text}"
         );
+    }
+
+    /// The operator's setting for huge pages, read by mimalloc itself.
+    const ALLOW_THP_ENV: &str = "MIMALLOC_ALLOW_THP";
+
+    #[test]
+    fn huge_pages_go_off_for_the_process_unless_the_environment_allows_them() {
+        let allowed_by_env = std::env::var(ALLOW_THP_ENV).ok().map(|v| v.trim() != "0");
+        // Before anything sets it, the option holds mimalloc's default on Linux (allowed) or the
+        // environment's value: the index is the right one.
+        // SAFETY: reads one checked entry of mimalloc's option table.
+        #[allow(unsafe_code)]
+        let before = unsafe { libmimalloc_sys::mi_option_get(ALLOW_THP) } != 0;
+        assert_eq!(before, allowed_by_env.unwrap_or(true));
+        let allowed = keep_huge_pages_off();
+        assert_eq!(allowed, allowed_by_env.unwrap_or(false));
+        if huge_pages_disabled().is_some() {
+            assert_eq!(huge_pages_disabled(), Some(!allowed), "the kernel's flag follows the option");
+        }
     }
 
     #[cfg(not(feature = "heap-stats"))]

@@ -1134,17 +1134,21 @@ fn group_exists(pgid: i32) -> bool {
 /// The shell gets `SIGKILL` when the thread that started it goes away (this process exiting,
 /// killed or not): a command does not run on for nobody after a crash. What the shell started
 /// outlives it only until the next start sweeps the ledger.
+///
+/// It also gets the host's policy for transparent huge pages back: a process that keeps them off
+/// for itself (the server does) would otherwise pass that on to every command.
 #[allow(unsafe_code)]
 fn die_with_parent(command: &mut std::process::Command) {
     use std::os::unix::process::CommandExt;
     // SAFETY: prctl with integer arguments is async-signal-safe and touches no memory of ours.
     unsafe {
         command.pre_exec(|| {
-            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0) == 0 {
-                Ok(())
-            } else {
-                Err(io::Error::last_os_error())
+            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0) != 0 {
+                return Err(io::Error::last_os_error());
             }
+            // Only a flag of this process; an older kernel without it changes nothing.
+            let _ = libc::prctl(libc::PR_SET_THP_DISABLE, 0, 0, 0, 0);
+            Ok(())
         });
     }
 }
@@ -1431,6 +1435,22 @@ mod tests {
         assert_eq!(texts[..2], ["first\n", "second\n"], "whole lines, as they come: {texts:?}");
         assert!(ended.duration_since(seen[0].0) >= Duration::from_millis(700), "the first line came live");
         assert!(state.output.text.contains("third"), "the result still has everything");
+    }
+
+    #[tokio::test]
+    #[allow(unsafe_code)]
+    async fn a_command_gets_the_hosts_huge_page_policy_back() {
+        // Like the server, which keeps transparent huge pages off for itself (nextest runs this
+        // test in a process of its own).
+        // SAFETY: prctl with integer arguments only sets a flag of this process.
+        assert_eq!(unsafe { libc::prctl(libc::PR_SET_THP_DISABLE, 1, 0, 0, 0) }, 0);
+        let dir = tempfile::tempdir().unwrap();
+        let m = manager(dir.path());
+        let state = run(&m, spec("grep THP_enabled /proc/self/status", dir.path())).await;
+        // SAFETY: as above.
+        unsafe { libc::prctl(libc::PR_SET_THP_DISABLE, 0, 0, 0, 0) };
+        let line = state.output.text.split_whitespace().collect::<Vec<_>>().join(" ");
+        assert_eq!(line, "THP_enabled: 1", "{}", state.output.text);
     }
 
     fn background(command: &str, cwd: &Path) -> CommandSpec {
