@@ -129,10 +129,12 @@ fn interop_tools(root: &Path) -> Result<PathBuf> {
 /// run them), plain `cargo test` otherwise; then the server's memory tests again in its diagnostic
 /// build (`heap-stats`, a counting allocator), which the workspace's build leaves out.
 fn test(root: &Path) -> Result<()> {
-    workspace_tests(root)?;
+    let workspace = workspace_tests(root);
     let mut heap_stats = cargo(root);
     heap_stats.args(["test", "-p", "toolhost-server", "--features", "heap-stats", "--lib", "memory::"]);
-    status(heap_stats)
+    // Both run, whichever fails first.
+    let heap_stats = status(heap_stats);
+    workspace.and(heap_stats)
 }
 
 fn workspace_tests(root: &Path) -> Result<()> {

@@ -116,7 +116,7 @@ impl Metrics {
         }
         if let Some(bytes) = crate::memory::live_heap_bytes() {
             let name = "toolhost_heap_live_bytes";
-            let help = "Bytes allocated and not yet freed (a server built with the heap-stats feature).";
+            let help = "Bytes Rust code holds allocated (a server built with the heap-stats feature).";
             let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} gauge\n{name} {bytes}");
         }
         let _ = writeln!(

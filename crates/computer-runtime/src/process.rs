@@ -1135,22 +1135,22 @@ fn group_exists(pgid: i32) -> bool {
 /// killed or not): a command does not run on for nobody after a crash. What the shell started
 /// outlives it only until the next start sweeps the ledger.
 ///
-/// It also gets the host's policy for transparent huge pages back: a process that keeps them off
-/// for itself (the server does) would otherwise pass that on to every command.
+/// It also gets the host's policy for transparent huge pages back when this process turned them
+/// off for itself (the server does; `sandbox::huge_pages`).
 #[allow(unsafe_code)]
 fn die_with_parent(command: &mut std::process::Command) {
     use std::os::unix::process::CommandExt;
     // SAFETY: prctl with integer arguments is async-signal-safe and touches no memory of ours.
     unsafe {
         command.pre_exec(|| {
-            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0) != 0 {
-                return Err(io::Error::last_os_error());
+            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0) == 0 {
+                Ok(())
+            } else {
+                Err(io::Error::last_os_error())
             }
-            // Only a flag of this process; an older kernel without it changes nothing.
-            let _ = libc::prctl(libc::PR_SET_THP_DISABLE, 0, 0, 0, 0);
-            Ok(())
         });
     }
+    sandbox::huge_pages::restore(command);
 }
 
 /// Sends `signal` to every process in the group `pgid`.
@@ -1438,19 +1438,27 @@ mod tests {
     }
 
     #[tokio::test]
-    #[allow(unsafe_code)]
     async fn a_command_gets_the_hosts_huge_page_policy_back() {
-        // Like the server, which keeps transparent huge pages off for itself (nextest runs this
-        // test in a process of its own).
-        // SAFETY: prctl with integer arguments only sets a flag of this process.
-        assert_eq!(unsafe { libc::prctl(libc::PR_SET_THP_DISABLE, 1, 0, 0, 0) }, 0);
+        use sandbox::huge_pages;
+        // Like the server, which keeps transparent huge pages off for itself; put back as it was
+        // afterwards, since `cargo test` runs other tests in this process.
+        struct PutBack(Option<bool>);
+        impl Drop for PutBack {
+            fn drop(&mut self) {
+                if self.0 == Some(false) {
+                    huge_pages::enable();
+                }
+            }
+        }
+        let _put_back = PutBack(huge_pages::disabled());
+        assert!(huge_pages::disable());
+        huge_pages::given_back_to_children();
         let dir = tempfile::tempdir().unwrap();
         let m = manager(dir.path());
         let state = run(&m, spec("grep THP_enabled /proc/self/status", dir.path())).await;
-        // SAFETY: as above.
-        unsafe { libc::prctl(libc::PR_SET_THP_DISABLE, 0, 0, 0, 0) };
         let line = state.output.text.split_whitespace().collect::<Vec<_>>().join(" ");
         assert_eq!(line, "THP_enabled: 1", "{}", state.output.text);
+        assert_eq!(huge_pages::disabled(), Some(true), "the child's flag only");
     }
 
     fn background(command: &str, cwd: &Path) -> CommandSpec {

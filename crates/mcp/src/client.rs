@@ -525,6 +525,8 @@ impl Connection {
         }
         let mut command = tokio::process::Command::new(&self.config.command);
         command.args(&self.config.args).env_clear().kill_on_drop(true);
+        // The host's huge-page policy, not the server's own (see `sandbox::huge_pages`).
+        sandbox::huge_pages::restore(command.as_std_mut());
         // What a program needs to start, plus what the configuration gives it.
         for name in ["PATH", "HOME", "LANG", "TERM", "TMPDIR", "USER"] {
             if let Some(value) = std::env::var_os(name) {

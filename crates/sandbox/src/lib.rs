@@ -49,6 +49,7 @@ use serde::{Deserialize, Serialize};
 use tool_core::sandbox::{NetworkAccess, SandboxMode, SandboxPolicy};
 
 #[cfg(target_os = "linux")]
+pub mod huge_pages;
 mod linux;
 pub mod paths;
 #[cfg(target_os = "linux")]
