@@ -10,7 +10,8 @@
 //! capped in `main` (`--blocking-threads`, 32 threads here) a later soak ended at 110–113 MiB,
 //! against 140–142 with Tokio's cap of 512 in the same session. Most of what was left was
 //! transparent huge pages over mimalloc's arena, which the server now turns off for itself
-//! ([`keep_huge_pages_off`]).
+//! ([`keep_huge_pages_off`]): the same soak then held 51–53 MiB from its first minute to its
+//! end.
 
 /// Bytes Rust code has allocated and not freed yet, when the server is built with the `heap-stats`
 /// feature and its allocator is [`Counted`]; `None` otherwise. Set beside the resident size, it
