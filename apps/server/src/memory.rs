@@ -141,15 +141,9 @@ pub fn keep_huge_pages_off() -> bool {
         libmimalloc_sys::mi_option_set_default(ALLOW_THP, 0);
         libmimalloc_sys::mi_option_get(ALLOW_THP) != 0
     };
-    // Off already (the host's choice, or `MIMALLOC_ALLOW_THP=0`): nothing to do or give back.
-    if allowed || sandbox::huge_pages::disabled() != Some(false) {
-        return false;
-    }
-    let off = sandbox::huge_pages::disable();
-    if off {
-        sandbox::huge_pages::given_back_to_children();
-    }
-    off
+    // Off already (the host's choice, or `MIMALLOC_ALLOW_THP=0`): `turn_off` leaves it, and has
+    // nothing to give back.
+    !allowed && sandbox::huge_pages::turn_off()
 }
 
 /// mimalloc's `mi_option_purge_delay` (`mimalloc.h`, version 3 of the library that

@@ -1,59 +1,75 @@
 //! Transparent huge pages for the commands a process starts.
 //!
-//! A process that turns huge pages off for itself (`prctl(PR_SET_THP_DISABLE)`, as the server does
-//! to keep its allocator's memory small) passes the flag on to every child, across `exec`. The
-//! commands it runs for tenants and the MCP servers it starts should run under the host's policy
-//! instead, so the process says once that it set the flag itself ([`given_back_to_children`]) and
-//! every spawn clears it in the child ([`restore`]). A flag the process inherited from its own
-//! parent is the host's policy, and stays.
+//! A process that turns huge pages off for itself ([`turn_off`], as the server does to keep its
+//! allocator's memory small) passes the flag (`PR_SET_THP_DISABLE`) on to every child, across
+//! `exec`. The commands it runs for tenants and the MCP servers it starts should run under the
+//! host's policy instead, so every spawn clears the flag in the child ([`restore`]) once this
+//! process set it itself. A flag the process inherited from its own parent is the host's policy,
+//! and stays. Elsewhere than on Linux there is no such flag, and all of this does nothing.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 
+/// Set once this process turned huge pages off for itself.
 static GIVE_BACK: AtomicBool = AtomicBool::new(false);
 
-/// Marks that this process turned huge pages off for itself: from now on [`restore`] clears the
-/// flag in the children it is given.
-pub fn given_back_to_children() {
-    GIVE_BACK.store(true, Ordering::Relaxed);
-}
-
-/// Clears the flag in `command`'s child when this process set it for itself (see the module).
-#[allow(unsafe_code)]
-pub fn restore(command: &mut std::process::Command) {
-    use std::os::unix::process::CommandExt;
-    if !GIVE_BACK.load(Ordering::Relaxed) {
-        return;
+/// Turns huge pages off for this process if they are on, and from then on has [`restore`] give
+/// children the host's policy back. Returns whether it turned them off (`false` when they were off
+/// already, by the host's choice, or the kernel has no such flag).
+pub fn turn_off() -> bool {
+    if disabled() != Some(false) {
+        return false;
     }
-    // SAFETY: prctl with integer arguments is async-signal-safe and touches no memory of ours.
-    unsafe {
-        command.pre_exec(|| {
-            // Only a flag of the child; a kernel without it changes nothing.
-            let _ = libc::prctl(libc::PR_SET_THP_DISABLE, 0, 0, 0, 0);
-            Ok(())
-        });
+    let off = set_disabled(true);
+    if off {
+        GIVE_BACK.store(true, Ordering::Relaxed);
     }
+    off
 }
 
 /// Whether huge pages are off for this process (`PR_GET_THP_DISABLE`); `None` where the kernel
 /// cannot say.
-#[allow(unsafe_code)]
 pub fn disabled() -> Option<bool> {
-    // SAFETY: prctl with integer arguments only reads a flag of this process.
-    let answer = unsafe { libc::prctl(libc::PR_GET_THP_DISABLE, 0, 0, 0, 0) };
-    (answer >= 0).then_some(answer == 1)
+    #[cfg(target_os = "linux")]
+    {
+        // SAFETY: prctl with integer arguments only reads a flag of this process.
+        #[allow(unsafe_code)]
+        let answer = unsafe { libc::prctl(libc::PR_GET_THP_DISABLE, 0, 0, 0, 0) };
+        (answer >= 0).then_some(answer == 1)
+    }
+    #[cfg(not(target_os = "linux"))]
+    None
 }
 
-/// Turns huge pages off for this process; returns whether the kernel took it.
-#[allow(unsafe_code)]
-pub fn disable() -> bool {
-    // SAFETY: prctl with integer arguments only sets a flag of this process.
-    unsafe { libc::prctl(libc::PR_SET_THP_DISABLE, 1, 0, 0, 0) == 0 }
+/// Clears the flag in `command`'s child when this process turned huge pages off for itself.
+pub fn restore(command: &mut std::process::Command) {
+    #[cfg(target_os = "linux")]
+    if GIVE_BACK.load(Ordering::Relaxed) {
+        use std::os::unix::process::CommandExt;
+        // SAFETY: prctl with integer arguments is async-signal-safe and touches no memory of ours.
+        #[allow(unsafe_code)]
+        unsafe {
+            command.pre_exec(|| {
+                // Only a flag of the child; a kernel without it changes nothing.
+                let _ = libc::prctl(libc::PR_SET_THP_DISABLE, 0, 0, 0, 0);
+                Ok(())
+            });
+        }
+    }
+    #[cfg(not(target_os = "linux"))]
+    let _ = command;
 }
 
-/// Turns huge pages back on for this process (undoes [`disable`]); returns whether the kernel took
-/// it.
-#[allow(unsafe_code)]
-pub fn enable() -> bool {
-    // SAFETY: as in `disable`.
-    unsafe { libc::prctl(libc::PR_SET_THP_DISABLE, 0, 0, 0, 0) == 0 }
+fn set_disabled(off: bool) -> bool {
+    #[cfg(target_os = "linux")]
+    {
+        // SAFETY: prctl with integer arguments only sets a flag of this process.
+        #[allow(unsafe_code)]
+        let done = unsafe { libc::prctl(libc::PR_SET_THP_DISABLE, libc::c_ulong::from(off), 0, 0, 0) };
+        done == 0
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        let _ = off;
+        false
+    }
 }

@@ -48,8 +48,8 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 use tool_core::sandbox::{NetworkAccess, SandboxMode, SandboxPolicy};
 
-#[cfg(target_os = "linux")]
 pub mod huge_pages;
+#[cfg(target_os = "linux")]
 mod linux;
 pub mod paths;
 #[cfg(target_os = "linux")]
