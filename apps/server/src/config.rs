@@ -119,6 +119,49 @@ impl std::str::FromStr for WorkspaceRoot {
     }
 }
 
+/// A folder granted to one tenant's (or every tenant's) file calls beyond its workspace roots.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TenantPath {
+    /// Whose calls may open it.
+    pub owner: RootOwner,
+    /// The folder, and whether it may be written.
+    pub root: tool_core::FileRoot,
+}
+
+impl std::str::FromStr for TenantPath {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let usage =
+            || format!("tenant path `{s}`: write TENANT=ro:PATH or TENANT=rw:PATH (`*` for every tenant)");
+        let (tenant, rest) = s.split_once('=').ok_or_else(usage)?;
+        let owner = match tenant {
+            "*" => RootOwner::Shared,
+            name if crate::auth::is_name(name) => RootOwner::Tenant(name.to_owned()),
+            _ => return Err(format!("tenant path `{s}`: tenants are letters, digits, - _ .")),
+        };
+        let root = match rest.split_once(':') {
+            Some(("ro", path)) => tool_core::FileRoot::read_only(path),
+            Some(("rw", path)) => tool_core::FileRoot::writable(path),
+            _ => return Err(usage()),
+        };
+        if !root.path.is_absolute() {
+            return Err(format!("tenant path `{s}`: the folder must be an absolute path"));
+        }
+        Ok(Self { owner, root })
+    }
+}
+
+impl TenantPath {
+    /// Whether `tenant`'s calls may open it.
+    pub fn admits(&self, tenant: &str) -> bool {
+        match &self.owner {
+            RootOwner::Tenant(owner) => owner == tenant,
+            RootOwner::Shared | RootOwner::Unnamed => true,
+        }
+    }
+}
+
 /// How the server runs.
 #[derive(Debug, Clone, Args)]
 pub struct ServeArgs {
@@ -148,6 +191,13 @@ pub struct ServeArgs {
     /// refused; without keys any folder is allowed.
     #[arg(long = "workspace-root", env = "TOOLHOST_WORKSPACE_ROOTS", value_delimiter = ',')]
     pub workspace_roots: Vec<WorkspaceRoot>,
+    /// A folder beyond its workspace roots that one tenant's file calls may open, as
+    /// `TENANT=ro:PATH` (read only) or `TENANT=rw:PATH` (`*=…` for every tenant; repeatable, or
+    /// comma-separated). With keys, a tenant's workspace roots, these folders and each session's
+    /// temp folder are the hard limit of every file call: a path beyond them is refused, never
+    /// asked about, since the person approving is a tenant. Nothing else widens it.
+    #[arg(long = "tenant-path", env = "TOOLHOST_TENANT_PATHS", value_delimiter = ',')]
+    pub tenant_paths: Vec<TenantPath>,
     /// Largest request body, in bytes.
     #[arg(long, env = "TOOLHOST_MAX_BODY_BYTES", default_value_t = 2 * 1024 * 1024)]
     pub max_body_bytes: usize,
@@ -321,6 +371,11 @@ impl ServeArgs {
         for root in &self.workspace_roots {
             if !root.path.is_dir() {
                 bail!("workspace root {} is not a folder", root.path.display());
+            }
+        }
+        for granted in &self.tenant_paths {
+            if !granted.root.path.is_dir() {
+                bail!("tenant path {} is not a folder", granted.root.path.display());
             }
         }
         let tenants = keys.tenants();

@@ -166,19 +166,80 @@ impl mcp::Backend for Backend {
     }
 }
 
-/// Authenticates `/mcp` like the rest of the API and hands the principal to the backend.
-pub async fn authenticate(State(state): State<Arc<AppState>>, request: Request, next: Next) -> Response {
-    let (mut parts, body) = request.into_parts();
-    match Principal::from_request_parts(&mut parts, &state).await {
-        Ok(principal) => {
-            if let Err(e) = principal.must_propose() {
-                return e.into_response();
-            }
-            parts.extensions.insert(principal);
-            next.run(Request::from_parts(parts, body)).await
-        }
-        Err(e) => e.into_response(),
+/// Which key opened each MCP session of this instance (`Mcp-Session-Id` → the key's id): a
+/// session belongs to the key that initialised it, and any other key naming its id is answered
+/// 404, as for an id that does not exist (so an id that leaks does not tell whose it is).
+#[derive(Debug, Default)]
+pub struct SessionOwners {
+    owners: std::collections::HashMap<String, String>,
+    order: std::collections::VecDeque<String>,
+}
+
+impl SessionOwners {
+    /// Sessions remembered at most; the oldest are forgotten first (rmcp has ended them long
+    /// before: its sessions end with their connections or their idle timeout).
+    pub const CAP: usize = 100_000;
+
+    fn owner(&self, session: &str) -> Option<&str> {
+        self.owners.get(session).map(String::as_str)
     }
+
+    fn bind(&mut self, session: String, key: String) {
+        if self.owners.insert(session.clone(), key).is_none() {
+            self.order.push_back(session);
+            while self.order.len() > Self::CAP {
+                if let Some(oldest) = self.order.pop_front() {
+                    self.owners.remove(&oldest);
+                }
+            }
+        }
+    }
+
+    fn forget(&mut self, session: &str) {
+        if self.owners.remove(session).is_some() {
+            self.order.retain(|s| s != session);
+        }
+    }
+}
+
+/// What the `/mcp` middleware needs: the app, and who opened which session.
+#[derive(Debug, Clone)]
+pub struct McpGate {
+    state: Arc<AppState>,
+    owners: Arc<std::sync::Mutex<SessionOwners>>,
+}
+
+/// Authenticates `/mcp` like the rest of the API, keeps each MCP session to the key that opened
+/// it, and hands the principal to the backend.
+pub async fn authenticate(State(gate): State<McpGate>, request: Request, next: Next) -> Response {
+    let (mut parts, body) = request.into_parts();
+    let principal = match Principal::from_request_parts(&mut parts, &gate.state).await {
+        Ok(principal) => principal,
+        Err(e) => return e.into_response(),
+    };
+    if let Err(e) = principal.must_propose() {
+        return e.into_response();
+    }
+    let session =
+        parts.headers.get("mcp-session-id").and_then(|value| value.to_str().ok()).map(str::to_owned);
+    if let Some(session) = &session {
+        let owners = gate.owners.lock().unwrap_or_else(|p| p.into_inner());
+        if owners.owner(session).is_some_and(|owner| owner != principal.id) {
+            return crate::error::ApiError::not_found("MCP session", session).into_response();
+        }
+    }
+    let key = principal.id.clone();
+    let ending = parts.method == axum::http::Method::DELETE;
+    parts.extensions.insert(principal);
+    let response = next.run(Request::from_parts(parts, body)).await;
+    let mut owners = gate.owners.lock().unwrap_or_else(|p| p.into_inner());
+    match (&session, response.headers().get("mcp-session-id").and_then(|v| v.to_str().ok())) {
+        // A new session: it is the opening key's.
+        (None, Some(opened)) => owners.bind(opened.to_owned(), key),
+        (Some(ended), _) if ending && response.status().is_success() => owners.forget(ended),
+        _ => {}
+    }
+    response
 }
 
 /// The `/mcp` routes.
@@ -195,7 +256,8 @@ pub fn routes(state: &Arc<AppState>) -> axum::Router<Arc<AppState>> {
     };
     let settings = mcp::HttpSettings { allowed_hosts, allowed_origins, shutdown: state.closing.clone() };
     let endpoint = mcp::router(Arc::new(Backend::http(state.clone())), "toolhost", settings);
-    axum::Router::new()
-        .nest_service("/mcp", endpoint)
-        .layer(axum::middleware::from_fn_with_state(state.clone(), authenticate))
+    axum::Router::new().nest_service("/mcp", endpoint).layer(axum::middleware::from_fn_with_state(
+        McpGate { state: state.clone(), owners: Arc::default() },
+        authenticate,
+    ))
 }

@@ -460,19 +460,28 @@ impl AppState {
     }
 
     fn hold(&self, tenant: &str, view: SessionView) -> Arc<SessionEntry> {
+        let mut sandbox = self.sandboxing.policy(if self.sandboxing.refuse(view.sandbox).is_none() {
+            view.sandbox
+        } else {
+            self.sandboxing.default_choice()
+        });
+        // The folders the operator granted the tenant reach its commands as they reach its file
+        // calls: readable, and writable where granted so.
+        for granted in self.args.tenant_paths.iter().filter(|path| path.admits(tenant)) {
+            sandbox.readable_roots.push(granted.root.path.clone());
+            if granted.root.writable {
+                sandbox.writable_roots.push(granted.root.path.clone());
+            }
+        }
         let config = SessionConfig {
             id: view.id.clone(),
             tenant: tenant.to_owned(),
             user_id: view.user_id.clone(),
             agent_id: view.agent_id.clone(),
             working_directory: view.working_directory.as_ref().map(PathBuf::from),
-            // Checked again on every load: a mode the operator has since withdrawn (say `off`)
-            // falls back to the default, never runs on as it was.
-            sandbox: self.sandboxing.policy(if self.sandboxing.refuse(view.sandbox).is_none() {
-                view.sandbox
-            } else {
-                self.sandboxing.default_choice()
-            }),
+            // Checked again on every load (above): a mode the operator has since withdrawn (say
+            // `off`) falls back to the default, never runs on as it was.
+            sandbox,
             temp_directory: Some(self.sandboxing.temp_directory(&view.id)),
             policy: SessionPolicy {
                 mode: view.approval_mode,
@@ -492,6 +501,9 @@ impl AppState {
                 .map(|budget| budget.saturating_sub(now_ms().saturating_sub(view.created_at).max(0) as u64)),
             active_tools: Some(view.tools.clone()),
             project: view.project.clone(),
+            hard_roots: self.hard_roots(tenant),
+            // The server's own files are no call's, on an open server too.
+            protected_paths: self.sandboxing.own.clone(),
         };
         let mut sessions = self.sessions.write().unwrap_or_else(|p| p.into_inner());
         if self.ended.lock().unwrap_or_else(|p| p.into_inner()).contains(&view.id) {
@@ -780,6 +792,23 @@ impl AppState {
             }
         }
         Ok(())
+    }
+
+    /// The hard limit of a tenant's file calls: with keys, its workspace roots and the folders the
+    /// operator granted it (`--tenant-path`), which no approval widens; an open server has none
+    /// (the person at it may approve a path outside, opened exactly as shown).
+    pub fn hard_roots(&self, tenant: &str) -> Option<Vec<tool_core::FileRoot>> {
+        if self.keys.is_open() {
+            return None;
+        }
+        let roots = self.args.workspace_roots.iter().filter(|root| root.admits(tenant));
+        let granted = self.args.tenant_paths.iter().filter(|path| path.admits(tenant));
+        Some(
+            roots
+                .map(|root| tool_core::FileRoot::writable(&root.path))
+                .chain(granted.map(|path| path.root.clone()))
+                .collect(),
+        )
     }
 
     /// Checks a requested working directory against the workspace roots.

@@ -473,3 +473,81 @@ async fn file_calls_of_every_tenant_share_a_bounded_pool_of_threads() {
     assert!(threads > WORKERS, "the burst ran no blocking thread ({threads} Tokio threads)");
     assert!(threads <= WORKERS + CAP, "{threads} Tokio threads for {WORKERS} workers and a pool of {CAP}");
 }
+
+#[tokio::test]
+async fn no_approval_opens_a_path_past_the_tenants_folders() {
+    let server = Server::start().await;
+    std::fs::write(server.root_b.join("theirs.txt"), "globex's file\n").unwrap();
+    // A manual session: a path outside its folder would ask, but past the tenant's folders
+    // nothing is asked: the person approving is a tenant too.
+    let (status, view) = server.session("key-acme", json!({"working_directory": server.root_a})).await;
+    assert_eq!(status, 201, "{view}");
+    let session = view["id"].as_str().unwrap().to_owned();
+    let past = [
+        server.root_b.join("theirs.txt"),
+        server.data.join("journal.db"),
+        server.data.parent().unwrap().join("deny.json"),
+        PathBuf::from("/etc/shadow"),
+        server.root_a.join("../globex/theirs.txt"),
+    ];
+    for path in &past {
+        for (api, arguments) in [
+            ("readFile", json!({"path": path})),
+            ("writeFile", json!({"path": path, "content": "owned"})),
+            ("grepContent", json!({"pattern": "x", "path": path})),
+        ] {
+            let result = tokio::time::timeout(
+                Duration::from_secs(10),
+                server.call("key-acme", &session, api, arguments),
+            )
+            .await
+            .expect("refused at once, not asked");
+            assert_eq!(result["status"], "blocked", "{api} {}: {result}", path.display());
+            assert!(content(&result).contains("no approval can open it"), "{api}: {result}");
+        }
+    }
+    let (_, waiting) = server.request("key-acme", reqwest::Method::GET, "/v1/approvals", None).await;
+    assert_eq!(waiting, json!([]), "nobody was asked");
+    assert_eq!(std::fs::read_to_string(server.root_b.join("theirs.txt")).unwrap(), "globex's file\n");
+    // Its own folder still works.
+    let own = server.call("key-acme", &session, "readFile", json!({"path": "secret.txt"})).await;
+    assert!(succeeded(&own) && content(&own).contains("acme's secret"), "{own}");
+}
+
+#[tokio::test]
+async fn a_link_swapped_under_file_calls_never_reaches_another_tenant() {
+    let server = Server::start().await;
+    let theirs = server.root_b.join("theirs.txt");
+    std::fs::write(&theirs, "globex-secret\n").unwrap();
+    std::fs::write(server.root_a.join("mine.txt"), "mine\n").unwrap();
+    let session = server.open("key-acme", &server.root_a).await;
+    // The tenant's own command swaps a link in its folder between its file and the other's.
+    let racer = format!("while true; do ln -sfn mine.txt link; ln -sfn {} link; done", theirs.display());
+    let started =
+        server.call("key-acme", &session, "runCommand", json!({"command": racer, "background": true})).await;
+    assert!(succeeded(&started), "{started}");
+    let (mut read, mut wrote) = (0, 0);
+    for i in 0..300 {
+        let result = server.call("key-acme", &session, "readFile", json!({"path": "link"})).await;
+        assert!(
+            !content(&result).contains("globex-secret"),
+            "round {i} read the other tenant's file: {result}"
+        );
+        read += usize::from(succeeded(&result));
+        if i % 5 == 0 {
+            let result = server
+                .call("key-acme", &session, "writeFile", json!({"path": "link", "content": "owned\n"}))
+                .await;
+            wrote += usize::from(succeeded(&result));
+        }
+    }
+    let job = started["output"]["state"]["command_id"].clone();
+    server.call("key-acme", &session, "killCommand", json!({"commandId": job})).await;
+    assert_eq!(
+        std::fs::read_to_string(&theirs).unwrap(),
+        "globex-secret\n",
+        "the other tenant's file was written"
+    );
+    // The racer really raced: some calls got through to the tenant's own file.
+    assert!(read > 0 && wrote > 0, "read {read}, wrote {wrote}");
+}

@@ -421,6 +421,9 @@ async fn a_key_sees_only_its_own_tenant() {
         toolhost_server::auth::stored_form_as("globex", person, "ops", "key-globex"),
     ];
     args.workspace_roots = vec![toolhost_server::config::WorkspaceRoot::shared(ws.path())];
+    // With keys, nothing past a tenant's folders can be approved: the operator grants `/etc` for
+    // reading, so a read there (outside the session's folder) asks a person.
+    args.tenant_paths = vec!["*=ro:/etc".parse().unwrap()];
     let acme = TestServer::start_with(dir, args).await.with_key("key-acme");
     let base = acme.base.clone();
     let globex = TestServer {
@@ -639,6 +642,8 @@ async fn acme_with(
     let person = toolhost_server::auth::Role::Person;
     args.api_keys = vec![toolhost_server::auth::stored_form_as("acme", person, "ops", "key-acme")];
     args.workspace_roots = vec![toolhost_server::config::WorkspaceRoot::of("acme", ws.path())];
+    // `/etc` granted for reading: a read there is within the tenant's limit, so it asks.
+    args.tenant_paths = vec!["acme=ro:/etc".parse().unwrap()];
     configure(&mut args);
     (TestServer::start_with(dir, args).await.with_key("key-acme"), ws)
 }

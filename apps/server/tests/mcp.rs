@@ -207,6 +207,17 @@ async fn post_mcp(
     session: Option<&str>,
     body: Value,
 ) -> (reqwest::header::HeaderMap, String) {
+    let (_, headers, text) = send_mcp(server, key, session, body).await;
+    (headers, text)
+}
+
+/// Posts one JSON-RPC message to `/mcp`; returns the status, the headers and the body text.
+async fn send_mcp(
+    server: &common::TestServer,
+    key: &str,
+    session: Option<&str>,
+    body: Value,
+) -> (u16, reqwest::header::HeaderMap, String) {
     let mut request = reqwest::Client::builder()
         .no_proxy()
         .build()
@@ -220,20 +231,28 @@ async fn post_mcp(
         request = request.header("mcp-session-id", session);
     }
     let response = request.send().await.unwrap();
-    let headers = response.headers().clone();
-    (headers, response.text().await.unwrap())
+    let (status, headers) = (response.status().as_u16(), response.headers().clone());
+    (status, headers, response.text().await.unwrap())
 }
 
-#[tokio::test]
-async fn a_session_id_does_not_let_another_tenant_in() {
+/// A keyed server of two tenants, each with a `secret.txt` in its root, and a second agent key of
+/// acme's (`key-acme-2`); returns it with an MCP session id that `key-acme` initialised.
+async fn two_tenants_and_an_acme_session() -> (common::TestServer, tempfile::TempDir, String) {
     let dir = tempfile::tempdir().unwrap();
     let (acme, globex) = (dir.path().join("acme"), dir.path().join("globex"));
     std::fs::create_dir_all(&acme).unwrap();
     std::fs::create_dir_all(&globex).unwrap();
     std::fs::write(acme.join("secret.txt"), "acme's secret\n").unwrap();
+    std::fs::write(globex.join("secret.txt"), "globex's secret\n").unwrap();
     let mut args = common::args(dir.path());
     args.api_keys = vec![
         toolhost_server::auth::stored_form("acme", "key-acme"),
+        toolhost_server::auth::stored_form_as(
+            "acme",
+            toolhost_server::auth::Role::Agent,
+            "bot2",
+            "key-acme-2",
+        ),
         toolhost_server::auth::stored_form("globex", "key-globex"),
     ];
     args.workspace_roots = vec![
@@ -245,6 +264,12 @@ async fn a_session_id_does_not_let_another_tenant_in() {
         "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}});
     let (headers, _) = post_mcp(&server, "key-acme", None, initialize).await;
     let session = headers.get("mcp-session-id").expect("a legacy session id").to_str().unwrap().to_owned();
+    (server, dir, session)
+}
+
+#[tokio::test]
+async fn a_session_id_does_not_let_another_tenant_in() {
+    let (server, _dir, session) = two_tenants_and_an_acme_session().await;
     post_mcp(
         &server,
         "key-acme",
@@ -258,7 +283,23 @@ async fn a_session_id_does_not_let_another_tenant_in() {
     assert!(own.contains("acme's secret"), "the session's own tenant reads: {own}");
     let (_, other) = post_mcp(&server, "key-globex", Some(&session), read).await;
     assert!(!other.contains("acme's secret"), "{other}");
-    assert!(other.contains("another tenant"), "{other}");
+    assert!(other.contains("no MCP session"), "{other}");
+}
+
+#[tokio::test]
+async fn an_mcp_session_belongs_to_the_key_that_initialised_it() {
+    let (server, _dir, session) = two_tenants_and_an_acme_session().await;
+    // The session opens its Toolhost session on the first tool call: another key gets there
+    // first, and is answered as for an id that does not exist, whoever's key it is.
+    let read = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+        "params": {"name": "readFile", "arguments": {"path": "secret.txt"}}});
+    for key in ["key-globex", "key-acme-2"] {
+        let (status, _, text) = send_mcp(&server, key, Some(&session), read.clone()).await;
+        assert_eq!(status, 404, "{key}: {text}");
+        assert!(!text.contains("secret"), "{key}: {text}");
+    }
+    let (_, own) = post_mcp(&server, "key-acme", Some(&session), read).await;
+    assert!(own.contains("acme's secret"), "the key that opened it reads its own folder: {own}");
 }
 
 #[tokio::test]

@@ -109,9 +109,16 @@ fn agent_and_approver(data: &Path, work: &Path) -> (Server, String) {
         ),
     ]
     .join(",");
+    // The folder holding `work` is granted for reading, so a read beside `work` asks a person
+    // (with keys, a path past the tenant's folders is refused without asking).
+    let granted = format!("acme=ro:{}", work.parent().unwrap().display());
     server(
         data,
-        &[("TOOLHOST_API_KEYS", keys), ("TOOLHOST_WORKSPACE_ROOTS", format!("acme={}", work.display()))],
+        &[
+            ("TOOLHOST_API_KEYS", keys),
+            ("TOOLHOST_WORKSPACE_ROOTS", format!("acme={}", work.display())),
+            ("TOOLHOST_TENANT_PATHS", granted),
+        ],
     )
 }
 

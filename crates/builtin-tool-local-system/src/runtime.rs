@@ -76,25 +76,27 @@ impl LocalSystemRuntime {
     async fn dispatch(&self, api: LocalSystemApi, arguments: Value, context: &CallContext) -> Outcome {
         let computer = &self.computer;
         let dir = context.working_directory.as_deref();
+        // Where this session's file calls may open files (pinned folders; the session's choice).
+        let files = &context.sandbox.files;
         match api {
             LocalSystemApi::ReadFile => {
                 let args: ReadFileArgs = parse(api, arguments)?;
                 let request =
                     ReadRequest { path: resolve(&args.path, dir)?, offset: args.offset, limit: args.limit };
-                let state = computer.read(request).await.map_err(failure)?;
+                let state = computer.read(files, request).await.map_err(failure)?;
                 Ok(done(format::read(&state), &state))
             }
             LocalSystemApi::WriteFile => {
                 let args: WriteFileArgs = parse(api, arguments)?;
                 let request = WriteRequest { path: resolve(&args.path, dir)?, content: args.content };
-                let state = computer.write(request).await.map_err(failure)?;
+                let state = computer.write(files, request).await.map_err(failure)?;
                 Ok(done(format::write(&state), &state))
             }
             LocalSystemApi::EditFile => {
                 let args: EditFileArgs = parse(api, arguments)?;
                 let path = resolve(&args.path, dir)?;
                 let edits = edits_of(args)?;
-                let state = computer.edit(EditRequest { path, edits }).await.map_err(failure)?;
+                let state = computer.edit(files, EditRequest { path, edits }).await.map_err(failure)?;
                 Ok(done(format::edit(&state), &state))
             }
             LocalSystemApi::SearchFiles => {
@@ -108,7 +110,7 @@ impl LocalSystemRuntime {
                 let limit = args.limit.unwrap_or(DEFAULT_SEARCH_RESULTS).clamp(1, MAX_RESULTS) as usize;
                 let query = args.query;
                 let state = computer
-                    .search(NameSearchRequest { query: query.clone(), root, walk, limit })
+                    .search(files, NameSearchRequest { query: query.clone(), root, walk, limit })
                     .await
                     .map_err(failure)?;
                 Ok(done(format::found(&state, &format!("the name `{query}`")), &state))
@@ -128,7 +130,7 @@ impl LocalSystemRuntime {
                         })
                     })
                     .collect::<Result<Vec<_>, ToolOutput>>()?;
-                let state = computer.move_items(items).await.map_err(failure)?;
+                let state = computer.move_items(files, items).await.map_err(failure)?;
                 let content = format::moved(&state);
                 if state.failures() == state.results.len() {
                     return Err(ToolOutput::error(ErrorKind::Execution, content).with_state_of(&state));
@@ -148,7 +150,10 @@ impl LocalSystemRuntime {
                 };
                 let pattern = args.pattern;
                 let state = computer
-                    .glob(GlobRequest { pattern: pattern.clone(), root, walk, limit: MAX_GLOB_RESULTS })
+                    .glob(
+                        files,
+                        GlobRequest { pattern: pattern.clone(), root, walk, limit: MAX_GLOB_RESULTS },
+                    )
                     .await
                     .map_err(failure)?;
                 Ok(done(format::found(&state, &format!("`{pattern}`")), &state))
@@ -173,7 +178,7 @@ impl LocalSystemRuntime {
                         as usize,
                     max_line_chars: GREP_LINE_CHARS,
                 };
-                let state = computer.grep(request).await.map_err(failure)?;
+                let state = computer.grep(files, request).await.map_err(failure)?;
                 Ok(done(format::grep(&state, &pattern), &state))
             }
             LocalSystemApi::RunCommand => {

@@ -19,7 +19,8 @@ pub fn audit(name: &str) -> Option<AuditFn> {
 }
 
 /// Flags any declared path argument that resolves outside the session's working directory and
-/// (unless the session excludes them) the temp folders.
+/// (unless the session excludes them) the temp folders, and refuses one beyond the session's hard
+/// roots when it has them.
 ///
 /// Paths are resolved before the decision: `..` is normalised and symlinks are followed, so a link
 /// inside the working directory that points elsewhere is judged by its target. A session without a
@@ -64,6 +65,22 @@ pub fn path_scope(input: &AuditInput<'_>) -> AuditVerdict {
     let outside = scope.outside(paths.iter().copied(), input.working_directory);
     if outside.is_empty() {
         return AuditVerdict::Pass;
+    }
+    // Past a hard boundary (a server with keys) nobody may be asked: the person approving is a
+    // tenant, and what lies beyond is other tenants' or the server's. The runtime refuses such a
+    // path too; refusing here says so before anyone is asked.
+    if let Some(hard) = input.hard_roots {
+        let limit = PathScope::new(scope.roots().iter().cloned().chain(hard.iter().map(|r| r.path.clone())));
+        let beyond: Vec<String> =
+            outside.iter().filter(|p| !limit.contains(p)).map(|p| p.display().to_string()).collect();
+        if !beyond.is_empty() {
+            let folders: Vec<String> = limit.roots().iter().map(|r| r.display().to_string()).collect();
+            return AuditVerdict::Refuse(format!(
+                "{} is outside every folder this session may use ({}); no approval can open it",
+                beyond.join(", "),
+                folders.join(", ")
+            ));
+        }
     }
     let listed: Vec<String> = outside.iter().map(|p| p.display().to_string()).collect();
     let place = match input.working_directory {

@@ -17,6 +17,7 @@ fn verdict(api: LocalSystemApi, arguments: Value, working_directory: Option<&Pat
         temp_in_scope: true,
         session_temp: None,
         paths_elsewhere: false,
+        hard_roots: None,
     })
 }
 
@@ -34,6 +35,7 @@ fn a_session_that_excludes_temp_folders_asks_for_them() {
         temp_in_scope: true,
         session_temp: None,
         paths_elsewhere: false,
+        hard_roots: None,
     };
     assert_eq!(audit(&shared), AuditVerdict::Pass);
     let private = AuditInput { temp_in_scope: false, ..shared };
@@ -141,4 +143,52 @@ fn a_working_directory_swapped_for_a_link_flags_every_path() {
         panic!("a swapped working directory must ask")
     };
     assert!(reason.contains("moved or replaced"), "{reason}");
+}
+
+#[test]
+fn past_hard_roots_nothing_is_asked_everything_is_refused() {
+    let spec = LocalSystemApi::ReadFile.spec();
+    let audit = audit("pathScope").expect("pathScope is registered");
+    let tenant = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let other = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let work = tenant.path().join("project");
+    std::fs::create_dir(&work).unwrap();
+    std::fs::create_dir(tenant.path().join("notes")).unwrap();
+    // A link in the session's folder to the other tenant's: judged by where it leads.
+    std::os::unix::fs::symlink(other.path(), work.join("peek")).unwrap();
+    let hard = [tool_core::FileRoot::writable(tenant.path()), tool_core::FileRoot::read_only("/usr/share")];
+    let check = |path: &Path| {
+        let arguments = json!({ "path": path });
+        audit(&AuditInput {
+            api: &spec,
+            arguments: &arguments,
+            working_directory: Some(&work),
+            temp_in_scope: false,
+            session_temp: None,
+            paths_elsewhere: false,
+            hard_roots: Some(&hard),
+        })
+    };
+    // (path, "pass" | "flag" | "refuse")
+    let cases: Vec<(std::path::PathBuf, &str)> = vec![
+        (work.join("a.txt"), "pass"),
+        (tenant.path().join("notes/n.md"), "flag"),
+        (std::path::PathBuf::from("/usr/share/doc"), "flag"),
+        (other.path().join("secret.txt"), "refuse"),
+        (work.join("peek/secret.txt"), "refuse"),
+        (work.join("../../").join(other.path().file_name().unwrap()), "refuse"),
+        (std::path::PathBuf::from("/etc/shadow"), "refuse"),
+        (std::env::temp_dir().join("x"), "refuse"),
+    ];
+    for (path, want) in cases {
+        let got = match check(&path) {
+            AuditVerdict::Pass => "pass",
+            AuditVerdict::Flag(_) => "flag",
+            AuditVerdict::Refuse(reason) => {
+                assert!(reason.contains("no approval can open it"), "{reason}");
+                "refuse"
+            }
+        };
+        assert_eq!(got, want, "{}", path.display());
+    }
 }

@@ -91,6 +91,41 @@ pub enum ComputerError {
         /// The path.
         path: PathBuf,
     },
+    /// The path leads out of every folder of the session and the session's boundary is hard.
+    #[error(
+        "{path} is outside this session's folders ({roots}); no approval can open it here, so work \
+         inside them (or ask the operator to grant the folder)"
+    )]
+    Outside {
+        /// The path.
+        path: PathBuf,
+        /// The session's folders, listed.
+        roots: String,
+    },
+    /// The path is one of the server's own files, which no call may open.
+    #[error("{path} is one of this server's own files; no tool call may open it")]
+    Protected {
+        /// The path.
+        path: PathBuf,
+    },
+    /// A write beneath a folder granted for reading only.
+    #[error("{path} is in a folder this session may only read ({root}); write somewhere else")]
+    ReadOnlyRoot {
+        /// The path.
+        path: PathBuf,
+        /// The read-only folder.
+        root: PathBuf,
+    },
+    /// A path outside the session's folders that goes through a symbolic link: such a path is
+    /// opened exactly as audited, and a link could be swapped after the audit.
+    #[error(
+        "{path} is outside this session's folders and goes through a symbolic link; give the real path \
+         (with no link in it)"
+    )]
+    ThroughLink {
+        /// The path.
+        path: PathBuf,
+    },
     /// An edit could not be applied.
     #[error(transparent)]
     Edit(#[from] EditError),
@@ -128,6 +163,9 @@ impl ComputerError {
     pub fn kind(&self) -> ErrorKind {
         match self {
             Self::NotFound { .. } => ErrorKind::NotFound,
+            Self::Outside { .. } | Self::Protected { .. } => ErrorKind::Blocked,
+            Self::ReadOnlyRoot { .. } => ErrorKind::PermissionDenied,
+            Self::ThroughLink { .. } => ErrorKind::InvalidArguments,
             Self::PermissionDenied { .. } => ErrorKind::PermissionDenied,
             Self::AlreadyExists { .. } | Self::Edit(_) => ErrorKind::Conflict,
             Self::IsDirectory { .. }

@@ -3,11 +3,14 @@
 
 use std::fs::{self, File};
 use std::io::{BufRead, BufReader, Read, Write};
+use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
-use std::time::UNIX_EPOCH;
 
+use rustix::fs::{AtFlags, FileType, Mode, OFlags, RenameFlags};
+use rustix::io::Errno;
 use serde::{Deserialize, Serialize};
 
+use crate::beneath::Opener;
 use crate::error::ComputerError;
 
 /// Limits on what one read returns.
@@ -72,14 +75,16 @@ pub struct ReadState {
 }
 
 /// Reads a line range without loading the file: lines before the range are skipped with
-/// `memchr` over a fixed buffer, and lines after it are only counted.
+/// `memchr` over a fixed buffer, and lines after it are only counted. The file is opened once,
+/// through `opener` (beneath the session's folders).
 ///
 /// # Errors
 ///
-/// Not found, a directory, a binary file (a NUL byte in the first 8 KiB), an offset past the end.
-pub fn read(request: &ReadRequest, limits: ReadLimits) -> Result<ReadState, ComputerError> {
+/// Not found, a directory, a binary file (a NUL byte in the first 8 KiB), an offset past the end,
+/// a path the session may not open.
+pub fn read(opener: &Opener, request: &ReadRequest, limits: ReadLimits) -> Result<ReadState, ComputerError> {
     let path = &request.path;
-    let (file, metadata) = open_regular(path)?;
+    let (file, metadata) = open_regular(opener, path)?;
     let size = metadata.len();
     let mut reader = BufReader::with_capacity(64 * 1024, file);
     if looks_binary(reader.fill_buf().map_err(|e| ComputerError::io(path, e))?) {
@@ -271,55 +276,75 @@ pub struct WriteState {
 
 /// Writes a whole file atomically: parents are created, the text goes to a temporary file in the
 /// same folder which then replaces the target, so a reader never sees half a file. An existing
-/// file keeps its permissions; a symlink keeps pointing where it did and its target is replaced.
+/// file keeps its permissions; a symlink keeps pointing where it did and its target is replaced
+/// (when the target is one the session may write). Every folder is opened through `opener`, and
+/// the temporary file is made and renamed inside the handle of the checked parent.
 ///
 /// # Errors
 ///
-/// The path is a directory, or an I/O failure.
-pub fn write(request: &WriteRequest) -> Result<WriteState, ComputerError> {
-    let target = match fs::canonicalize(&request.path) {
-        Ok(real) => real,
-        Err(_) => request.path.clone(),
+/// The path is a directory, a path the session may not write, or an I/O failure.
+pub fn write(opener: &Opener, request: &WriteRequest) -> Result<WriteState, ComputerError> {
+    let (target, previous) = match opener.open(&request.path, OFlags::PATH) {
+        Ok(fd) => {
+            let stat = rustix::fs::fstat(&fd).map_err(|e| ComputerError::io(&request.path, e.into()))?;
+            let real = crate::beneath::real_path(&fd).unwrap_or_else(|| request.path.clone());
+            (real, Some(stat))
+        }
+        Err(ComputerError::NotFound { .. }) => (request.path.clone(), None),
+        Err(other) => return Err(other),
     };
-    let previous = fs::metadata(&target).ok();
-    if previous.as_ref().is_some_and(fs::Metadata::is_dir) {
+    if previous.as_ref().is_some_and(|stat| FileType::from_raw_mode(stat.st_mode) == FileType::Directory) {
         return Err(ComputerError::IsDirectory { path: target });
     }
-    write_atomic(&target, request.content.as_bytes(), previous.as_ref())?;
+    let mode = previous.as_ref().map(|stat| stat.st_mode & 0o7777);
+    write_atomic(opener, &target, request.content.as_bytes(), mode)?;
     Ok(WriteState {
         path: target,
         created: previous.is_none(),
         bytes: request.content.len() as u64,
         lines: text_lines(&request.content),
-        previous_bytes: previous.map(|m| m.len()),
+        previous_bytes: previous.map(|stat| stat.st_size as u64),
     })
 }
 
-/// Replaces `target` with `bytes` through a temporary file and a rename.
+/// Replaces `target` with `bytes` through a temporary file and a rename, both inside the handle of
+/// `target`'s parent (made when missing); the file gets `mode`, or `0644` when new.
 pub(crate) fn write_atomic(
+    opener: &Opener,
     target: &Path,
     bytes: &[u8],
-    previous: Option<&fs::Metadata>,
+    mode: Option<u32>,
 ) -> Result<(), ComputerError> {
-    let parent = target.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
-    fs::create_dir_all(parent).map_err(|e| ComputerError::io(parent, e))?;
-    let mut temp = tempfile::Builder::new()
-        .prefix(".toolhost-write-")
-        .tempfile_in(parent)
-        .map_err(|e| ComputerError::io(parent, e))?;
-    temp.write_all(bytes).map_err(|e| ComputerError::io(temp.path(), e))?;
-    temp.as_file().sync_all().map_err(|e| ComputerError::io(temp.path(), e))?;
-    let permissions = match previous {
-        Some(metadata) => metadata.permissions(),
-        None => {
-            // tempfile creates 0600; a new file should get the usual 0644 less the umask.
-            use std::os::unix::fs::PermissionsExt;
-            fs::Permissions::from_mode(0o644)
+    let parent = opener.parent(target, true)?;
+    let io = |e: Errno| ComputerError::io(target, e.into());
+    let (temp_name, fd) = create_temp(&parent.fd).map_err(io)?;
+    let result = (|| {
+        let mut file = File::from(fd);
+        file.write_all(bytes).map_err(|e| ComputerError::io(target, e))?;
+        file.sync_all().map_err(|e| ComputerError::io(target, e))?;
+        // An explicit mode, so the umask does not decide what an existing file keeps.
+        rustix::fs::fchmod(&file, Mode::from_raw_mode(mode.unwrap_or(0o644))).map_err(io)?;
+        rustix::fs::renameat(&parent.fd, &temp_name, &parent.fd, &parent.name).map_err(io)
+    })();
+    if result.is_err() {
+        let _ = rustix::fs::unlinkat(&parent.fd, &temp_name, AtFlags::empty());
+    }
+    result
+}
+
+/// A new temporary file in the folder `dir`, never through a link.
+fn create_temp(dir: &OwnedFd) -> Result<(String, OwnedFd), Errno> {
+    let mut attempts = 0;
+    loop {
+        let mut bytes = [0u8; 8];
+        getrandom::fill(&mut bytes).map_err(|_| Errno::IO)?;
+        let name = format!(".toolhost-write-{:016x}", u64::from_le_bytes(bytes));
+        let flags = OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+        match rustix::fs::openat(dir, name.as_str(), flags, Mode::from_raw_mode(0o600)) {
+            Err(Errno::EXIST) if attempts < 16 => attempts += 1,
+            other => return other.map(|fd| (name, fd)),
         }
-    };
-    fs::set_permissions(temp.path(), permissions).map_err(|e| ComputerError::io(temp.path(), e))?;
-    temp.persist(target).map_err(|e| ComputerError::io(target, e.error))?;
-    Ok(())
+    }
 }
 
 /// Lines in a text (a final line without a newline counts).
@@ -329,44 +354,42 @@ pub fn text_lines(text: &str) -> u64 {
 }
 
 /// Opens a regular file for reading, and nothing else: a FIFO, socket or device is refused
-/// without being opened (a FIFO's open blocks until a writer comes, pinning a thread), and one
-/// swapped in after the check is caught by opening without blocking and checking again.
-pub(crate) fn open_regular(path: &Path) -> Result<(File, fs::Metadata), ComputerError> {
-    use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
-    let check = |metadata: &fs::Metadata| -> Result<(), ComputerError> {
-        let kind = metadata.file_type();
-        let what = if kind.is_dir() {
-            return Err(ComputerError::IsDirectory { path: path.to_path_buf() });
-        } else if kind.is_fifo() {
-            "FIFO"
-        } else if kind.is_socket() {
-            "socket"
-        } else if kind.is_char_device() {
-            "character device"
-        } else if kind.is_block_device() {
-            "block device"
-        } else {
-            return Ok(());
-        };
-        Err(ComputerError::NotRegular { path: path.to_path_buf(), what })
-    };
-    check(&fs::metadata(path).map_err(|e| ComputerError::io(path, e))?)?;
-    let file = fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY)
-        .open(path)
-        .map_err(|e| ComputerError::io(path, e))?;
+/// without being opened (a FIFO's open blocks until a writer comes, pinning a thread). The file is
+/// first opened as a handle that reads nothing (`O_PATH`), checked, then opened for reading
+/// through that very handle, so the file read is the file checked.
+pub(crate) fn open_regular(opener: &Opener, path: &Path) -> Result<(File, fs::Metadata), ComputerError> {
+    let handle = opener.open(path, OFlags::PATH)?;
+    let stat = rustix::fs::fstat(&handle).map_err(|e| ComputerError::io(path, e.into()))?;
+    check_regular(path, FileType::from_raw_mode(stat.st_mode))?;
+    let fd = crate::beneath::reopen(&handle, OFlags::RDONLY | OFlags::NONBLOCK | OFlags::NOCTTY)
+        .map_err(|e| ComputerError::io(path, e.into()))?;
+    let file = File::from(fd);
     let metadata = file.metadata().map_err(|e| ComputerError::io(path, e))?;
-    check(&metadata)?;
+    check_regular(path, FileType::from_raw_mode(std::os::unix::fs::MetadataExt::mode(&metadata)))?;
     Ok((file, metadata))
 }
 
-/// Reads a whole text file for editing, refusing binary and oversized files.
-pub(crate) fn read_text_for_edit(path: &Path, limit: u64) -> Result<(String, fs::Metadata), ComputerError> {
-    let metadata = fs::metadata(path).map_err(|e| ComputerError::io(path, e))?;
-    if metadata.is_dir() {
-        return Err(ComputerError::IsDirectory { path: path.to_path_buf() });
-    }
+fn check_regular(path: &Path, kind: FileType) -> Result<(), ComputerError> {
+    let what = match kind {
+        FileType::RegularFile => return Ok(()),
+        FileType::Directory => return Err(ComputerError::IsDirectory { path: path.to_path_buf() }),
+        FileType::Fifo => "FIFO",
+        FileType::Socket => "socket",
+        FileType::CharacterDevice => "character device",
+        FileType::BlockDevice => "block device",
+        _ => "special file",
+    };
+    Err(ComputerError::NotRegular { path: path.to_path_buf(), what })
+}
+
+/// Reads a whole text file for editing, refusing binary and oversized files; returns its text,
+/// its mode and where it really is (a link's target, to be written in its place).
+pub(crate) fn read_text_for_edit(
+    opener: &Opener,
+    path: &Path,
+    limit: u64,
+) -> Result<(String, u32, PathBuf), ComputerError> {
+    let (mut file, metadata) = open_regular(opener, path)?;
     if metadata.len() > limit {
         return Err(ComputerError::TooLarge {
             path: path.to_path_buf(),
@@ -375,15 +398,24 @@ pub(crate) fn read_text_for_edit(path: &Path, limit: u64) -> Result<(String, fs:
             advice: "edit it with a command-line tool instead",
         });
     }
+    let real = crate::beneath::real_path(&file).unwrap_or_else(|| path.to_path_buf());
     let mut bytes = Vec::with_capacity(metadata.len() as usize);
-    let (mut file, _) = open_regular(path)?;
-    file.read_to_end(&mut bytes).map_err(|e| ComputerError::io(path, e))?;
+    // Read no more than the limit, even if the file grew since it was checked.
+    (&mut file).take(limit + 1).read_to_end(&mut bytes).map_err(|e| ComputerError::io(path, e))?;
+    if bytes.len() as u64 > limit {
+        return Err(ComputerError::TooLarge {
+            path: path.to_path_buf(),
+            size: bytes.len() as u64,
+            limit,
+            advice: "edit it with a command-line tool instead",
+        });
+    }
     if looks_binary(&bytes) {
         return Err(ComputerError::Binary { path: path.to_path_buf(), size: metadata.len() });
     }
     let text = String::from_utf8(bytes)
         .map_err(|_| ComputerError::Binary { path: path.to_path_buf(), size: metadata.len() })?;
-    Ok((text, metadata))
+    Ok((text, std::os::unix::fs::MetadataExt::mode(&metadata) & 0o7777, real))
 }
 
 /// What to list.
@@ -437,39 +469,42 @@ pub struct ListState {
     pub truncated: bool,
 }
 
-/// Lists one directory.
+/// Lists one directory, read through a handle opened beneath the session's folders.
 ///
 /// # Errors
 ///
-/// Not found, not a directory, or I/O.
-pub fn list(request: &ListRequest) -> Result<ListState, ComputerError> {
+/// Not found, not a directory, a path the session may not open, or I/O.
+pub fn list(opener: &Opener, request: &ListRequest) -> Result<ListState, ComputerError> {
     let path = &request.path;
-    let reader = fs::read_dir(path).map_err(|e| ComputerError::io(path, e))?;
+    let io = |e: Errno| ComputerError::io(path, e.into());
+    let dir = opener.open(path, OFlags::RDONLY | OFlags::DIRECTORY)?;
+    let reader = rustix::fs::Dir::read_from(&dir).map_err(io)?;
     let mut entries = Vec::new();
     let mut total = 0;
     for entry in reader {
-        let entry = entry.map_err(|e| ComputerError::io(path, e))?;
+        let entry = entry.map_err(io)?;
+        let raw = entry.file_name().to_bytes();
+        if raw == b"." || raw == b".." {
+            continue;
+        }
         total += 1;
-        let name = entry.file_name().to_string_lossy().into_owned();
+        let name = String::from_utf8_lossy(raw).into_owned();
         if !request.include_hidden && name.starts_with('.') {
             continue;
         }
-        let metadata = entry.metadata().ok();
-        let file_type = entry.file_type().ok();
-        let kind = match file_type {
-            Some(t) if t.is_symlink() => EntryKind::Symlink,
-            Some(t) if t.is_dir() => EntryKind::Directory,
-            Some(t) if t.is_file() => EntryKind::File,
+        // The entry itself, never what a link in it points at.
+        let stat = rustix::fs::statat(&dir, entry.file_name(), AtFlags::SYMLINK_NOFOLLOW).ok();
+        let kind = match stat.as_ref().map(|s| FileType::from_raw_mode(s.st_mode)) {
+            Some(FileType::Symlink) => EntryKind::Symlink,
+            Some(FileType::Directory) => EntryKind::Directory,
+            Some(FileType::RegularFile) => EntryKind::File,
             _ => EntryKind::Other,
         };
         entries.push(Entry {
             name,
             kind,
-            size: metadata.as_ref().map_or(0, fs::Metadata::len),
-            modified: metadata
-                .and_then(|m| m.modified().ok())
-                .and_then(|t| t.duration_since(UNIX_EPOCH).ok())
-                .map(|d| d.as_secs()),
+            size: stat.as_ref().map_or(0, |s| s.st_size as u64),
+            modified: stat.as_ref().and_then(|s| u64::try_from(s.st_mtime).ok()),
         });
     }
     entries.sort_by(|a, b| {
@@ -515,27 +550,45 @@ impl MoveState {
 }
 
 /// Moves each item, creating destination parents; never overwrites an existing destination.
-pub fn move_items(items: &[MoveItem]) -> MoveState {
+/// Both parents are opened beneath the session's folders and the rename happens between their
+/// handles (`RENAME_NOREPLACE`, so a destination that appears meanwhile is not overwritten).
+pub fn move_items(opener: &Opener, items: &[MoveItem]) -> MoveState {
     let results = items
         .iter()
         .map(|item| MoveResult {
             from: item.from.clone(),
             to: item.to.clone(),
-            error: move_one(&item.from, &item.to).err().map(|e| e.to_string()),
+            error: move_one(opener, &item.from, &item.to).err().map(|e| e.to_string()),
         })
         .collect();
     MoveState { results }
 }
 
-fn move_one(from: &Path, to: &Path) -> Result<(), ComputerError> {
-    fs::symlink_metadata(from).map_err(|e| ComputerError::io(from, e))?;
-    if fs::symlink_metadata(to).is_ok() {
+fn move_one(opener: &Opener, from: &Path, to: &Path) -> Result<(), ComputerError> {
+    let source = opener.parent(from, false)?;
+    rustix::fs::statat(&source.fd, &source.name, AtFlags::SYMLINK_NOFOLLOW)
+        .map_err(|e| ComputerError::io(from, e.into()))?;
+    let destination = opener.parent(to, true)?;
+    if rustix::fs::statat(&destination.fd, &destination.name, AtFlags::SYMLINK_NOFOLLOW).is_ok() {
         return Err(ComputerError::AlreadyExists { path: to.to_path_buf() });
     }
-    if let Some(parent) = to.parent().filter(|p| !p.as_os_str().is_empty()) {
-        fs::create_dir_all(parent).map_err(|e| ComputerError::io(parent, e))?;
+    let renamed = rustix::fs::renameat_with(
+        &source.fd,
+        &source.name,
+        &destination.fd,
+        &destination.name,
+        RenameFlags::NOREPLACE,
+    );
+    match renamed {
+        Err(Errno::EXIST) => Err(ComputerError::AlreadyExists { path: to.to_path_buf() }),
+        // A filesystem without RENAME_NOREPLACE: the check above stands in for it.
+        Err(Errno::INVAL | Errno::NOSYS) => {
+            rustix::fs::renameat(&source.fd, &source.name, &destination.fd, &destination.name)
+                .map_err(|e| ComputerError::io(from, e.into()))
+        }
+        Err(errno) => Err(ComputerError::io(from, errno.into())),
+        Ok(()) => Ok(()),
     }
-    fs::rename(from, to).map_err(|e| ComputerError::io(from, e))
 }
 
 /// Renames `path` to `new_name` in the same directory.
@@ -543,14 +596,14 @@ fn move_one(from: &Path, to: &Path) -> Result<(), ComputerError> {
 /// # Errors
 ///
 /// A name with a path separator, a missing source, an existing destination.
-pub fn rename(path: &Path, new_name: &str) -> Result<MoveResult, ComputerError> {
+pub fn rename(opener: &Opener, path: &Path, new_name: &str) -> Result<MoveResult, ComputerError> {
     if new_name.is_empty() || new_name.contains('/') || new_name == "." || new_name == ".." {
         return Err(ComputerError::InvalidRequest(format!(
             "`{new_name}` is not a file name; give a bare name, or use moveFiles to move across folders"
         )));
     }
     let to = path.with_file_name(new_name);
-    move_one(path, &to)?;
+    move_one(opener, path, &to)?;
     Ok(MoveResult { from: path.to_path_buf(), to, error: None })
 }
 
@@ -564,7 +617,11 @@ mod tests {
         limit: Option<u64>,
         limits: ReadLimits,
     ) -> Result<ReadState, ComputerError> {
-        read(&ReadRequest { path: path.to_path_buf(), offset, limit }, limits)
+        read(
+            &Opener::rooted(path.parent().unwrap()),
+            &ReadRequest { path: path.to_path_buf(), offset, limit },
+            limits,
+        )
     }
 
     #[test]
@@ -638,13 +695,14 @@ mod tests {
         use std::os::unix::fs::PermissionsExt;
         let dir = tempfile::tempdir().unwrap();
         let target = dir.path().join("deep/er/file.sh");
-        let state = write(&WriteRequest { path: target.clone(), content: "a\nb".into() }).unwrap();
+        let opener = Opener::rooted(dir.path());
+        let state = write(&opener, &WriteRequest { path: target.clone(), content: "a\nb".into() }).unwrap();
         assert!(state.created);
         assert_eq!((state.bytes, state.lines), (3, 2));
         fs::set_permissions(&target, fs::Permissions::from_mode(0o755)).unwrap();
         let link = dir.path().join("link.sh");
         std::os::unix::fs::symlink(&target, &link).unwrap();
-        let state = write(&WriteRequest { path: link.clone(), content: "new\n".into() }).unwrap();
+        let state = write(&opener, &WriteRequest { path: link.clone(), content: "new\n".into() }).unwrap();
         assert!(!state.created);
         assert_eq!(state.previous_bytes, Some(3));
         assert!(fs::symlink_metadata(&link).unwrap().file_type().is_symlink());
@@ -657,28 +715,36 @@ mod tests {
     #[test]
     fn list_move_rename() {
         let dir = tempfile::tempdir().unwrap();
-        let root = dir.path();
+        let root = &dir.path().canonicalize().unwrap();
+        let opener = Opener::rooted(root);
         fs::write(root.join("b.txt"), "b").unwrap();
         fs::write(root.join(".hidden"), "").unwrap();
         fs::create_dir(root.join("a_dir")).unwrap();
         let state =
-            list(&ListRequest { path: root.to_path_buf(), include_hidden: false, limit: 10 }).unwrap();
+            list(&opener, &ListRequest { path: root.to_path_buf(), include_hidden: false, limit: 10 })
+                .unwrap();
         let names: Vec<_> = state.entries.iter().map(|e| e.name.as_str()).collect();
         assert_eq!(names, ["a_dir", "b.txt"]);
         assert_eq!(state.total, 3);
 
-        let moved = move_items(&[
-            MoveItem { from: root.join("b.txt"), to: root.join("sub/c.txt") },
-            MoveItem { from: root.join("missing"), to: root.join("x") },
-            MoveItem { from: root.join("a_dir"), to: root.join("sub/c.txt") },
-        ]);
+        let moved = move_items(
+            &opener,
+            &[
+                MoveItem { from: root.join("b.txt"), to: root.join("sub/c.txt") },
+                MoveItem { from: root.join("missing"), to: root.join("x") },
+                MoveItem { from: root.join("a_dir"), to: root.join("sub/c.txt") },
+            ],
+        );
         assert_eq!(moved.failures(), 2);
         assert!(moved.results[1].error.as_deref().unwrap().contains("does not exist"));
         assert!(moved.results[2].error.as_deref().unwrap().contains("already exists"));
         assert_eq!(fs::read_to_string(root.join("sub/c.txt")).unwrap(), "b");
 
-        let renamed = rename(&root.join("sub/c.txt"), "d.txt").unwrap();
+        let renamed = rename(&opener, &root.join("sub/c.txt"), "d.txt").unwrap();
         assert_eq!(renamed.to, root.join("sub/d.txt"));
-        assert!(matches!(rename(&root.join("sub/d.txt"), "../e"), Err(ComputerError::InvalidRequest(_))));
+        assert!(matches!(
+            rename(&opener, &root.join("sub/d.txt"), "../e"),
+            Err(ComputerError::InvalidRequest(_))
+        ));
     }
 }

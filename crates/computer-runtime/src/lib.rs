@@ -6,21 +6,27 @@
 //! the compact text a model reads. [`LocalComputer`] implements it on this machine; a client
 //! executor on a user's device runs the same implementation there.
 //!
-//! The runtime works on the paths it is given. Deciding whether a path may be touched is policy
-//! and belongs to the pipeline's audits; [`scope`] provides the resolution they need (`..` and
-//! symlinks resolved before any decision).
+//! Deciding whether a path may be touched is policy and belongs to the pipeline's audits; [`scope`]
+//! provides the resolution they need (`..` and symlinks resolved before any decision). The runtime
+//! then opens each path once, beneath the session's folders ([`beneath`]), so that what was decided
+//! is what is opened.
 //!
 //! ```no_run
 //! # async fn demo() -> Result<(), computer_runtime::ComputerError> {
 //! use computer_runtime::{ComputerRuntime, LocalComputer, files::ReadRequest};
+//! use tool_core::{FileBoundary, FileRoot};
 //!
 //! let computer = LocalComputer::default();
-//! let state = computer.read(ReadRequest { path: "Cargo.toml".into(), offset: Some(1), limit: Some(20) }).await?;
+//! let here = std::env::current_dir().unwrap();
+//! let files = FileBoundary { roots: vec![FileRoot::writable(&here)], ..FileBoundary::default() };
+//! let request = ReadRequest { path: here.join("Cargo.toml"), offset: Some(1), limit: Some(20) };
+//! let state = computer.read(&files, request).await?;
 //! println!("{}", computer_runtime::format::read(&state));
 //! # Ok(()) }
 //! ```
 #![deny(missing_docs)]
 
+pub mod beneath;
 pub mod edit;
 pub mod env;
 mod error;
@@ -37,6 +43,7 @@ use std::path::PathBuf;
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 use tokio_util::sync::CancellationToken;
+use tool_core::sandbox::FileBoundary;
 
 pub use error::ComputerError;
 pub use local::{LocalComputer, LocalConfig};
@@ -49,26 +56,43 @@ use process::{CommandSpec, KillState, OutputState, RunState};
 use search::{FoundState, GlobRequest, GrepRequest, GrepState, NameSearchRequest};
 
 /// Files, search and processes on one machine.
+///
+/// Every file operation takes the session's [`FileBoundary`]: the runtime opens each path once,
+/// beneath a handle on one of its roots pinned for the session (see [`beneath`]), so a path
+/// audited by the pipeline cannot be swapped for a link before it is opened.
 #[async_trait]
 pub trait ComputerRuntime: Send + Sync + std::fmt::Debug {
     /// Lists one directory.
-    async fn list(&self, request: ListRequest) -> Result<ListState, ComputerError>;
+    async fn list(&self, files: &FileBoundary, request: ListRequest) -> Result<ListState, ComputerError>;
     /// Reads a line range of a text file.
-    async fn read(&self, request: ReadRequest) -> Result<ReadState, ComputerError>;
+    async fn read(&self, files: &FileBoundary, request: ReadRequest) -> Result<ReadState, ComputerError>;
     /// Writes a whole file atomically.
-    async fn write(&self, request: WriteRequest) -> Result<WriteState, ComputerError>;
+    async fn write(&self, files: &FileBoundary, request: WriteRequest) -> Result<WriteState, ComputerError>;
     /// Applies find-and-replace edits to a text file.
-    async fn edit(&self, request: EditRequest) -> Result<EditState, ComputerError>;
+    async fn edit(&self, files: &FileBoundary, request: EditRequest) -> Result<EditState, ComputerError>;
     /// Finds files and folders by name.
-    async fn search(&self, request: NameSearchRequest) -> Result<FoundState, ComputerError>;
+    async fn search(
+        &self,
+        files: &FileBoundary,
+        request: NameSearchRequest,
+    ) -> Result<FoundState, ComputerError>;
     /// Moves files; each item succeeds or fails on its own.
-    async fn move_items(&self, items: Vec<MoveItem>) -> Result<MoveState, ComputerError>;
+    async fn move_items(
+        &self,
+        files: &FileBoundary,
+        items: Vec<MoveItem>,
+    ) -> Result<MoveState, ComputerError>;
     /// Renames a file or folder in place.
-    async fn rename(&self, path: PathBuf, new_name: String) -> Result<MoveResult, ComputerError>;
+    async fn rename(
+        &self,
+        files: &FileBoundary,
+        path: PathBuf,
+        new_name: String,
+    ) -> Result<MoveResult, ComputerError>;
     /// Finds files by glob.
-    async fn glob(&self, request: GlobRequest) -> Result<FoundState, ComputerError>;
+    async fn glob(&self, files: &FileBoundary, request: GlobRequest) -> Result<FoundState, ComputerError>;
     /// Searches file contents.
-    async fn grep(&self, request: GrepRequest) -> Result<GrepState, ComputerError>;
+    async fn grep(&self, files: &FileBoundary, request: GrepRequest) -> Result<GrepState, ComputerError>;
     /// Runs a shell command in the foreground or background.
     async fn run_command(
         &self,

@@ -5,6 +5,9 @@ use std::path::PathBuf;
 use async_trait::async_trait;
 use tokio_util::sync::CancellationToken;
 
+use tool_core::sandbox::FileBoundary;
+
+use crate::beneath::Opener;
 use crate::edit::apply_edits;
 use crate::error::ComputerError;
 use crate::files::{
@@ -97,27 +100,31 @@ async fn blocking<T: Send + 'static>(
 
 #[async_trait]
 impl ComputerRuntime for LocalComputer {
-    async fn list(&self, request: ListRequest) -> Result<ListState, ComputerError> {
-        blocking(move || files::list(&request)).await
+    async fn list(&self, files: &FileBoundary, request: ListRequest) -> Result<ListState, ComputerError> {
+        let opener = Opener::new(files);
+        blocking(move || files::list(&opener, &request)).await
     }
 
-    async fn read(&self, request: ReadRequest) -> Result<ReadState, ComputerError> {
+    async fn read(&self, files: &FileBoundary, request: ReadRequest) -> Result<ReadState, ComputerError> {
         let limits = self.config.read_limits;
-        blocking(move || files::read(&request, limits)).await
+        let opener = Opener::new(files);
+        blocking(move || files::read(&opener, &request, limits)).await
     }
 
-    async fn write(&self, request: WriteRequest) -> Result<WriteState, ComputerError> {
-        blocking(move || files::write(&request)).await
+    async fn write(&self, files: &FileBoundary, request: WriteRequest) -> Result<WriteState, ComputerError> {
+        let opener = Opener::new(files);
+        blocking(move || files::write(&opener, &request)).await
     }
 
-    async fn edit(&self, request: EditRequest) -> Result<EditState, ComputerError> {
+    async fn edit(&self, files: &FileBoundary, request: EditRequest) -> Result<EditState, ComputerError> {
         let limit = self.config.edit_max_bytes;
+        let opener = Opener::new(files);
         blocking(move || {
-            let path =
-                std::fs::canonicalize(&request.path).map_err(|e| ComputerError::io(&request.path, e))?;
-            let (text, metadata) = files::read_text_for_edit(&path, limit)?;
+            // Read once through the session's folders; write back where the file really is (a
+            // link's target), again through them.
+            let (text, mode, real) = files::read_text_for_edit(&opener, &request.path, limit)?;
             let outcome = apply_edits(&text, &request.path.to_string_lossy(), &request.edits)?;
-            files::write_atomic(&path, outcome.new_content.as_bytes(), Some(&metadata))?;
+            files::write_atomic(&opener, &real, outcome.new_content.as_bytes(), Some(mode))?;
             Ok(EditState {
                 path: request.path,
                 replacements: outcome.replacements,
@@ -131,24 +138,42 @@ impl ComputerRuntime for LocalComputer {
         .await
     }
 
-    async fn search(&self, request: NameSearchRequest) -> Result<FoundState, ComputerError> {
-        blocking(move || search::search_names(&request)).await
+    async fn search(
+        &self,
+        files: &FileBoundary,
+        request: NameSearchRequest,
+    ) -> Result<FoundState, ComputerError> {
+        let opener = Opener::new(files);
+        blocking(move || search::search_names(&opener, &request)).await
     }
 
-    async fn move_items(&self, items: Vec<MoveItem>) -> Result<MoveState, ComputerError> {
-        blocking(move || Ok(files::move_items(&items))).await
+    async fn move_items(
+        &self,
+        files: &FileBoundary,
+        items: Vec<MoveItem>,
+    ) -> Result<MoveState, ComputerError> {
+        let opener = Opener::new(files);
+        blocking(move || Ok(files::move_items(&opener, &items))).await
     }
 
-    async fn rename(&self, path: PathBuf, new_name: String) -> Result<MoveResult, ComputerError> {
-        blocking(move || files::rename(&path, &new_name)).await
+    async fn rename(
+        &self,
+        files: &FileBoundary,
+        path: PathBuf,
+        new_name: String,
+    ) -> Result<MoveResult, ComputerError> {
+        let opener = Opener::new(files);
+        blocking(move || files::rename(&opener, &path, &new_name)).await
     }
 
-    async fn glob(&self, request: GlobRequest) -> Result<FoundState, ComputerError> {
-        blocking(move || search::glob(&request)).await
+    async fn glob(&self, files: &FileBoundary, request: GlobRequest) -> Result<FoundState, ComputerError> {
+        let opener = Opener::new(files);
+        blocking(move || search::glob(&opener, &request)).await
     }
 
-    async fn grep(&self, request: GrepRequest) -> Result<GrepState, ComputerError> {
-        blocking(move || search::grep(&request)).await
+    async fn grep(&self, files: &FileBoundary, request: GrepRequest) -> Result<GrepState, ComputerError> {
+        let opener = Opener::new(files);
+        blocking(move || search::grep(&opener, &request)).await
     }
 
     async fn run_command(
@@ -189,6 +214,10 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let (late, waited) = (dir.path().join("late.txt"), dir.path().join("waited.txt"));
         let computer = LocalComputer::default();
+        let files = FileBoundary {
+            roots: vec![tool_core::FileRoot::writable(dir.path().canonicalize().unwrap())],
+            ..FileBoundary::default()
+        };
         runtime.block_on(async {
             // The pool's one thread is busy until told.
             let (release, held) = std::sync::mpsc::channel::<()>();
@@ -196,14 +225,17 @@ mod tests {
                 let _ = held.recv();
             });
             // Queued behind it, then given up on, as a call past its deadline is.
-            let write = computer.write(WriteRequest { path: late.clone(), content: "late".into() });
+            let write = computer.write(&files, WriteRequest { path: late.clone(), content: "late".into() });
             assert!(tokio::time::timeout(Duration::from_millis(50), write).await.is_err());
             release.send(()).unwrap();
             busy.await.unwrap();
             // The queue is first in, first out: once this has run, so has whatever the write left.
             tokio::task::spawn_blocking(|| ()).await.unwrap();
             // A caller that waits still writes.
-            computer.write(WriteRequest { path: waited.clone(), content: "waited".into() }).await.unwrap();
+            computer
+                .write(&files, WriteRequest { path: waited.clone(), content: "waited".into() })
+                .await
+                .unwrap();
         });
         assert!(!late.exists(), "the abandoned write ran after its caller had left");
         assert_eq!(std::fs::read_to_string(&waited).unwrap(), "waited");

@@ -4,6 +4,7 @@
 //! hidden entries and well-known junk folders unless asked, and never descend into symlinked
 //! folders. These functions block; the runtime runs them off the async threads.
 
+use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -13,9 +14,11 @@ use grep_regex::RegexMatcherBuilder;
 use grep_searcher::sinks::UTF8;
 use grep_searcher::{BinaryDetection, SearcherBuilder};
 use ignore::{WalkBuilder, WalkState};
+use rustix::fs::{FileType, OFlags};
 use serde::{Deserialize, Serialize};
 use tokio_util::sync::CancellationToken;
 
+use crate::beneath::{Opener, open_entry, reopen};
 use crate::error::ComputerError;
 
 /// Folders that are almost never what a search is for: dependency caches and build output that
@@ -102,9 +105,27 @@ fn walker(root: &Path, options: &WalkOptions) -> WalkBuilder {
     builder
 }
 
-fn check_dir(root: &Path) -> Result<(), ComputerError> {
-    let metadata = std::fs::metadata(root).map_err(|e| ComputerError::io(root, e))?;
-    if metadata.is_dir() { Ok(()) } else { Err(ComputerError::NotDirectory { path: root.to_path_buf() }) }
+/// Opens the folder to walk beneath the session's folders; everything the walk reports is
+/// checked again beneath this handle.
+fn open_dir(opener: &Opener, root: &Path) -> Result<OwnedFd, ComputerError> {
+    let fd = opener.open(root, OFlags::PATH)?;
+    let stat = rustix::fs::fstat(&fd).map_err(|e| ComputerError::io(root, e.into()))?;
+    if FileType::from_raw_mode(stat.st_mode) == FileType::Directory {
+        Ok(fd)
+    } else {
+        Err(ComputerError::NotDirectory { path: root.to_path_buf() })
+    }
+}
+
+/// Whether an entry the walker found by path is still beneath the folder walked, reached without
+/// following a link, and not protected: a folder swapped for a link during the walk makes the
+/// walker list another place, and what it found there is dropped here.
+fn still_beneath(opener: &Opener, base: &OwnedFd, root: &Path, path: &Path) -> bool {
+    let Ok(relative) = path.strip_prefix(root) else { return false };
+    match open_entry(base, relative, OFlags::PATH) {
+        Ok(fd) => opener.guard(&fd, None, path).is_ok(),
+        Err(_) => false,
+    }
 }
 
 /// A glob search.
@@ -137,11 +158,13 @@ pub struct FoundState {
 /// # Errors
 ///
 /// A bad pattern, or a root that is not a directory.
-pub fn glob(request: &GlobRequest) -> Result<FoundState, ComputerError> {
+pub fn glob(opener: &Opener, request: &GlobRequest) -> Result<FoundState, ComputerError> {
     let (root, pattern) = split_absolute_glob(&request.root, &request.pattern);
-    check_dir(&root)?;
     let matcher = compile_glob(&pattern)?;
-    let found = walk_collect(&root, &request.walk, request.limit, |relative, _| matcher.is_match(relative))?;
+    let base = open_dir(opener, &root)?;
+    let found = walk_collect(opener, &base, &root, &request.walk, request.limit, |relative, _| {
+        matcher.is_match(relative)
+    })?;
     Ok(FoundState { root, paths: found.0, truncated: found.1 })
 }
 
@@ -201,26 +224,29 @@ pub struct NameSearchRequest {
 /// # Errors
 ///
 /// A bad glob, or a root that is not a directory.
-pub fn search_names(request: &NameSearchRequest) -> Result<FoundState, ComputerError> {
-    check_dir(&request.root)?;
+pub fn search_names(opener: &Opener, request: &NameSearchRequest) -> Result<FoundState, ComputerError> {
     let query = request.query.to_lowercase();
     let glob = if query.contains(['*', '?', '[']) { Some(compile_glob(&query)?) } else { None };
-    let (paths, truncated) = walk_collect(&request.root, &request.walk, request.limit, |relative, name| {
-        let name = name.to_lowercase();
-        match &glob {
-            Some(glob) => glob.is_match(&name),
-            None => {
-                name.contains(&query)
-                    || (query.contains('/') && relative.to_string_lossy().to_lowercase().contains(&query))
+    let base = open_dir(opener, &request.root)?;
+    let (paths, truncated) =
+        walk_collect(opener, &base, &request.root, &request.walk, request.limit, |relative, name| {
+            let name = name.to_lowercase();
+            match &glob {
+                Some(glob) => glob.is_match(&name),
+                None => {
+                    name.contains(&query)
+                        || (query.contains('/') && relative.to_string_lossy().to_lowercase().contains(&query))
+                }
             }
-        }
-    })?;
+        })?;
     Ok(FoundState { root: request.root.clone(), paths, truncated })
 }
 
 type Found = (Vec<PathBuf>, bool);
 
 fn walk_collect(
+    opener: &Opener,
+    base: &OwnedFd,
     root: &Path,
     options: &WalkOptions,
     limit: usize,
@@ -237,7 +263,7 @@ fn walk_collect(
             }
             let relative = entry.path().strip_prefix(root).unwrap_or(entry.path());
             let name = entry.file_name().to_string_lossy();
-            if keep(relative, &name) {
+            if keep(relative, &name) && still_beneath(opener, base, root, entry.path()) {
                 if count.fetch_add(1, Ordering::Relaxed) >= limit {
                     truncated.store(true, Ordering::Relaxed);
                     return WalkState::Quit;
@@ -308,8 +334,13 @@ pub struct GrepState {
 /// # Errors
 ///
 /// A bad regex or glob, or a root that does not exist.
-pub fn grep(request: &GrepRequest) -> Result<GrepState, ComputerError> {
-    std::fs::metadata(&request.root).map_err(|e| ComputerError::io(&request.root, e))?;
+pub fn grep(opener: &Opener, request: &GrepRequest) -> Result<GrepState, ComputerError> {
+    // The file or folder searched, opened beneath the session's folders; every file searched is
+    // opened beneath this handle, never by its path again.
+    let base = opener.open(&request.root, OFlags::PATH)?;
+    let root_is_dir = rustix::fs::fstat(&base)
+        .map(|stat| FileType::from_raw_mode(stat.st_mode) == FileType::Directory)
+        .map_err(|e| ComputerError::io(&request.root, e.into()))?;
     let matcher = RegexMatcherBuilder::new()
         .case_insensitive(request.case_insensitive)
         .fixed_strings(request.fixed_strings)
@@ -335,8 +366,8 @@ pub fn grep(request: &GrepRequest) -> Result<GrepState, ComputerError> {
         let mut searcher =
             SearcherBuilder::new().binary_detection(BinaryDetection::quit(0)).line_number(true).build();
         let filter = filter.clone();
-        let (results, total, files_searched, files_matched, truncated) =
-            (&results, &total, &files_searched, &files_matched, &truncated);
+        let (results, total, files_searched, files_matched, truncated, base) =
+            (&results, &total, &files_searched, &files_matched, &truncated, &base);
         Box::new(move |entry| {
             let Ok(entry) = entry else { return WalkState::Continue };
             if !entry.file_type().is_some_and(|t| t.is_file()) {
@@ -364,8 +395,22 @@ pub fn grep(request: &GrepRequest) -> Result<GrepState, ComputerError> {
                 });
                 Ok(true)
             });
-            // A file that vanished or is unreadable mid-walk is skipped, as ripgrep does.
-            let _ = searcher.search_path(&matcher, entry.path(), sink);
+            // The file itself beneath the folder searched (or the file searched itself), with no
+            // link followed; one that vanished, was swapped or is unreadable mid-walk is skipped,
+            // as ripgrep skips what it cannot read.
+            let relative = entry.path().strip_prefix(root).unwrap_or(Path::new(""));
+            let opened =
+                if root_is_dir { open_entry(base, relative, OFlags::PATH) } else { rustix::io::dup(base) };
+            let file = opened.ok().filter(|fd| opener.guard(fd, None, entry.path()).is_ok()).and_then(|fd| {
+                let stat = rustix::fs::fstat(&fd).ok()?;
+                if FileType::from_raw_mode(stat.st_mode) != FileType::RegularFile {
+                    return None;
+                }
+                reopen(&fd, OFlags::RDONLY | OFlags::NONBLOCK | OFlags::NOCTTY).ok().map(std::fs::File::from)
+            });
+            if let Some(file) = file {
+                let _ = searcher.search_file(&matcher, &file, sink);
+            }
             if !local.is_empty() {
                 files_matched.fetch_add(1, Ordering::Relaxed);
                 results.lock().unwrap_or_else(|p| p.into_inner()).push(local);
@@ -436,9 +481,11 @@ mod tests {
     fn glob_respects_ignores_hidden_and_junk() {
         let dir = tree();
         let root = dir.path();
+        let opener = Opener::rooted(root);
         let run = |pattern: &str, walk: WalkOptions| {
             let state =
-                glob(&GlobRequest { pattern: pattern.into(), root: root.into(), walk, limit: 100 }).unwrap();
+                glob(&opener, &GlobRequest { pattern: pattern.into(), root: root.into(), walk, limit: 100 })
+                    .unwrap();
             rel(root, &state.paths)
         };
         assert_eq!(run("**/*.rs", WalkOptions::default()), ["src/lib.rs", "src/main.rs"]);
@@ -463,29 +510,38 @@ mod tests {
             ["src/lib.rs", "src/main.rs"],
             "absolute patterns search from their own base"
         );
-        let state = glob(&GlobRequest {
-            pattern: absolute,
-            root: "/nonexistent".into(),
-            walk: WalkOptions::default(),
-            limit: 100,
-        })
+        let state = glob(
+            &opener,
+            &GlobRequest {
+                pattern: absolute,
+                root: "/nonexistent".into(),
+                walk: WalkOptions::default(),
+                limit: 100,
+            },
+        )
         .unwrap();
         assert_eq!(state.paths.len(), 2);
-        let capped = glob(&GlobRequest {
-            pattern: "**/*".into(),
-            root: root.into(),
-            walk: WalkOptions::default(),
-            limit: 2,
-        })
+        let capped = glob(
+            &opener,
+            &GlobRequest {
+                pattern: "**/*".into(),
+                root: root.into(),
+                walk: WalkOptions::default(),
+                limit: 2,
+            },
+        )
         .unwrap();
         assert_eq!((capped.paths.len(), capped.truncated), (2, true));
         assert!(matches!(
-            glob(&GlobRequest {
-                pattern: "a[".into(),
-                root: root.into(),
-                walk: WalkOptions::default(),
-                limit: 1
-            }),
+            glob(
+                &opener,
+                &GlobRequest {
+                    pattern: "a[".into(),
+                    root: root.into(),
+                    walk: WalkOptions::default(),
+                    limit: 1
+                }
+            ),
             Err(ComputerError::InvalidPattern { .. })
         ));
     }
@@ -494,13 +550,17 @@ mod tests {
     fn name_search() {
         let dir = tree();
         let root = dir.path();
+        let opener = Opener::rooted(root);
         let run = |query: &str| {
-            let state = search_names(&NameSearchRequest {
-                query: query.into(),
-                root: root.into(),
-                walk: WalkOptions::default(),
-                limit: 100,
-            })
+            let state = search_names(
+                &opener,
+                &NameSearchRequest {
+                    query: query.into(),
+                    root: root.into(),
+                    walk: WalkOptions::default(),
+                    limit: 100,
+                },
+            )
             .unwrap();
             rel(root, &state.paths)
         };
@@ -513,6 +573,7 @@ mod tests {
     fn grep_finds_text_skips_binary_junk_and_caps() {
         let dir = tree();
         let root = dir.path();
+        let opener = Opener::rooted(root);
         let request = GrepRequest {
             pattern: "hello".into(),
             root: root.into(),
@@ -523,7 +584,7 @@ mod tests {
             max_matches: 100,
             max_line_chars: 200,
         };
-        let state = grep(&request).unwrap();
+        let state = grep(&opener, &request).unwrap();
         let found: Vec<(String, u64)> = state
             .matches
             .iter()
@@ -532,21 +593,28 @@ mod tests {
         assert_eq!(found, [("docs/guide.md".into(), 1), ("src/lib.rs".into(), 1), ("src/main.rs".into(), 2)]);
         assert_eq!(state.matches[2].text, "    println!(\"Hello\");");
 
-        let only_rs =
-            grep(&GrepRequest { glob: Some("*.rs".into()), case_insensitive: false, ..request.clone() })
-                .unwrap();
+        let only_rs = grep(
+            &opener,
+            &GrepRequest { glob: Some("*.rs".into()), case_insensitive: false, ..request.clone() },
+        )
+        .unwrap();
         assert_eq!(only_rs.matches.len(), 1);
-        let capped = grep(&GrepRequest { max_matches: 1, ..request.clone() }).unwrap();
+        let capped = grep(&opener, &GrepRequest { max_matches: 1, ..request.clone() }).unwrap();
         assert_eq!((capped.matches.len(), capped.truncated), (1, true));
-        let cut = grep(&GrepRequest { max_line_chars: 5, glob: Some("main.rs".into()), ..request.clone() })
-            .unwrap();
+        let cut = grep(
+            &opener,
+            &GrepRequest { max_line_chars: 5, glob: Some("main.rs".into()), ..request.clone() },
+        )
+        .unwrap();
         assert_eq!(cut.matches[0].text, "    p… [cut]");
-        let literal =
-            grep(&GrepRequest { pattern: "println!(".into(), fixed_strings: true, ..request.clone() })
-                .unwrap();
+        let literal = grep(
+            &opener,
+            &GrepRequest { pattern: "println!(".into(), fixed_strings: true, ..request.clone() },
+        )
+        .unwrap();
         assert_eq!(literal.matches.len(), 1);
         assert!(matches!(
-            grep(&GrepRequest { pattern: "(".into(), ..request }),
+            grep(&opener, &GrepRequest { pattern: "(".into(), ..request }),
             Err(ComputerError::InvalidPattern { .. })
         ));
     }

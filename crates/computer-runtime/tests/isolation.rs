@@ -38,6 +38,7 @@ impl Session {
             sandbox: CallSandbox {
                 policy: SandboxPolicy::workspace_write(),
                 temp_directory: Some(self.temp.clone()),
+                ..CallSandbox::default()
             },
             live: None,
         }
@@ -191,11 +192,14 @@ async fn fifos_sockets_and_devices_are_refused_without_being_opened() {
     let fifo = root.join("pipe");
     assert!(std::process::Command::new("mkfifo").arg(&fifo).status().unwrap().success());
     let computer = LocalComputer::default();
+    // The folder is the session's; /dev/zero is outside it, opened exactly (a person's machine).
+    let files =
+        tool_core::FileBoundary { roots: vec![tool_core::FileRoot::writable(&root)], ..Default::default() };
     for (path, what) in [(fifo.clone(), "FIFO"), (PathBuf::from("/dev/zero"), "character device")] {
         // Opening a FIFO for reading would block until a writer comes: this must answer at once.
         let read = tokio::time::timeout(
             Duration::from_secs(5),
-            computer.read(ReadRequest { path: path.clone(), offset: None, limit: None }),
+            computer.read(&files, ReadRequest { path: path.clone(), offset: None, limit: None }),
         )
         .await
         .expect("a read of a FIFO must not block");
@@ -213,8 +217,10 @@ async fn fifos_sockets_and_devices_are_refused_without_being_opened() {
                 replace_all: false,
             }],
         };
-        let error =
-            tokio::time::timeout(Duration::from_secs(5), computer.edit(edit)).await.unwrap().unwrap_err();
+        let error = tokio::time::timeout(Duration::from_secs(5), computer.edit(&files, edit))
+            .await
+            .unwrap()
+            .unwrap_err();
         assert!(matches!(error, ComputerError::NotRegular { .. }), "{error}");
     }
 }

@@ -62,7 +62,10 @@ pub use runtime::{
     CallContext, ErrorKind, NestedCaller, Progress, ProgressSink, ToolError, ToolOutput, ToolRuntime,
     parse_arguments,
 };
-pub use sandbox::{CallSandbox, NetworkAccess, ReadAccess, SandboxMode, SandboxPolicy};
+pub use sandbox::{
+    CallSandbox, FileBoundary, FileRoot, NetworkAccess, OutsideFiles, Pins, ReadAccess, SandboxMode,
+    SandboxPolicy,
+};
 pub use services::{AuditFn, AuditInput, AuditVerdict, MissingService, Services};
 
 /// Declares the enum of a tool's API names, one variant per API, with its model-facing name.

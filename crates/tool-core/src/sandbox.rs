@@ -14,9 +14,11 @@
 //! assert_eq!(SandboxMode::ReadOnly.as_str(), "read-only");
 //! ```
 
+use std::any::Any;
 use std::fmt;
 use std::path::PathBuf;
 use std::str::FromStr;
+use std::sync::{Arc, OnceLock};
 
 use serde::{Deserialize, Serialize};
 
@@ -209,7 +211,102 @@ pub struct CallSandbox {
     pub policy: SandboxPolicy,
     /// The session's own temp folder (`TMPDIR` of its commands, writable in `workspace-write`).
     pub temp_directory: Option<PathBuf>,
+    /// Where the session's file calls may open files.
+    pub files: FileBoundary,
 }
+
+/// One folder a session's file calls open files beneath.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct FileRoot {
+    /// The folder, absolute (canonical where it could be resolved when the session opened).
+    #[cfg_attr(feature = "openapi", schema(value_type = String))]
+    pub path: PathBuf,
+    /// Whether files beneath it may be written, moved or created.
+    pub writable: bool,
+}
+
+impl FileRoot {
+    /// A folder that may be read and written.
+    pub fn writable(path: impl Into<PathBuf>) -> Self {
+        Self { path: path.into(), writable: true }
+    }
+
+    /// A folder that may only be read.
+    pub fn read_only(path: impl Into<PathBuf>) -> Self {
+        Self { path: path.into(), writable: false }
+    }
+}
+
+/// What a file call may do with a path beneath none of the session's roots.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum OutsideFiles {
+    /// Open it exactly as it was audited and approved: no symbolic link in any component, so the
+    /// file opened is the one the person was shown (a person's own machine, an open server).
+    #[default]
+    Exact,
+    /// Never: the roots are a hard limit that no approval lifts (a server with keys, where the
+    /// person approving is a tenant and the files beyond are other tenants' or the server's).
+    Refuse,
+}
+
+/// Where a session's file calls may open files: every path is opened once, beneath a handle on
+/// one of these folders pinned on the session's first file call (`openat2` with
+/// `RESOLVE_BENEATH`), so a symbolic link swapped in after the audit cannot lead elsewhere.
+///
+/// Pure data chosen by whoever opens the session, never by the model's arguments; the pinned
+/// handles live in [`Pins`], which only the runtime that opens files fills.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct FileBoundary {
+    /// The folders, in no particular order (the deepest one holding a path is used).
+    pub roots: Vec<FileRoot>,
+    /// What happens to a path beneath none of them.
+    pub outside: OutsideFiles,
+    /// Paths never opened by a file call, inside the roots or out, in any mode: the server's own
+    /// files (journal, state, keys, deny rules, configuration).
+    pub protected: Vec<PathBuf>,
+    /// The handles on `roots`, pinned by the runtime on first use and shared by every call.
+    pub pins: Pins,
+}
+
+/// A slot for the runtime's pinned handles on a session's roots (`tool-core` does no I/O, so it
+/// only holds them). Clones share the slot; every slot compares equal, as it holds no policy.
+#[derive(Clone, Default)]
+pub struct Pins(Arc<OnceLock<Arc<dyn Any + Send + Sync>>>);
+
+impl Pins {
+    /// The pinned handles, made by `pin` on the first call and shared after.
+    ///
+    /// # Errors
+    ///
+    /// `pin`'s error, which is not remembered: the next call tries again.
+    pub fn get_or_pin<T: Any + Send + Sync, E>(
+        &self,
+        pin: impl FnOnce() -> Result<T, E>,
+    ) -> Result<Arc<dyn Any + Send + Sync>, E> {
+        if let Some(pinned) = self.0.get() {
+            return Ok(pinned.clone());
+        }
+        let made: Arc<dyn Any + Send + Sync> = Arc::new(pin()?);
+        // Two first calls may race: the first stored wins and both use it.
+        Ok(self.0.get_or_init(|| made).clone())
+    }
+}
+
+impl fmt::Debug for Pins {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(if self.0.get().is_some() { "Pins(pinned)" } else { "Pins(unpinned)" })
+    }
+}
+
+impl PartialEq for Pins {
+    fn eq(&self, _: &Self) -> bool {
+        true
+    }
+}
+
+impl Eq for Pins {}
 
 #[cfg(test)]
 mod tests {

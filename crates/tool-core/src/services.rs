@@ -13,6 +13,7 @@ use std::sync::Arc;
 use serde_json::Value;
 
 use crate::manifest::ApiSpec;
+use crate::sandbox::FileRoot;
 
 /// A type-keyed bag of shared services, cheap to clone.
 #[derive(Clone, Default)]
@@ -75,6 +76,9 @@ pub struct AuditInput<'a> {
     pub session_temp: Option<&'a Path>,
     /// The paths live on another machine that audits them (a device): not resolvable here.
     pub paths_elsewhere: bool,
+    /// The hard limit of the session's files, when it has one (a server with keys): a path
+    /// beneath none of these is refused, never asked about, since no approval may open it.
+    pub hard_roots: Option<&'a [FileRoot]>,
 }
 
 /// What a dynamic audit decided.
@@ -84,6 +88,8 @@ pub enum AuditVerdict {
     Pass,
     /// A person should be asked, for this reason.
     Flag(String),
+    /// The call must not run whatever anyone answers, for this reason.
+    Refuse(String),
 }
 
 /// A dynamic audit: a pure function from the call to a verdict, looked up by name.

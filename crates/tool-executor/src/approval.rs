@@ -144,6 +144,8 @@ pub struct DecisionInput<'a> {
     pub working_directory: Option<&'a Path>,
     /// The session's own temp folder.
     pub temp_directory: Option<&'a Path>,
+    /// The hard limit of the session's files, when it has one.
+    pub hard_roots: Option<&'a [tool_core::FileRoot]>,
     /// The operator's deny list.
     pub deny: &'a crate::deny::DenyList,
 }
@@ -196,6 +198,7 @@ pub fn decide(toolbox: &Toolbox, input: &DecisionInput<'_>) -> Verdict {
                     temp_in_scope: !input.policy.exclude_temp,
                     session_temp: input.temp_directory,
                     paths_elsewhere: input.policy.paths_elsewhere,
+                    hard_roots: input.hard_roots,
                 };
                 // An audit that panics fails closed: the call asks.
                 std::panic::catch_unwind(|| audit_fn(&audit_input))
@@ -206,6 +209,8 @@ pub fn decide(toolbox: &Toolbox, input: &DecisionInput<'_>) -> Verdict {
         return match verdict {
             AuditVerdict::Pass => from_intervention(*default, format!("{label} needs approval"), "audit"),
             AuditVerdict::Flag(reason) => from_intervention(*policy, reason, "audit"),
+            // Past a hard boundary: no mode, grant or person may run it.
+            AuditVerdict::Refuse(reason) => Verdict::Block(reason),
         };
     }
 

@@ -885,6 +885,7 @@ impl Executor {
                         policy: &session.config.policy,
                         working_directory: session.config.working_directory.as_deref(),
                         temp_directory: session.config.temp_directory.as_deref(),
+                        hard_roots: session.config.hard_roots.as_deref(),
                         deny: &self.inner.config.deny,
                     };
                     if !matches!(decide(toolbox, &input), Verdict::Run(_)) {
@@ -1198,6 +1199,7 @@ impl Executor {
             policy: &session.config.policy,
             working_directory: session.config.working_directory.as_deref(),
             temp_directory: session.config.temp_directory.as_deref(),
+            hard_roots: session.config.hard_roots.as_deref(),
             deny: &self.inner.config.deny,
         };
         let call_id = call.call_id.clone();

@@ -11,7 +11,9 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use tokio::sync::broadcast;
 use tokio_util::sync::CancellationToken;
-use tool_core::{CallSandbox, SandboxPolicy, ToolError, ToolNames, ToolOutput};
+use tool_core::{
+    CallSandbox, FileBoundary, FileRoot, OutsideFiles, SandboxPolicy, ToolError, ToolNames, ToolOutput,
+};
 
 use crate::approval::SessionPolicy;
 use crate::events::Event;
@@ -54,6 +56,16 @@ pub struct SessionConfig {
     /// Where "always allow" decisions are kept; defaults to the working directory.
     #[serde(default)]
     pub project: Option<String>,
+    /// The hard limit of the session's files, when it has one (a server with keys: the tenant's
+    /// workspace roots and the folders the operator granted it). A file call never opens a path
+    /// beneath none of these and none of the session's own folders, whoever approves it; the
+    /// path-scope audit refuses such a path instead of asking. `None`: a path outside may be
+    /// opened once a person approves it, exactly as shown (no link in it).
+    #[serde(default)]
+    pub hard_roots: Option<Vec<FileRoot>>,
+    /// Paths no file call opens in any mode, inside the roots or out (the server's own files).
+    #[serde(default)]
+    pub protected_paths: Vec<PathBuf>,
 }
 
 /// What a hook sees of a call.
@@ -164,6 +176,55 @@ pub(crate) struct Grant {
     prefix: Option<String>,
 }
 
+/// Where a session's file calls may open files: its working directory and temp folder, the
+/// system temp folders where they count as the session's, and its hard roots; each resolved now,
+/// when the session opens, so the runtime pins exactly these folders (with no link in their
+/// paths) on first use.
+fn file_boundary(config: &SessionConfig) -> FileBoundary {
+    let mut roots: Vec<FileRoot> = Vec::new();
+    let mut add = |root: FileRoot| {
+        let root = FileRoot { path: resolved(&root.path), ..root };
+        match roots.iter_mut().find(|r| r.path == root.path) {
+            // The same folder granted twice: writable if either grant is.
+            Some(known) => known.writable |= root.writable,
+            None => roots.push(root),
+        }
+    };
+    config.working_directory.iter().for_each(|dir| add(FileRoot::writable(dir)));
+    config.temp_directory.iter().for_each(|dir| add(FileRoot::writable(dir)));
+    if !config.policy.exclude_temp {
+        for temp in [PathBuf::from("/tmp"), PathBuf::from("/var/tmp"), std::env::temp_dir()] {
+            add(FileRoot::writable(temp));
+        }
+    }
+    config.hard_roots.iter().flatten().cloned().for_each(&mut add);
+    FileBoundary {
+        roots,
+        outside: if config.hard_roots.is_some() { OutsideFiles::Refuse } else { OutsideFiles::Exact },
+        protected: config.protected_paths.clone(),
+        pins: tool_core::Pins::default(),
+    }
+}
+
+/// A folder as it resolves now (links and `..` followed): canonical where it exists, else its
+/// nearest existing ancestor's canonical form joined with the rest (a temp folder made later).
+fn resolved(path: &std::path::Path) -> PathBuf {
+    let mut missing = Vec::new();
+    let mut current = path.to_path_buf();
+    loop {
+        if let Ok(real) = current.canonicalize() {
+            return missing.iter().rev().fold(real, |acc: PathBuf, name: &std::ffi::OsString| acc.join(name));
+        }
+        match (current.file_name().map(ToOwned::to_owned), current.parent()) {
+            (Some(name), Some(parent)) => {
+                missing.push(name);
+                current = parent.to_path_buf();
+            }
+            _ => return path.to_path_buf(),
+        }
+    }
+}
+
 /// Events a slow subscriber may fall behind by before it misses some (it is told how many).
 const EVENT_BUFFER: usize = 1024;
 
@@ -172,6 +233,7 @@ impl Session {
         let sandbox = Arc::new(CallSandbox {
             policy: config.sandbox.clone(),
             temp_directory: config.temp_directory.clone(),
+            files: file_boundary(&config),
         });
         let deadline = config.time_budget_ms.map(|ms| Instant::now() + Duration::from_millis(ms));
         Self {

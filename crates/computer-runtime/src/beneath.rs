@@ -1,0 +1,515 @@
+//! Opening a path once, beneath a folder pinned for the session: the race-free half of the path
+//! audit.
+//!
+//! The path-scope audit decides on what a path resolves to. If the runtime then opened the path
+//! string again, a symbolic link swapped in between (by a command of the same session, say) would
+//! lead it elsewhere: measured on the server before this module, one read in six of a racing loop
+//! returned another tenant's file, as root. So every file operation opens through an [`Opener`]:
+//!
+//! * The path is matched to the deepest root of the session's [`FileBoundary`] that holds it, as
+//!   written or as it resolves, and opened relative to a handle on that root, pinned on the
+//!   session's first use, with `openat2(RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS)`. The kernel
+//!   follows links only while they stay beneath the root, and `..` cannot climb out of it, so
+//!   whatever a racer swaps in, the file opened is beneath the root.
+//! * A path beneath no root is refused ([`OutsideFiles::Refuse`], a server with keys) or opened
+//!   exactly as written with `RESOLVE_NO_SYMLINKS` ([`OutsideFiles::Exact`]): what a person
+//!   approved, with no link in any component that could be swapped after they saw it.
+//! * What was opened is checked against the protected paths (the server's own files) by what the
+//!   kernel says the handle is (`/proc/self/fd`), not by the string.
+//! * Writes create their temporary file and rename it inside the handle of the checked parent
+//!   folder; moves rename between two checked parents with `RENAME_NOREPLACE`.
+//!
+//! Walks (glob, name search, grep) list folders by path, as ripgrep's walker does, and then open
+//! or check every entry they report beneath the handle of the folder searched, with
+//! `O_NOFOLLOW`: an entry reached through a folder swapped for a link is dropped, never read.
+
+use std::ffi::{OsStr, OsString};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
+use std::path::{Component, Path, PathBuf};
+use std::sync::{Arc, OnceLock};
+
+use rustix::fs::{Mode, OFlags};
+use rustix::io::Errno;
+use tool_core::sandbox::{FileBoundary, OutsideFiles};
+
+use crate::error::ComputerError;
+
+/// Opens paths for one call within its session's [`FileBoundary`].
+#[derive(Clone)]
+pub struct Opener {
+    pinned: Arc<Pinned>,
+    outside: OutsideFiles,
+}
+
+impl std::fmt::Debug for Opener {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Opener")
+            .field("roots", &self.pinned.roots.iter().map(|r| &r.path).collect::<Vec<_>>())
+            .field("outside", &self.outside)
+            .finish()
+    }
+}
+
+/// A session's roots and the handles on them, each pinned when first needed (a session's temp
+/// folder is made by its first command, so it may not exist when the session opens).
+struct Pinned {
+    /// Deepest first, so the first root holding a path is the most specific.
+    roots: Vec<Root>,
+    /// Canonical where they exist.
+    protected: Vec<PathBuf>,
+}
+
+struct Root {
+    path: PathBuf,
+    writable: bool,
+    fd: OnceLock<OwnedFd>,
+}
+
+impl Root {
+    /// The handle on the root, opened now if it was not yet. A root is opened with no symbolic
+    /// link in any component (the session resolved it when it opened): if one was swapped in
+    /// since, the root is not pinned and paths under it are treated as outside.
+    fn handle(&self) -> Option<BorrowedFd<'_>> {
+        if let Some(fd) = self.fd.get() {
+            return Some(fd.as_fd());
+        }
+        let fd = retry(|| {
+            sys::open(
+                rustix::fs::CWD,
+                &self.path,
+                OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC,
+                Resolve::Exact,
+            )
+        })
+        .ok()?;
+        Some(self.fd.get_or_init(|| fd).as_fd())
+    }
+}
+
+/// How a path is resolved relative to the handle it is opened from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Resolve {
+    /// Links followed while they stay beneath the handle; `..` never above it.
+    Beneath,
+    /// No link in any component (an absolute path, from `/`).
+    Exact,
+}
+
+/// Where one attempt to open a path starts.
+struct Place<'a> {
+    base: Base<'a>,
+    /// The path relative to `base` (empty for the base itself).
+    rest: PathBuf,
+    resolve: Resolve,
+    /// The root's folder and whether it may be written, when beneath one.
+    root: Option<(&'a Path, bool)>,
+}
+
+enum Base<'a> {
+    Root(BorrowedFd<'a>),
+    Slash(OwnedFd),
+}
+
+impl Base<'_> {
+    fn fd(&self) -> BorrowedFd<'_> {
+        match self {
+            Base::Root(fd) => *fd,
+            Base::Slash(fd) => fd.as_fd(),
+        }
+    }
+}
+
+/// A folder opened for writing into, and the name to write in it.
+#[derive(Debug)]
+pub struct Parent {
+    /// The folder (an `O_PATH` handle).
+    pub fd: OwnedFd,
+    /// The last component of the path.
+    pub name: OsString,
+}
+
+impl Opener {
+    /// The opener of a session: its roots are pinned on first use and shared by every call.
+    pub fn new(boundary: &FileBoundary) -> Self {
+        let pinned = boundary
+            .pins
+            .get_or_pin::<Arc<Pinned>, std::convert::Infallible>(|| Ok(Arc::new(Pinned::of(boundary))))
+            .ok()
+            .and_then(|any| any.downcast_ref::<Arc<Pinned>>().cloned())
+            .unwrap_or_else(|| Arc::new(Pinned::of(boundary)));
+        Self { pinned, outside: boundary.outside }
+    }
+
+    /// An opener with one writable root and nothing protected (tests, benches, tools that work
+    /// on one folder of their own).
+    pub fn rooted(root: &Path) -> Self {
+        let boundary = FileBoundary {
+            roots: vec![tool_core::FileRoot::writable(root.canonicalize().unwrap_or_else(|_| root.into()))],
+            ..FileBoundary::default()
+        };
+        Self::new(&boundary)
+    }
+
+    /// Opens `path` with `flags` (`O_CLOEXEC` is added). The final component is followed when it
+    /// is a link (within the same rules) unless `flags` has `O_NOFOLLOW`.
+    ///
+    /// # Errors
+    ///
+    /// The path is outside a hard boundary, goes through a link outside the roots, is protected,
+    /// or the open failed.
+    pub fn open(&self, path: &Path, flags: OFlags) -> Result<OwnedFd, ComputerError> {
+        let fd = self.attempt(path, false, |base, rest, resolve| {
+            sys::open(base, rest, flags | OFlags::CLOEXEC, resolve)
+        })?;
+        self.guard(&fd, None, path)?;
+        Ok(fd)
+    }
+
+    /// Opens the folder that holds `path` for writing into it, making missing folders on the
+    /// way when `create` is set.
+    ///
+    /// # Errors
+    ///
+    /// As [`Opener::open`], and a folder that may only be read.
+    pub fn parent(&self, path: &Path, create: bool) -> Result<Parent, ComputerError> {
+        let Some(Component::Normal(name)) = path.components().next_back() else {
+            return Err(ComputerError::InvalidRequest(format!("{} names no file", path.display())));
+        };
+        let folder = path.parent().unwrap_or(Path::new("/"));
+        let fd = self.attempt(folder, true, |base, rest, resolve| {
+            match sys::open(base, rest, OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC, resolve) {
+                Err(Errno::NOENT) if create => make_folders(base, rest, resolve),
+                other => other,
+            }
+        })?;
+        self.guard(&fd, Some(name), path)?;
+        Ok(Parent { fd, name: name.to_owned() })
+    }
+
+    /// Refuses a handle on one of the protected paths (or, with `name`, an entry of that name in
+    /// the folder `fd`).
+    pub(crate) fn guard(
+        &self,
+        fd: &OwnedFd,
+        name: Option<&OsStr>,
+        shown: &Path,
+    ) -> Result<(), ComputerError> {
+        if self.pinned.protected.is_empty() {
+            return Ok(());
+        }
+        let Some(mut real) = real_path(fd) else {
+            // Whatever it is, it cannot be shown not to be protected.
+            return Err(ComputerError::Protected { path: shown.to_path_buf() });
+        };
+        if let Some(name) = name {
+            real.push(name);
+        }
+        if self.pinned.protected.iter().any(|p| real.starts_with(p)) {
+            return Err(ComputerError::Protected { path: shown.to_path_buf() });
+        }
+        Ok(())
+    }
+
+    /// Tries each place `path` may be beneath, then what the boundary allows outside.
+    fn attempt<T>(
+        &self,
+        path: &Path,
+        write: bool,
+        mut open: impl FnMut(BorrowedFd<'_>, &Path, Resolve) -> Result<T, Errno>,
+    ) -> Result<T, ComputerError> {
+        if !path.is_absolute() {
+            return Err(ComputerError::InvalidRequest(format!(
+                "{} is relative; the runtime opens absolute paths only",
+                path.display()
+            )));
+        }
+        for place in self.places(path) {
+            if let (true, Some((root, false))) = (write, place.root) {
+                return Err(ComputerError::ReadOnlyRoot {
+                    path: path.to_path_buf(),
+                    root: root.to_path_buf(),
+                });
+            }
+            match retry(|| open(place.base.fd(), &place.rest, place.resolve)) {
+                // It leads out of this root: another place may hold it.
+                Err(Errno::XDEV) if place.resolve == Resolve::Beneath => {}
+                Err(Errno::LOOP) if place.resolve == Resolve::Exact => {
+                    return Err(ComputerError::ThroughLink { path: path.to_path_buf() });
+                }
+                Err(errno) => return Err(ComputerError::io(path, errno.into())),
+                Ok(value) => return Ok(value),
+            }
+        }
+        Err(ComputerError::Outside { path: path.to_path_buf(), roots: self.describe_roots() })
+    }
+
+    /// The places to try, in order: the deepest root holding the path as written, the deepest
+    /// holding it as it resolves now (a hint only: the kernel decides beneath the root), then
+    /// the path itself exactly, when the boundary allows that.
+    fn places(&self, path: &Path) -> Vec<Place<'_>> {
+        let mut places: Vec<Place<'_>> = Vec::with_capacity(3);
+        let mut seen: Vec<(&Path, PathBuf)> = Vec::new();
+        let resolved = crate::scope::resolve(&path.to_string_lossy(), None);
+        for candidate in [path, resolved.as_path()] {
+            let Some(root) = self.pinned.roots.iter().find(|root| candidate.starts_with(&root.path)) else {
+                continue;
+            };
+            let Ok(rest) = candidate.strip_prefix(&root.path) else { continue };
+            if seen.iter().any(|(p, r)| *p == root.path.as_path() && r == rest) {
+                continue;
+            }
+            let Some(fd) = root.handle() else { continue };
+            seen.push((&root.path, rest.to_path_buf()));
+            places.push(Place {
+                base: Base::Root(fd),
+                rest: rest.to_path_buf(),
+                resolve: Resolve::Beneath,
+                root: Some((&root.path, root.writable)),
+            });
+        }
+        if self.outside == OutsideFiles::Exact
+            && let Ok(slash) = sys::open(
+                rustix::fs::CWD,
+                Path::new("/"),
+                OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC,
+                Resolve::Exact,
+            )
+        {
+            let rest = path.strip_prefix("/").unwrap_or(path).to_path_buf();
+            places.push(Place { base: Base::Slash(slash), rest, resolve: Resolve::Exact, root: None });
+        }
+        places
+    }
+
+    fn describe_roots(&self) -> String {
+        let roots: Vec<String> = self
+            .pinned
+            .roots
+            .iter()
+            .map(|r| format!("{}{}", r.path.display(), if r.writable { "" } else { " (read-only)" }))
+            .collect();
+        if roots.is_empty() { "it has none".to_owned() } else { roots.join(", ") }
+    }
+}
+
+impl Pinned {
+    fn of(boundary: &FileBoundary) -> Self {
+        let mut roots: Vec<Root> = boundary
+            .roots
+            .iter()
+            .map(|root| Root { path: root.path.clone(), writable: root.writable, fd: OnceLock::new() })
+            .collect();
+        roots.sort_by_key(|root| std::cmp::Reverse(root.path.components().count()));
+        let protected =
+            boundary.protected.iter().map(|p| p.canonicalize().unwrap_or_else(|_| p.clone())).collect();
+        Self { roots, protected }
+    }
+}
+
+/// Opens an entry found by a walk beneath the folder handle `base`, never following a link in
+/// its last component, nor out of `base` in any other.
+pub(crate) fn open_entry(base: &OwnedFd, relative: &Path, flags: OFlags) -> Result<OwnedFd, Errno> {
+    retry(|| sys::open(base.as_fd(), relative, flags | OFlags::NOFOLLOW | OFlags::CLOEXEC, Resolve::Beneath))
+}
+
+/// Opens a regular file again through its `O_PATH` handle, so that the file read is the one
+/// checked; the open does not block (a FIFO swapped in is caught by the check after it).
+pub(crate) fn reopen(fd: &OwnedFd, flags: OFlags) -> Result<OwnedFd, Errno> {
+    let magic = format!("/proc/self/fd/{}", fd.as_raw_fd());
+    rustix::fs::open(magic.as_str(), flags | OFlags::CLOEXEC, Mode::empty())
+}
+
+/// Where a handle really is, as the kernel names it.
+pub(crate) fn real_path(fd: &impl AsRawFd) -> Option<PathBuf> {
+    std::fs::read_link(format!("/proc/self/fd/{}", fd.as_raw_fd())).ok().filter(|p| p.is_absolute())
+}
+
+/// Makes the missing folders of `rest` beneath `base`, each one in the handle of its parent,
+/// and returns the handle of the last.
+fn make_folders(base: BorrowedFd<'_>, rest: &Path, resolve: Resolve) -> Result<OwnedFd, Errno> {
+    let flags = OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC;
+    let mut current = sys::open(base, Path::new(""), flags, resolve)?;
+    let mut prefix = PathBuf::new();
+    for component in rest.components() {
+        let Component::Normal(name) = component else {
+            // `..` or `.` in a path whose folders do not exist: as the kernel would say.
+            return Err(Errno::NOENT);
+        };
+        prefix.push(name);
+        current = match sys::open(base, &prefix, flags, resolve) {
+            Ok(fd) => fd,
+            Err(Errno::NOENT) => {
+                match rustix::fs::mkdirat(&current, name, Mode::from_raw_mode(0o777)) {
+                    Ok(()) | Err(Errno::EXIST) => {}
+                    Err(errno) => return Err(errno),
+                }
+                sys::open(base, &prefix, flags, resolve)?
+            }
+            Err(errno) => return Err(errno),
+        };
+    }
+    Ok(current)
+}
+
+/// `openat2` answers `EAGAIN` when a rename elsewhere raced its walk of `..`: try again.
+fn retry<T>(mut f: impl FnMut() -> Result<T, Errno>) -> Result<T, Errno> {
+    let mut left = 64;
+    loop {
+        match f() {
+            Err(Errno::AGAIN | Errno::INTR) if left > 0 => left -= 1,
+            other => return other,
+        }
+    }
+}
+
+#[cfg(target_os = "linux")]
+mod sys {
+    use std::os::fd::{BorrowedFd, OwnedFd};
+    use std::path::Path;
+
+    use rustix::fs::{Mode, OFlags, ResolveFlags};
+    use rustix::io::Errno;
+
+    use super::Resolve;
+
+    pub(super) fn open(
+        base: BorrowedFd<'_>,
+        path: &Path,
+        flags: OFlags,
+        resolve: Resolve,
+    ) -> Result<OwnedFd, Errno> {
+        let how = match resolve {
+            Resolve::Beneath => ResolveFlags::BENEATH | ResolveFlags::NO_MAGICLINKS,
+            Resolve::Exact => ResolveFlags::NO_SYMLINKS | ResolveFlags::NO_MAGICLINKS,
+        };
+        let path = if path.as_os_str().is_empty() { Path::new(".") } else { path };
+        let mode = if flags.contains(OFlags::CREATE) { Mode::from_raw_mode(0o600) } else { Mode::empty() };
+        rustix::fs::openat2(base, path, flags, mode, how)
+    }
+}
+
+/// Without `openat2` (not Linux) the kernel cannot hold a walk beneath a folder: links are
+/// followed as `openat` follows them. Toolhost's servers run on Linux; this keeps the terminal
+/// app building elsewhere, with that weaker guarantee.
+#[cfg(not(target_os = "linux"))]
+mod sys {
+    use std::os::fd::{BorrowedFd, OwnedFd};
+    use std::path::Path;
+
+    use rustix::fs::{Mode, OFlags};
+    use rustix::io::Errno;
+
+    use super::Resolve;
+
+    pub(super) fn open(
+        base: BorrowedFd<'_>,
+        path: &Path,
+        flags: OFlags,
+        _resolve: Resolve,
+    ) -> Result<OwnedFd, Errno> {
+        let path = if path.as_os_str().is_empty() { Path::new(".") } else { path };
+        let mode = if flags.contains(OFlags::CREATE) { Mode::from_raw_mode(0o600) } else { Mode::empty() };
+        rustix::fs::openat(base, path, flags, mode)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::fs;
+
+    use tool_core::FileRoot;
+
+    use super::*;
+
+    fn boundary(roots: Vec<FileRoot>, outside: OutsideFiles, protected: Vec<PathBuf>) -> FileBoundary {
+        FileBoundary { roots, outside, protected, ..FileBoundary::default() }
+    }
+
+    #[test]
+    fn opens_beneath_roots_and_refuses_or_exacts_the_rest() {
+        let dir = tempfile::tempdir().unwrap();
+        let base = dir.path().canonicalize().unwrap();
+        let (inside, other) = (base.join("inside"), base.join("other"));
+        fs::create_dir_all(inside.join("sub")).unwrap();
+        fs::create_dir_all(&other).unwrap();
+        fs::write(inside.join("sub/a.txt"), "a").unwrap();
+        fs::write(other.join("secret.txt"), "secret").unwrap();
+        std::os::unix::fs::symlink(&other, inside.join("out")).unwrap();
+        std::os::unix::fs::symlink("sub/a.txt", inside.join("rel-link")).unwrap();
+        std::os::unix::fs::symlink(&inside, base.join("via")).unwrap();
+
+        let hard = Opener::new(&boundary(vec![FileRoot::writable(&inside)], OutsideFiles::Refuse, vec![]));
+        let exact = Opener::new(&boundary(vec![FileRoot::writable(&inside)], OutsideFiles::Exact, vec![]));
+        let read = OFlags::RDONLY;
+        let content = |fd: OwnedFd| {
+            let mut text = String::new();
+            std::io::Read::read_to_string(&mut fs::File::from(fd), &mut text).unwrap();
+            text
+        };
+        // (path, hard outcome, exact outcome): Ok(content) or the error's variant.
+        let cases: Vec<(PathBuf, &str, &str)> = vec![
+            (inside.join("sub/a.txt"), "a", "a"),
+            (inside.join("rel-link"), "a", "a"),
+            (inside.join("sub/../sub/a.txt"), "a", "a"),
+            // Through a link whose path resolves inside: opened beneath the root it resolves to.
+            (base.join("via/sub/a.txt"), "a", "a"),
+            (inside.join("out/secret.txt"), "Outside", "Through"),
+            (inside.join("../other/secret.txt"), "Outside", "secret"),
+            (other.join("secret.txt"), "Outside", "secret"),
+        ];
+        for (path, want_hard, want_exact) in cases {
+            for (opener, want) in [(&hard, want_hard), (&exact, want_exact)] {
+                let got = match opener.open(&path, read) {
+                    Ok(fd) => content(fd),
+                    Err(ComputerError::Outside { .. }) => "Outside".into(),
+                    Err(ComputerError::ThroughLink { .. }) => "Through".into(),
+                    Err(other) => format!("{other}"),
+                };
+                assert_eq!(got, want, "{} with {opener:?}", path.display());
+            }
+        }
+    }
+
+    #[test]
+    fn writes_respect_read_only_roots_and_protected_paths() {
+        let dir = tempfile::tempdir().unwrap();
+        let base = dir.path().canonicalize().unwrap();
+        let (work, shared, state) = (base.join("work"), base.join("shared"), base.join("work/.state"));
+        fs::create_dir_all(&state).unwrap();
+        fs::create_dir_all(&shared).unwrap();
+        fs::write(state.join("keys"), "digest").unwrap();
+        let opener = Opener::new(&boundary(
+            vec![FileRoot::writable(&work), FileRoot::read_only(&shared)],
+            OutsideFiles::Refuse,
+            vec![state.clone()],
+        ));
+        assert!(matches!(opener.parent(&shared.join("x"), true), Err(ComputerError::ReadOnlyRoot { .. })));
+        assert!(matches!(
+            opener.open(&state.join("keys"), OFlags::RDONLY),
+            Err(ComputerError::Protected { .. })
+        ));
+        assert!(matches!(opener.parent(&state.join("new"), true), Err(ComputerError::Protected { .. })));
+        assert!(matches!(opener.open(&state, OFlags::PATH), Err(ComputerError::Protected { .. })));
+        let parent = opener.parent(&work.join("a/b/c.txt"), true).unwrap();
+        assert_eq!(parent.name, "c.txt");
+        assert_eq!(real_path(&parent.fd).unwrap(), work.join("a/b"));
+        // A link inside that points at the protected folder does not get there either.
+        std::os::unix::fs::symlink(&state, work.join("st")).unwrap();
+        assert!(matches!(
+            opener.open(&work.join("st/keys"), OFlags::RDONLY),
+            Err(ComputerError::Protected { .. })
+        ));
+    }
+
+    #[test]
+    fn a_root_swapped_for_a_link_is_not_pinned() {
+        let dir = tempfile::tempdir().unwrap();
+        let base = dir.path().canonicalize().unwrap();
+        let (work, elsewhere) = (base.join("work"), base.join("elsewhere"));
+        fs::create_dir_all(&elsewhere).unwrap();
+        fs::write(elsewhere.join("f"), "x").unwrap();
+        std::os::unix::fs::symlink(&elsewhere, &work).unwrap();
+        let opener = Opener::new(&boundary(vec![FileRoot::writable(&work)], OutsideFiles::Refuse, vec![]));
+        assert!(matches!(opener.open(&work.join("f"), OFlags::RDONLY), Err(ComputerError::Outside { .. })));
+    }
+}
