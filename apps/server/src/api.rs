@@ -1055,7 +1055,15 @@ async fn ready(State(state): State<Arc<AppState>>) -> Result<Json<Value>, ApiErr
     }
     // A tenant whose pool is full waits behind itself; say so, without naming tenants to a probe.
     let starved = state.limits.starved().len();
-    Ok(Json(json!({"status": "ready", "instance_id": state.instance_id, "starved_tenant_pools": starved})))
+    // What holds commands in, as the start-up log says it.
+    let groups = state.computer.limits();
+    Ok(Json(json!({
+        "status": "ready",
+        "instance_id": state.instance_id,
+        "starved_tenant_pools": starved,
+        "sandbox": state.computer.sandbox().support().to_string(),
+        "command_limits": {"mechanism": groups.mechanism(), "detail": groups.describe()},
+    })))
 }
 
 /// Prometheus metrics.

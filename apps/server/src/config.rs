@@ -260,6 +260,23 @@ pub struct ServeArgs {
     /// Seconds a background command may run before it is killed.
     #[arg(long, env = "TOOLHOST_JOB_LIFETIME_SECS", default_value_t = 3600)]
     pub job_lifetime_secs: u64,
+    /// Processes (and threads) one session's commands may have at once. Enforced with a control
+    /// group per session (cgroup v2 in a delegated subtree, else the v1 `pids` hierarchy); the
+    /// start-up log and `/readyz` say which.
+    #[arg(long, env = "TOOLHOST_COMMAND_MAX_PROCESSES", default_value_t = 256)]
+    pub command_max_processes: u64,
+    /// Memory in MiB one session's commands may use together (page cache included); past it the
+    /// kernel kills one of them and the result says so. Where no memory group can be made, each
+    /// process's address space is held to it instead.
+    #[arg(long, env = "TOOLHOST_COMMAND_MAX_MEMORY_MIB", default_value_t = 2048)]
+    pub command_max_memory_mib: u64,
+    /// CPU weight of each session's commands against the others' (1-10000; 100 is an ordinary
+    /// share). Default: the host's.
+    #[arg(long, env = "TOOLHOST_COMMAND_CPU_WEIGHT")]
+    pub command_cpu_weight: Option<u64>,
+    /// Files one command's process may hold open.
+    #[arg(long, env = "TOOLHOST_COMMAND_MAX_OPEN_FILES", default_value_t = 4096)]
+    pub command_max_open_files: u64,
     /// Approval modes sessions may choose (comma-separated). Default: every mode on an open
     /// loopback server; `manual,allow_list,headless,read_only` with keys (no `auto_run`).
     #[arg(long = "approval-modes", env = "TOOLHOST_APPROVAL_MODES", value_delimiter = ',')]
@@ -389,6 +406,15 @@ impl ServeArgs {
                 tenants.len(),
                 tenants.join(", ")
             );
+        }
+        if self.command_max_processes < 8 {
+            bail!("--command-max-processes must be at least 8 (a shell and a pipeline need a few)");
+        }
+        if self.command_max_memory_mib < 64 {
+            bail!("--command-max-memory-mib must be at least 64");
+        }
+        if self.command_cpu_weight.is_some_and(|w| !(1..=10_000).contains(&w)) {
+            bail!("--command-cpu-weight must be between 1 and 10000");
         }
         if self.max_body_bytes < 1024 {
             bail!("--max-body-bytes must be at least 1024");

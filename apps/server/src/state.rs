@@ -331,11 +331,19 @@ impl AppState {
                 },
                 max_job_lifetime: Duration::from_secs(args.job_lifetime_secs),
                 ledger: Some((ledgers, instance_id.clone())),
+                limits: sandbox::groups::Limits {
+                    max_processes: args.command_max_processes,
+                    max_memory_bytes: args.command_max_memory_mib << 20,
+                    cpu_weight: args.command_cpu_weight,
+                    max_open_files: args.command_max_open_files,
+                },
+                enforce_limits: true,
                 ..Default::default()
             },
             ..Default::default()
         }));
         announce_sandbox(&computer, &sandboxing);
+        announce_limits(&computer);
         if computer.ledger().is_none() {
             tracing::warn!(
                 folder = %state_dir.join("processes").display(),
@@ -931,11 +939,21 @@ fn sandboxing(
     own.extend(args.api_keys_file.iter().chain(&args.deny_rules_file).cloned());
     let mut deny_read = args.sandbox_deny_read.clone();
     deny_read.extend(own.iter().cloned());
+    // Tenants' outputs in the session temp folders of instances that crashed go first.
+    let removed = remove_dead_session_folders(&std::env::temp_dir());
+    if removed > 0 {
+        tracing::info!(removed, "removed the session temp folders of instances that are gone");
+    }
     let temp_root = tempfile::Builder::new()
-        .prefix("toolhost-sessions-")
+        .prefix(SESSION_FOLDERS)
         .permissions(std::os::unix::fs::PermissionsExt::from_mode(0o700))
         .tempdir()
         .context("creating the folder for the sessions' temp folders")?;
+    // Whose it is, so that a later start can tell a crashed instance's folder from a live one's.
+    let pid = std::process::id();
+    let start = computer_runtime::ledger::start_time(pid).unwrap_or(0);
+    std::fs::write(temp_root.path().join(OWNER_FILE), format!("{pid} {start}\n"))
+        .context("marking the sessions' temp folder as this process's")?;
     Ok(Sandboxing {
         modes: args.sandbox_modes(keys),
         network: args.sandbox_network(keys),
@@ -946,6 +964,34 @@ fn sandboxing(
         temp_root,
         blocked_ports: RwLock::new(args.sandbox_block_ports.clone()),
     })
+}
+
+/// The prefix of the folder holding an instance's session temp folders.
+const SESSION_FOLDERS: &str = "toolhost-sessions-";
+/// In that folder: `PID STARTTIME` of the process it belongs to.
+const OWNER_FILE: &str = ".owner";
+
+/// Removes the session temp folders (under `temp`) of instances that are gone: a server killed
+/// with `SIGKILL` never removed them, and they hold its tenants' outputs. A folder without an
+/// owner file, or whose owner runs, is left alone. Returns how many were removed.
+pub fn remove_dead_session_folders(temp: &Path) -> usize {
+    let Ok(entries) = std::fs::read_dir(temp) else { return 0 };
+    let mut removed = 0;
+    for entry in entries.flatten() {
+        if !entry.file_name().to_string_lossy().starts_with(SESSION_FOLDERS)
+            || !entry.file_type().is_ok_and(|t| t.is_dir())
+        {
+            continue;
+        }
+        let Ok(owner) = std::fs::read_to_string(entry.path().join(OWNER_FILE)) else { continue };
+        let mut fields = owner.split_whitespace().map(str::parse::<u64>);
+        let (Some(Ok(pid)), Some(Ok(start))) = (fields.next(), fields.next()) else { continue };
+        let alive = u32::try_from(pid).ok().and_then(computer_runtime::ledger::start_time) == Some(start);
+        if !alive && std::fs::remove_dir_all(entry.path()).is_ok() {
+            removed += 1;
+        }
+    }
+    removed
 }
 
 /// Says at start-up what the kernel can enforce, and warns when the default cannot be.
@@ -961,6 +1007,20 @@ fn announce_sandbox(computer: &computer_runtime::LocalComputer, sandboxing: &San
         tracing::warn!(%support, missing = %missing.join("; "), "the sandbox is only partly enforced on this kernel (best effort allowed)");
     } else {
         tracing::warn!(%support, missing = %missing.join("; "), "this kernel cannot enforce the default sandbox: commands will be refused (allow --sandbox-best-effort, or --sandbox-modes off)");
+    }
+}
+
+/// Says at start-up how the sessions' commands are held to their limits.
+fn announce_limits(computer: &computer_runtime::LocalComputer) {
+    let limits = computer.limits();
+    if limits.mechanism() == "rlimits" {
+        tracing::warn!(limits = %limits.describe(), "commands are not held to per-session limits");
+    } else {
+        tracing::info!(mechanism = limits.mechanism(), limits = %limits.describe(), "commands are held to per-session limits");
+    }
+    let swept = computer.swept_groups();
+    if swept > 0 {
+        tracing::info!(swept, "killed what crashed instances left in their control groups");
     }
 }
 

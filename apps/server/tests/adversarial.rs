@@ -551,3 +551,76 @@ async fn a_link_swapped_under_file_calls_never_reaches_another_tenant() {
     // The racer really raced: some calls got through to the tenant's own file.
     assert!(read > 0 && wrote > 0, "read {read}, wrote {wrote}");
 }
+
+#[tokio::test]
+async fn a_killed_servers_command_tree_is_gone_within_a_second() {
+    let server = Server::start().await;
+    // The server says what holds its commands in; on this kernel, control groups.
+    let (status, ready) = server.request("key-acme", reqwest::Method::GET, "/readyz", None).await;
+    assert_eq!(status, 200, "{ready}");
+    assert_ne!(ready["command_limits"]["mechanism"], "rlimits", "{ready}");
+    let session = server.open("key-acme", &server.root_a).await;
+    // Three levels: the job's shell, a shell that left its process group (setsid), and its child.
+    let tree = "setsid sh -c 'sleep 300 & echo low=$!; wait' & echo top=$!; wait";
+    let started =
+        server.call("key-acme", &session, "runCommand", json!({"command": tree, "background": true})).await;
+    assert!(succeeded(&started), "{started}");
+    let shell = started["output"]["state"]["pid"].as_u64().unwrap();
+    let mut seen = content(&started).to_owned();
+    // Outputs are joined as they come: a pid is the digits after its marker.
+    let pid_of = |seen: &str, marker: &str| {
+        let rest = seen.split(marker).nth(1)?;
+        rest[..rest.find(|c: char| !c.is_ascii_digit()).unwrap_or(rest.len())].parse::<u64>().ok()
+    };
+    for _ in 0..100 {
+        if pid_of(&seen, "low=").is_some() && pid_of(&seen, "top=").is_some() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        let id = started["output"]["state"]["command_id"].clone();
+        let polled = server.call("key-acme", &session, "getCommandOutput", json!({"commandId": id})).await;
+        seen.push_str(content(&polled));
+    }
+    let (child, grandchild) = (pid_of(&seen, "top=").expect(&seen), pid_of(&seen, "low=").expect(&seen));
+    assert!(alive(shell) && alive(child) && alive(grandchild));
+
+    let _dir = server.crash();
+    let killed = std::time::Instant::now();
+    for pid in [shell, child, grandchild] {
+        while alive(pid) {
+            assert!(
+                killed.elapsed() < Duration::from_secs(1),
+                "{pid} outlived the server by a second: {seen}"
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+}
+
+#[tokio::test]
+async fn a_restart_removes_the_session_folders_of_a_crashed_instance() {
+    let temp = tempfile::tempdir().unwrap();
+    let tmpdir = temp.path().display().to_string();
+    let server = Server::start_with(tempfile::tempdir().unwrap(), &[("TMPDIR", &tmpdir)]).await;
+    let session = server.open("key-acme", &server.root_a).await;
+    // A command leaves output in the session's temp folder.
+    let wrote = server.run("key-acme", &session, "echo tenant-output > $TMPDIR/left.txt").await;
+    assert!(succeeded(&wrote), "{wrote}");
+    let folders = || -> Vec<PathBuf> {
+        std::fs::read_dir(temp.path())
+            .unwrap()
+            .flatten()
+            .filter(|e| e.file_name().to_string_lossy().starts_with("toolhost-sessions-"))
+            .map(|e| e.path())
+            .collect()
+    };
+    let before = folders();
+    assert_eq!(before.len(), 1, "{before:?}");
+    let dir = server.crash();
+    assert!(before[0].exists(), "a crash removes nothing by itself");
+    let restarted = Server::start_with(dir, &[("TMPDIR", &tmpdir)]).await;
+    let after = folders();
+    assert!(!before[0].exists(), "the crashed instance's session folders are still there: {after:?}");
+    assert_eq!(after.len(), 1, "the new instance has its own: {after:?}");
+    drop(restarted);
+}

@@ -180,6 +180,9 @@ pub fn run(state: &RunState) -> String {
     } else if let Some(exit) = &state.exit {
         let _ = writeln!(out, "{} in {} ms.", exit_line(exit), state.duration_ms);
     }
+    if let Some(limit) = &state.limit {
+        let _ = writeln!(out, "Limit reached: {limit}.");
+    }
     push_output(&mut out, &state.output, &state.output_path);
     dropped_notice(&mut out, state.dropped_bytes);
     if let Some(report) = &state.sandbox {

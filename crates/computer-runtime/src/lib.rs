@@ -33,6 +33,7 @@ mod error;
 pub mod files;
 pub mod format;
 pub mod ledger;
+mod limits;
 mod local;
 pub mod process;
 pub mod scope;

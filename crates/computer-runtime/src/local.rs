@@ -66,6 +66,16 @@ impl LocalComputer {
         self.processes.ledger()
     }
 
+    /// How the sessions' commands are held to their limits (control groups or resource limits).
+    pub fn limits(&self) -> &sandbox::groups::Groups {
+        self.processes.limits()
+    }
+
+    /// How many control groups of crashed processes were swept when this computer started.
+    pub fn swept_groups(&self) -> usize {
+        self.processes.swept_groups()
+    }
+
     /// The sandbox commands run in: what the kernel offers, what the operator requires.
     pub fn sandbox(&self) -> &sandbox::Sandbox {
         self.processes.sandbox()

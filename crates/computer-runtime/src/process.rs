@@ -48,6 +48,8 @@ use tokio_util::sync::CancellationToken;
 use tool_core::sandbox::CallSandbox;
 
 use crate::env::EnvPolicy;
+use crate::limits::{Placed, SessionGroups};
+use sandbox::groups::Limits;
 
 /// How long to wait for the direct child to be reaped after `SIGKILL`.
 /// `SIGKILL` cannot be caught, so this only matters for processes stuck in
@@ -97,6 +99,11 @@ pub struct ProcessConfig {
     /// Where to keep the ledger of live process groups (`root`, this process's instance id), so
     /// that a later start on this host kills what a crash left running (see [`crate::ledger`]).
     pub ledger: Option<(PathBuf, String)>,
+    /// What one session's commands may take together.
+    pub limits: Limits,
+    /// Whether to hold each session's commands to `limits` in a control group (the server);
+    /// otherwise they only get the floor of resource limits (no core dumps, bounded open files).
+    pub enforce_limits: bool,
 }
 
 impl Default for ProcessConfig {
@@ -115,6 +122,8 @@ impl Default for ProcessConfig {
             max_jobs_per_owner: 32,
             ledger: None,
             max_output_bytes: 64 * 1024 * 1024,
+            limits: Limits::default(),
+            enforce_limits: false,
         }
     }
 }
@@ -282,6 +291,9 @@ pub struct RunState {
     /// Bytes dropped from the middle of the output to keep the spill file bounded.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub dropped_bytes: u64,
+    /// A limit of the session's the command ran into (memory, processes), in words.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limit: Option<String>,
 }
 
 fn is_zero(n: &u64) -> bool {
@@ -411,6 +423,8 @@ pub struct ProcessManager {
     ledger: Option<crate::ledger::Ledger>,
     /// The lazily created default output directory (see [`ProcessConfig::output_dir`]).
     default_dir: Mutex<Option<tempfile::TempDir>>,
+    /// The sessions' control groups and the resource-limit floor.
+    groups: SessionGroups,
 }
 
 /// A background command.
@@ -431,6 +445,8 @@ struct Job {
     group_gone: Arc<AtomicBool>,
     /// What was dropped from the spill file's middle.
     trim: Trim,
+    /// Its control group, killed with it.
+    placed: Option<Placed>,
 }
 
 impl Job {
@@ -466,6 +482,7 @@ struct Spawned {
     file: Arc<File>,
     output_path: PathBuf,
     sandbox: Option<Report>,
+    placed: Option<Placed>,
 }
 
 impl ProcessManager {
@@ -480,10 +497,22 @@ impl ProcessManager {
                 .ledger
                 .as_ref()
                 .and_then(|(root, instance)| crate::ledger::Ledger::open(root, instance).ok()),
+            groups: SessionGroups::new(config.limits, config.enforce_limits),
             config,
             jobs: Mutex::new(HashMap::new()),
             default_dir: Mutex::new(None),
         }
+    }
+
+    /// How the sessions' commands are held to their limits (control groups or only resource
+    /// limits), for the start-up log and readiness.
+    pub fn limits(&self) -> &sandbox::groups::Groups {
+        self.groups.groups()
+    }
+
+    /// How many control groups of crashed processes were swept when this manager started.
+    pub fn swept_groups(&self) -> usize {
+        self.groups.swept()
     }
 
     /// The ledger of live process groups, when one was asked for and could be opened.
@@ -534,9 +563,10 @@ impl ProcessManager {
         cancel: &CancellationToken,
     ) -> Result<RunState, ProcessError> {
         let started = Instant::now();
-        let Spawned { mut child, pid, pgid, file, output_path, sandbox } = self.spawn(&spec, "run")?;
+        let Spawned { mut child, pid, pgid, file, output_path, sandbox, placed } =
+            self.spawn(&spec, "run")?;
         // If this future is dropped mid-wait, take the whole group down with it.
-        let mut guard = GroupGuard { pgid, armed: true };
+        let mut guard = GroupGuard { pgid, armed: true, group: placed.as_ref().map(|p| p.group.clone()) };
 
         // Only the direct child is awaited: see the module docs for why this
         // cannot hang on grandchildren that hold the output open.
@@ -562,9 +592,12 @@ impl ProcessManager {
                     Some(child.wait().await.map_or_else(|_| ExitInfo::unknown(), ExitInfo::from))
                 })
                 .await;
+                // What left the process group (`setsid`) is still in the control group.
+                kill_placed(placed.as_ref()).await;
                 (exit, matches!(outcome, Outcome::TimedOut), matches!(outcome, Outcome::Cancelled))
             }
         };
+        let limit = placed.as_ref().and_then(Placed::note);
         guard.armed = false;
         // Processes the command left running keep the group (and its ledger entry) alive.
         if !group_exists(pgid) {
@@ -576,6 +609,7 @@ impl ProcessManager {
         let output = self.capture(Arc::clone(&file), output_path.clone(), 0, end).await?;
         Ok(RunState {
             dropped_bytes: trim.dropped(),
+            limit,
             command_id: None,
             background: false,
             exit,
@@ -596,7 +630,8 @@ impl ProcessManager {
         }
         let id = job_id()?;
         let started = Instant::now();
-        let Spawned { mut child, pid, pgid, file, output_path, sandbox } = self.spawn(&spec, &id)?;
+        let Spawned { mut child, pid, pgid, file, output_path, sandbox, placed } = self.spawn(&spec, &id)?;
+        let lifetime_group = placed.clone();
 
         // A task reaps the child as soon as it exits (no zombie lingers until
         // the next poll) and publishes how it ended. A job that outlives its
@@ -613,11 +648,13 @@ impl ProcessManager {
                 () = watched.watch() => unreachable!("the trim watch never ends"),
                 status = child.wait() => status.map_or_else(|_| ExitInfo::unknown(), ExitInfo::from),
                 () = tokio::time::sleep(lifetime) => {
-                    terminate_group(pgid, grace, async {
+                    let exit = terminate_group(pgid, grace, async {
                         Some(child.wait().await.map_or_else(|_| ExitInfo::unknown(), ExitInfo::from))
                     })
                     .await
-                    .unwrap_or_else(ExitInfo::unknown)
+                    .unwrap_or_else(ExitInfo::unknown);
+                    kill_placed(lifetime_group.as_ref()).await;
+                    exit
                 }
             };
             // Nobody listening just means the job was already removed.
@@ -647,6 +684,7 @@ impl ProcessManager {
             exit: exit_rx,
             group_gone: gone,
             trim: trim.clone(),
+            placed,
         };
         self.jobs().insert(id.clone(), job);
 
@@ -663,6 +701,7 @@ impl ProcessManager {
             pid,
             sandbox,
             dropped_bytes: trim.dropped(),
+            limit: None,
         })
     }
 
@@ -722,7 +761,7 @@ impl ProcessManager {
     /// [`ProcessError::NoSuchCommand`] for an unknown (or already killed) id, or
     /// one of another owner; [`ProcessError::Io`] if the spill file cannot be read.
     pub async fn kill(&self, owner: &str, command_id: &str) -> Result<KillState, ProcessError> {
-        let (pgid, group_gone, exit_rx, running, exit_before) = {
+        let (pgid, group_gone, exit_rx, running, exit_before, placed) = {
             let jobs = self.jobs();
             let Some(job) = jobs.get(command_id).filter(|job| job.owner == owner) else {
                 return Err(ProcessError::NoSuchCommand {
@@ -731,7 +770,14 @@ impl ProcessManager {
                 });
             };
             let (running, exit) = job.status();
-            (job.pgid, job.group_gone.load(Ordering::Acquire), job.exit.clone(), running, exit)
+            (
+                job.pgid,
+                job.group_gone.load(Ordering::Acquire),
+                job.exit.clone(),
+                running,
+                exit,
+                job.placed.clone(),
+            )
         };
         // The job stays registered while we wait, so if this future is
         // dropped half-way the manager's Drop still kills the group.
@@ -740,6 +786,7 @@ impl ProcessManager {
         } else {
             terminate_group(pgid, self.config.kill_grace, wait_for_exit(exit_rx)).await
         };
+        kill_placed(placed.as_ref()).await;
 
         let removed = self.jobs().remove(command_id);
         if removed.is_some() {
@@ -774,6 +821,8 @@ impl ProcessManager {
         let ids: Vec<String> =
             self.jobs().iter().filter(|(_, job)| job.owner == owner).map(|(id, _)| id.clone()).collect();
         let results = futures::future::join_all(ids.iter().map(|id| self.kill(owner, id))).await;
+        // Whatever its commands left running dies with the session, and its groups go.
+        self.groups.end(owner);
         results.into_iter().filter(Result::is_ok).count()
     }
 
@@ -903,6 +952,10 @@ impl ProcessManager {
             .process_group(0)
             // Last resort if the Child is dropped without being reaped.
             .kill_on_drop(true);
+        // Into the session's control group first (a foreground command's group needs a name of
+        // its own), then the parent-death signal, then the sandbox.
+        let name = if spec.background { label.to_owned() } else { job_id()? };
+        let placed = self.groups.place(&spec.owner, &name, command.as_std_mut())?;
         die_with_parent(command.as_std_mut());
         prepared.install(command.as_std_mut());
         let child = command
@@ -930,6 +983,7 @@ impl ProcessManager {
             file: Arc::new(file),
             output_path,
             sandbox: prepared.report().cloned(),
+            placed,
         })
     }
 
@@ -1112,13 +1166,26 @@ where
 struct GroupGuard {
     pgid: i32,
     armed: bool,
+    group: Option<sandbox::groups::CommandGroup>,
 }
 
 impl Drop for GroupGuard {
     fn drop(&mut self) {
         if self.armed {
             let _ = signal_group(self.pgid, libc::SIGKILL);
+            if let Some(group) = self.group.take() {
+                // Off this thread: killing a control group waits for it to empty.
+                std::thread::spawn(move || group.kill());
+            }
         }
+    }
+}
+
+/// Kills what is left in a command's control group (processes that left its process group),
+/// off the async threads.
+async fn kill_placed(placed: Option<&Placed>) {
+    if let Some(group) = placed.map(|p| p.group.clone()) {
+        let _ = tokio::task::spawn_blocking(move || group.kill()).await;
     }
 }
 

@@ -48,6 +48,7 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 use tool_core::sandbox::{NetworkAccess, SandboxMode, SandboxPolicy};
 
+pub mod groups;
 pub mod huge_pages;
 #[cfg(target_os = "linux")]
 mod linux;

@@ -1,0 +1,123 @@
+//! What a session's commands may take together: the control groups of a [`ProcessManager`]'s
+//! sessions, made on a session's first command and ended with it (see `sandbox::groups`).
+//!
+//! [`ProcessManager`]: crate::process::ProcessManager
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, PoisonError};
+
+use sandbox::groups::{CommandGroup, Groups, Limits, Pressure, Rlimits, SessionGroup};
+
+use crate::process::ProcessError;
+
+/// The groups of every session of one process manager.
+#[derive(Debug)]
+pub(crate) struct SessionGroups {
+    groups: Groups,
+    rlimits: Rlimits,
+    sessions: Mutex<HashMap<String, Arc<SessionGroup>>>,
+    /// Groups of crashed processes swept when this one started.
+    swept: usize,
+}
+
+/// A command's place in its session's group, and what the session had been refused before it.
+#[derive(Debug, Clone)]
+pub(crate) struct Placed {
+    pub(crate) group: CommandGroup,
+    session: Arc<SessionGroup>,
+    before: Pressure,
+}
+
+impl SessionGroups {
+    /// Control groups with `limits` when `enforce` (the best mechanism the host allows), else only
+    /// the floor of resource limits every command gets.
+    pub(crate) fn new(limits: Limits, enforce: bool) -> Self {
+        let groups = if enforce { Groups::setup(limits) } else { Groups::floor_only(limits) };
+        // What a crashed process of ours left in its groups dies now.
+        let swept = if enforce { groups.sweep() } else { 0 };
+        let rlimits = Rlimits::of(&groups);
+        Self { groups, rlimits, sessions: Mutex::new(HashMap::new()), swept }
+    }
+
+    pub(crate) fn groups(&self) -> &Groups {
+        &self.groups
+    }
+
+    pub(crate) fn swept(&self) -> usize {
+        self.swept
+    }
+
+    /// Puts the command that `command` will start into a group of its own beneath `owner`'s
+    /// session group (made now if this is the session's first command), with the resource-limit
+    /// floor; `None` where only resource limits apply.
+    pub(crate) fn place(
+        &self,
+        owner: &str,
+        name: &str,
+        command: &mut std::process::Command,
+    ) -> Result<Option<Placed>, ProcessError> {
+        let io = |context: &str| {
+            let context = context.to_owned();
+            move |source| ProcessError::Io { context, source }
+        };
+        let placed = match self.session(owner).map_err(io("making the session's control group"))? {
+            Some(session) => {
+                let group = session.command(name).map_err(io("making the command's control group"))?;
+                // First, so that the command is in its group before anything else it does.
+                group.install(command);
+                let before = session.pressure();
+                Some(Placed { group, session, before })
+            }
+            None => None,
+        };
+        self.rlimits.install(command);
+        Ok(placed)
+    }
+
+    fn session(&self, owner: &str) -> std::io::Result<Option<Arc<SessionGroup>>> {
+        let mut sessions = self.sessions.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(group) = sessions.get(owner) {
+            return Ok(Some(group.clone()));
+        }
+        let Some(group) = self.groups.session(owner)? else { return Ok(None) };
+        let group = Arc::new(group);
+        sessions.insert(owner.to_owned(), group.clone());
+        Ok(Some(group))
+    }
+
+    /// Kills everything `owner`'s commands left running and removes its groups (its session
+    /// ended).
+    pub(crate) fn end(&self, owner: &str) {
+        let group = self.sessions.lock().unwrap_or_else(PoisonError::into_inner).remove(owner);
+        if let Some(group) = group {
+            group.end();
+        }
+    }
+}
+
+impl Placed {
+    /// What the kernel refused the command's session while it ran, in words a model can act on.
+    pub(crate) fn note(&self) -> Option<String> {
+        // Counted in the session's group or in the command's, by kernel: the larger of the two.
+        let (session, own) = (self.session.pressure(), self.group.pressure());
+        let oom_kills = session.oom_kills.saturating_sub(self.before.oom_kills).max(own.oom_kills);
+        let refusals = session.fork_refusals.saturating_sub(self.before.fork_refusals).max(own.fork_refusals);
+        let limits = self.session.limits();
+        let mut notes = Vec::new();
+        if oom_kills > 0 {
+            notes.push(format!(
+                "the session's commands reached their memory limit ({} MiB) and the kernel killed \
+                 {oom_kills} of their processes; use less memory (stream the data, process it in parts)",
+                limits.max_memory_bytes >> 20,
+            ));
+        }
+        if refusals > 0 {
+            notes.push(format!(
+                "the session's commands reached their limit of {} processes and {refusals} new ones were \
+                 refused; run fewer processes at once",
+                limits.max_processes,
+            ));
+        }
+        (!notes.is_empty()).then(|| notes.join("; "))
+    }
+}
