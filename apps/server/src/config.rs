@@ -274,6 +274,10 @@ pub struct ServeArgs {
     /// share). Default: the host's.
     #[arg(long, env = "TOOLHOST_COMMAND_CPU_WEIGHT")]
     pub command_cpu_weight: Option<u64>,
+    /// Disk in MiB a session's temp folder (its commands' TMPDIR and full outputs) may use: a
+    /// command running when it passes this is stopped, and its result says why.
+    #[arg(long, env = "TOOLHOST_SESSION_TEMP_MAX_MIB", default_value_t = 1024)]
+    pub session_temp_max_mib: u64,
     /// Files one command's process may hold open.
     #[arg(long, env = "TOOLHOST_COMMAND_MAX_OPEN_FILES", default_value_t = 4096)]
     pub command_max_open_files: u64,

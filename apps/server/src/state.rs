@@ -338,6 +338,7 @@ impl AppState {
                     max_open_files: args.command_max_open_files,
                 },
                 enforce_limits: true,
+                max_temp_bytes: args.session_temp_max_mib.max(1) << 20,
                 ..Default::default()
             },
             ..Default::default()
@@ -381,7 +382,8 @@ impl AppState {
             tracing::info!(tools = ?mounted.tools, "MCP servers mounted");
             tools.extend(mounted.tools);
         }
-        let broker = Arc::new(LocalBroker::new());
+        // The approvals budget counts each call that would wait, not only each batch admitted.
+        let broker = Arc::new(LocalBroker::with_budget(args.tenant_approvals));
         // Questions about the calls of MCP clients that can elicit go to those clients; the rest
         // wait in the local broker for the approvals API.
         let elicitation = mcp::Elicitation::new(broker.clone());

@@ -708,12 +708,26 @@ async fn waiting_approvals_are_bounded_and_idle_sessions_expire() {
     })
     .await;
     let sid = server.session(json!({"working_directory": ws.path()})).await;
+    // One batch, two calls that would ask: the budget counts calls, so only one waits.
+    let read = json!({"path": OUTSIDE}).to_string();
     let waiting = common::submit(
         &server,
         &sid,
-        json!([{"id": "w", "name": "readFile", "arguments": json!({"path": OUTSIDE}).to_string()}]),
+        json!([{"id": "w", "name": "readFile", "arguments": read}, {"id": "w2", "name": "readFile", "arguments": read}]),
     );
-    let approval = server.wait_for_approval("w").await;
+    let mut asked = Vec::new();
+    for _ in 0..200 {
+        let (_, list) = server.get("/v1/approvals").await;
+        asked = list.as_array().cloned().unwrap_or_default();
+        if !asked.is_empty() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let (_, list) = server.get("/v1/approvals").await;
+    assert_eq!(list.as_array().map(Vec::len), Some(1), "one call waits, the other is not asked: {list}");
+    let approval = asked[0]["id"].as_str().unwrap().to_owned();
     let (status, body) = server
         .post(
             &format!("/v1/sessions/{sid}/calls"),
@@ -723,10 +737,15 @@ async fn waiting_approvals_are_bounded_and_idle_sessions_expire() {
     assert_eq!(status, 429, "{body}");
     assert!(body["error"]["message"].as_str().unwrap().contains("approvals waiting"), "{body}");
     server.post(&format!("/v1/approvals/{approval}"), json!({"decision": {"kind": "deny"}})).await;
+    let results =
+        tokio::time::timeout(Duration::from_secs(20), waiting).await.unwrap().unwrap()["results"].clone();
     assert_eq!(
-        tokio::time::timeout(Duration::from_secs(20), waiting).await.unwrap().unwrap()["results"][0]["status"],
-        "denied"
+        (results[0]["status"].as_str(), results[1]["status"].as_str()),
+        (Some("denied"), Some("denied"))
     );
+    let not_asked: Vec<&Value> =
+        results.as_array().unwrap().iter().filter(|r| r.to_string().contains("not asked")).collect();
+    assert_eq!(not_asked.len(), 1, "{results}");
 
     // A session nobody uses is ended after the idle time (here one second).
     let idle = server.session(json!({"working_directory": ws.path()})).await;

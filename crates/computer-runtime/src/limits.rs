@@ -121,3 +121,54 @@ impl Placed {
         (!notes.is_empty()).then(|| notes.join("; "))
     }
 }
+
+/// How often a running command's session temp folder is measured.
+const DISK_EVERY: std::time::Duration = std::time::Duration::from_millis(250);
+
+/// Resolves (with the bytes in use) once the session's temp folder uses more than `cap` bytes of
+/// disk; never without a temp folder.
+pub(crate) async fn disk_full(temp: Option<std::path::PathBuf>, cap: u64) -> u64 {
+    let Some(temp) = temp else { return std::future::pending().await };
+    loop {
+        tokio::time::sleep(DISK_EVERY).await;
+        let dir = temp.clone();
+        let used = tokio::task::spawn_blocking(move || disk_use(&dir)).await.unwrap_or(0);
+        if used > cap {
+            return used;
+        }
+    }
+}
+
+/// The result's words for a command stopped at the temp folder's cap.
+pub(crate) fn disk_note(used: u64, cap: u64) -> String {
+    format!(
+        "the session's temp folder used {} MiB of disk, past its cap of {} MiB, and the command was \
+         stopped; write large outputs into the working directory, or delete what is no longer needed",
+        used >> 20,
+        cap >> 20
+    )
+}
+
+/// Disk used by a folder's files (allocated blocks, so a sparse spill file counts what it holds),
+/// links not followed; at most 100 000 entries are looked at.
+fn disk_use(dir: &std::path::Path) -> u64 {
+    use std::os::unix::fs::MetadataExt;
+    let mut used = 0u64;
+    let mut seen = 0usize;
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(folder) = stack.pop() {
+        let Ok(entries) = std::fs::read_dir(&folder) else { continue };
+        for entry in entries.flatten() {
+            seen += 1;
+            if seen > 100_000 {
+                return used;
+            }
+            let Ok(metadata) = entry.metadata() else { continue };
+            used = used.saturating_add(metadata.blocks().saturating_mul(512));
+            if metadata.is_dir() {
+                stack.push(entry.path());
+            }
+        }
+    }
+    used
+}

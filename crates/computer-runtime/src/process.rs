@@ -104,6 +104,9 @@ pub struct ProcessConfig {
     /// Whether to hold each session's commands to `limits` in a control group (the server);
     /// otherwise they only get the floor of resource limits (no core dumps, bounded open files).
     pub enforce_limits: bool,
+    /// The most disk a session's temp folder (its commands' `TMPDIR` and spill files) may use: a
+    /// command running when it passes this is stopped, and its result says why.
+    pub max_temp_bytes: u64,
 }
 
 impl Default for ProcessConfig {
@@ -124,6 +127,7 @@ impl Default for ProcessConfig {
             max_output_bytes: 64 * 1024 * 1024,
             limits: Limits::default(),
             enforce_limits: false,
+            max_temp_bytes: 1 << 30,
         }
     }
 }
@@ -469,6 +473,8 @@ enum Outcome {
     Exited(ExitStatus),
     TimedOut,
     Cancelled,
+    /// The session's temp folder passed its cap.
+    DiskFull(u64),
 }
 
 /// Receives a background job's exit status once its waiter task has it.
@@ -581,13 +587,16 @@ impl ProcessManager {
             status = child.wait() => Outcome::Exited(status.map_err(io_error("waiting for the command"))?),
             () = tokio::time::sleep(spec.timeout) => Outcome::TimedOut,
             () = cancel.cancelled() => Outcome::Cancelled,
+            used = crate::limits::disk_full(spec.sandbox.temp_directory.clone(), self.config.max_temp_bytes) => {
+                Outcome::DiskFull(used)
+            }
             () = trim.watch() => unreachable!("the trim watch never ends"),
             () = live => unreachable!("following the output never ends"),
         };
         trim.check();
         let (exit, timed_out, cancelled) = match outcome {
             Outcome::Exited(status) => (Some(ExitInfo::from(status)), false, false),
-            Outcome::TimedOut | Outcome::Cancelled => {
+            Outcome::TimedOut | Outcome::Cancelled | Outcome::DiskFull(_) => {
                 let exit = terminate_group(pgid, self.config.kill_grace, async {
                     Some(child.wait().await.map_or_else(|_| ExitInfo::unknown(), ExitInfo::from))
                 })
@@ -597,7 +606,10 @@ impl ProcessManager {
                 (exit, matches!(outcome, Outcome::TimedOut), matches!(outcome, Outcome::Cancelled))
             }
         };
-        let limit = placed.as_ref().and_then(Placed::note);
+        let limit = match outcome {
+            Outcome::DiskFull(used) => Some(crate::limits::disk_note(used, self.config.max_temp_bytes)),
+            _ => placed.as_ref().and_then(Placed::note),
+        };
         guard.armed = false;
         // Processes the command left running keep the group (and its ledger entry) alive.
         if !group_exists(pgid) {
@@ -639,6 +651,7 @@ impl ProcessManager {
         // hold the machine for ever.
         let (exit_tx, exit_rx) = watch::channel(None);
         let (lifetime, grace) = (self.config.max_job_lifetime, self.config.kill_grace);
+        let (temp, temp_cap) = (spec.sandbox.temp_directory.clone(), self.config.max_temp_bytes);
         let trim = self.trim_for(&file);
         let watched = trim.clone();
         let gone = Arc::new(AtomicBool::new(false));
@@ -647,7 +660,13 @@ impl ProcessManager {
             let exit = tokio::select! {
                 () = watched.watch() => unreachable!("the trim watch never ends"),
                 status = child.wait() => status.map_or_else(|_| ExitInfo::unknown(), ExitInfo::from),
-                () = tokio::time::sleep(lifetime) => {
+                () = async {
+                    // Past its lifetime, or once the session's temp folder passes its cap.
+                    tokio::select! {
+                        () = tokio::time::sleep(lifetime) => {}
+                        _ = crate::limits::disk_full(temp, temp_cap) => {}
+                    }
+                } => {
                     let exit = terminate_group(pgid, grace, async {
                         Some(child.wait().await.map_or_else(|_| ExitInfo::unknown(), ExitInfo::from))
                     })

@@ -164,3 +164,29 @@ async fn a_crashed_processs_groups_are_swept_at_the_next_start() {
     let state = run(&first, spec(dir.path(), "still", "echo here", Duration::from_secs(5))).await;
     assert!(state.output.text.contains("here"));
 }
+
+#[tokio::test]
+async fn a_command_filling_its_session_temp_folder_is_stopped_with_the_reason() {
+    let dir = tempfile::tempdir().unwrap();
+    let temp = dir.path().join("session-temp");
+    let manager = ProcessManager::new(ProcessConfig {
+        kill_grace: Duration::from_millis(200),
+        max_temp_bytes: 32 << 20,
+        ..ProcessConfig::default()
+    });
+    let mut fill = spec(
+        dir.path(),
+        "filler",
+        "while true; do head -c 4M /dev/zero >> \"$TMPDIR/fill\"; sleep 0.02; done",
+        Duration::from_secs(30),
+    );
+    fill.sandbox.temp_directory = Some(temp.clone());
+    let started = Instant::now();
+    let state = run(&manager, fill).await;
+    assert!(started.elapsed() < Duration::from_secs(10), "it ran on past the cap");
+    let note = state.limit.clone().expect("the result says why it stopped");
+    assert!(note.contains("past its cap of 32 MiB"), "{note}");
+    assert!(!state.exit.as_ref().is_some_and(|e| e.success), "{state:?}");
+    let size = std::fs::metadata(temp.join("fill")).unwrap().len();
+    assert!(size < 256 << 20, "the folder grew to {size} bytes");
+}

@@ -359,12 +359,24 @@ type Waiter = (ApprovalRequest, oneshot::Sender<Decided>);
 #[derive(Debug, Default)]
 pub struct LocalBroker {
     waiting: Mutex<HashMap<String, Waiter>>,
+    /// Questions one tenant may have waiting at once; `None`: no bound.
+    per_tenant: Option<usize>,
 }
+
+/// Who answers a question refused for the budget (as `decided_by`).
+pub const BUDGET: &str = "budget";
 
 impl LocalBroker {
     /// A broker with nothing pending.
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// A broker that holds at most `per_tenant` questions of one tenant at once: a call that
+    /// would be one more is denied at once, with the reason, instead of waiting (counted per
+    /// call, so one batch of many calls cannot pass the budget that admitted it).
+    pub fn with_budget(per_tenant: usize) -> Self {
+        Self { per_tenant: Some(per_tenant.max(1)), ..Self::default() }
     }
 
     /// Answers a pending question; the first answer wins.
@@ -410,10 +422,25 @@ impl ApprovalBroker for LocalBroker {
         timeout: Duration,
     ) -> Option<Decided> {
         let (sender, receiver) = oneshot::channel();
-        self.waiting
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .insert(request.id.clone(), (request.clone(), sender));
+        {
+            let mut waiting = self.waiting.lock().unwrap_or_else(|p| p.into_inner());
+            if let Some(budget) = self.per_tenant {
+                let mine = waiting.values().filter(|(r, _)| r.tenant == request.tenant).count();
+                if mine >= budget {
+                    return Some(Decided {
+                        decision: Decision::DenyWithMessage {
+                            message: format!(
+                                "not asked: this tenant already has {mine} approvals waiting for a person, \
+                                 the most it may; wait for them to be decided, or do something that needs \
+                                 no approval"
+                            ),
+                        },
+                        by: Some(BUDGET.to_owned()),
+                    });
+                }
+            }
+            waiting.insert(request.id.clone(), (request.clone(), sender));
+        }
         // Removes the question however the wait ends, a dropped future included.
         struct Forget<'a>(&'a LocalBroker, &'a str);
         impl Drop for Forget<'_> {
