@@ -119,6 +119,15 @@ impl std::str::FromStr for WorkspaceRoot {
     }
 }
 
+/// A setting that is on or off.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum OnOff {
+    /// On.
+    On,
+    /// Off.
+    Off,
+}
+
 /// A folder granted to one tenant's (or every tenant's) file calls beyond its workspace roots.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TenantPath {
@@ -260,6 +269,11 @@ pub struct ServeArgs {
     /// Seconds a background command may run before it is killed.
     #[arg(long, env = "TOOLHOST_JOB_LIFETIME_SECS", default_value_t = 3600)]
     pub job_lifetime_secs: u64,
+    /// Whether each session's commands are held to the `--command-max-*` limits in a control group
+    /// (`on`/`off`). Default: on with keys; off on an open server, which is one person's machine
+    /// (its commands then get only the floor: no core dumps, bounded open files).
+    #[arg(long, env = "TOOLHOST_COMMAND_LIMITS")]
+    pub command_limits: Option<OnOff>,
     /// Processes (and threads) one session's commands may have at once. Enforced with a control
     /// group per session (cgroup v2 in a delegated subtree, else the v1 `pids` hierarchy); the
     /// start-up log and `/readyz` say which.
@@ -490,6 +504,11 @@ impl ServeArgs {
         });
         modes.dedup();
         modes
+    }
+
+    /// Whether commands are held to per-session limits.
+    pub fn command_limits(&self, keys: &Keys) -> bool {
+        self.command_limits.map_or(!keys.is_open(), |choice| choice == OnOff::On)
     }
 
     /// Whether sessions may turn the network on, and whether it is on by default.

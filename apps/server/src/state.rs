@@ -337,7 +337,7 @@ impl AppState {
                     cpu_weight: args.command_cpu_weight,
                     max_open_files: args.command_max_open_files,
                 },
-                enforce_limits: true,
+                enforce_limits: args.command_limits(&keys),
                 max_temp_bytes: args.session_temp_max_mib.max(1) << 20,
                 ..Default::default()
             },
