@@ -95,30 +95,6 @@ enum Resolve {
     Exact,
 }
 
-/// Where one attempt to open a path starts.
-struct Place<'a> {
-    base: Base<'a>,
-    /// The path relative to `base` (empty for the base itself).
-    rest: PathBuf,
-    resolve: Resolve,
-    /// The root's folder and whether it may be written, when beneath one.
-    root: Option<(&'a Path, bool)>,
-}
-
-enum Base<'a> {
-    Root(BorrowedFd<'a>),
-    Slash(OwnedFd),
-}
-
-impl Base<'_> {
-    fn fd(&self) -> BorrowedFd<'_> {
-        match self {
-            Base::Root(fd) => *fd,
-            Base::Slash(fd) => fd.as_fd(),
-        }
-    }
-}
-
 /// A folder opened for writing into, and the name to write in it.
 #[derive(Debug)]
 pub struct Parent {
@@ -223,62 +199,58 @@ impl Opener {
                 path.display()
             )));
         }
-        for place in self.places(path) {
-            if let (true, Some((root, false))) = (write, place.root) {
-                return Err(ComputerError::ReadOnlyRoot {
+        // The deepest root holding the path as written; then, only if that fails, the deepest
+        // holding it as it resolves now (a hint only: the kernel decides beneath the root, and
+        // resolving costs a look at every component); then the path itself exactly, where the
+        // boundary allows that.
+        let mut tried: Option<(usize, PathBuf)> = None;
+        let mut try_beneath = |candidate: &Path| -> Option<Result<T, ComputerError>> {
+            let (index, root) =
+                self.pinned.roots.iter().enumerate().find(|(_, r)| candidate.starts_with(&r.path))?;
+            let rest = candidate.strip_prefix(&root.path).ok()?.to_path_buf();
+            if tried.as_ref().is_some_and(|(i, r)| *i == index && *r == rest) {
+                return None;
+            }
+            tried = Some((index, rest.clone()));
+            let fd = root.handle()?;
+            if write && !root.writable {
+                return Some(Err(ComputerError::ReadOnlyRoot {
                     path: path.to_path_buf(),
-                    root: root.to_path_buf(),
-                });
+                    root: root.path.clone(),
+                }));
             }
-            match retry(|| open(place.base.fd(), &place.rest, place.resolve)) {
+            match retry(|| open(fd, &rest, Resolve::Beneath)) {
                 // It leads out of this root: another place may hold it.
-                Err(Errno::XDEV) if place.resolve == Resolve::Beneath => {}
-                Err(Errno::LOOP) if place.resolve == Resolve::Exact => {
-                    return Err(ComputerError::ThroughLink { path: path.to_path_buf() });
-                }
-                Err(errno) => return Err(ComputerError::io(path, errno.into())),
-                Ok(value) => return Ok(value),
+                Err(Errno::XDEV) => None,
+                Err(errno) => Some(Err(ComputerError::io(path, errno.into()))),
+                Ok(value) => Some(Ok(value)),
             }
+        };
+        if let Some(done) = try_beneath(path) {
+            return done;
+        }
+        let resolved = crate::scope::resolve(&path.to_string_lossy(), None);
+        if let Some(done) = try_beneath(&resolved) {
+            return done;
+        }
+        if self.outside == OutsideFiles::Exact {
+            let slash = retry(|| {
+                sys::open(
+                    rustix::fs::CWD,
+                    Path::new("/"),
+                    OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC,
+                    Resolve::Exact,
+                )
+            })
+            .map_err(|e| ComputerError::io("/", e.into()))?;
+            let rest = path.strip_prefix("/").unwrap_or(path);
+            return match retry(|| open(slash.as_fd(), rest, Resolve::Exact)) {
+                Err(Errno::LOOP) => Err(ComputerError::ThroughLink { path: path.to_path_buf() }),
+                Err(errno) => Err(ComputerError::io(path, errno.into())),
+                Ok(value) => Ok(value),
+            };
         }
         Err(ComputerError::Outside { path: path.to_path_buf(), roots: self.describe_roots() })
-    }
-
-    /// The places to try, in order: the deepest root holding the path as written, the deepest
-    /// holding it as it resolves now (a hint only: the kernel decides beneath the root), then
-    /// the path itself exactly, when the boundary allows that.
-    fn places(&self, path: &Path) -> Vec<Place<'_>> {
-        let mut places: Vec<Place<'_>> = Vec::with_capacity(3);
-        let mut seen: Vec<(&Path, PathBuf)> = Vec::new();
-        let resolved = crate::scope::resolve(&path.to_string_lossy(), None);
-        for candidate in [path, resolved.as_path()] {
-            let Some(root) = self.pinned.roots.iter().find(|root| candidate.starts_with(&root.path)) else {
-                continue;
-            };
-            let Ok(rest) = candidate.strip_prefix(&root.path) else { continue };
-            if seen.iter().any(|(p, r)| *p == root.path.as_path() && r == rest) {
-                continue;
-            }
-            let Some(fd) = root.handle() else { continue };
-            seen.push((&root.path, rest.to_path_buf()));
-            places.push(Place {
-                base: Base::Root(fd),
-                rest: rest.to_path_buf(),
-                resolve: Resolve::Beneath,
-                root: Some((&root.path, root.writable)),
-            });
-        }
-        if self.outside == OutsideFiles::Exact
-            && let Ok(slash) = sys::open(
-                rustix::fs::CWD,
-                Path::new("/"),
-                OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC,
-                Resolve::Exact,
-            )
-        {
-            let rest = path.strip_prefix("/").unwrap_or(path).to_path_buf();
-            places.push(Place { base: Base::Slash(slash), rest, resolve: Resolve::Exact, root: None });
-        }
-        places
     }
 
     fn describe_roots(&self) -> String {
