@@ -269,6 +269,10 @@ pub struct ServeArgs {
     /// Seconds a background command may run before it is killed.
     #[arg(long, env = "TOOLHOST_JOB_LIFETIME_SECS", default_value_t = 3600)]
     pub job_lifetime_secs: u64,
+    /// Background commands all sessions of one tenant may hold at once (each session holds at
+    /// most 32).
+    #[arg(long, env = "TOOLHOST_TENANT_JOBS", default_value_t = 64)]
+    pub tenant_jobs: usize,
     /// Whether each session's commands are held to the `--command-max-*` limits in a control group
     /// (`on`/`off`). Default: on with keys; off on an open server, which is one person's machine
     /// (its commands then get only the floor: no core dumps, bounded open files).

@@ -330,6 +330,7 @@ impl AppState {
                     },
                 },
                 max_job_lifetime: Duration::from_secs(args.job_lifetime_secs),
+                max_jobs_per_tenant: args.tenant_jobs.max(1),
                 ledger: Some((ledgers, instance_id.clone())),
                 limits: sandbox::groups::Limits {
                     max_processes: args.command_max_processes,

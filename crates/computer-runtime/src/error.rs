@@ -178,7 +178,9 @@ impl ComputerError {
             | Self::InvalidRequest(_) => ErrorKind::InvalidArguments,
             Self::Process(ProcessError::NoSuchCommand { .. }) => ErrorKind::NotFound,
             Self::Process(ProcessError::Sandbox(_)) => ErrorKind::Blocked,
-            Self::Process(ProcessError::TooManyJobs { .. }) => ErrorKind::Conflict,
+            Self::Process(ProcessError::TooManyJobs { .. } | ProcessError::TooManyTenantJobs { .. }) => {
+                ErrorKind::Conflict
+            }
             Self::Process(_) | Self::Io { .. } => ErrorKind::Execution,
             Self::Internal(_) => ErrorKind::Internal,
         }

@@ -93,6 +93,8 @@ pub struct ProcessConfig {
     /// How many background jobs one owner (session) may hold at once, finished ones included
     /// until they are killed.
     pub max_jobs_per_owner: usize,
+    /// How many background jobs the sessions of one tenant may hold at once together.
+    pub max_jobs_per_tenant: usize,
     /// The most disk a command's spill file may use: past it, the middle of the output is dropped
     /// (punched out of the file), keeping its first MiB and its end, and the result says so.
     pub max_output_bytes: u64,
@@ -123,6 +125,7 @@ impl Default for ProcessConfig {
             sandbox: SandboxSettings::default(),
             max_job_lifetime: Duration::from_secs(3600),
             max_jobs_per_owner: 32,
+            max_jobs_per_tenant: 64,
             ledger: None,
             max_output_bytes: 64 * 1024 * 1024,
             limits: Limits::default(),
@@ -373,6 +376,15 @@ pub enum ProcessError {
         /// The most an owner may hold.
         limit: usize,
     },
+    /// The owner's tenant holds as many background jobs as it may, over all its sessions.
+    #[error(
+        "this tenant's sessions hold {limit} background commands already, the most they may together; \
+         kill one that is no longer needed (killCommand) and start this one again"
+    )]
+    TooManyTenantJobs {
+        /// The most a tenant may hold.
+        limit: usize,
+    },
     /// The session's sandbox cannot be set up, so nothing was started.
     #[error(transparent)]
     Sandbox(#[from] SandboxError),
@@ -435,6 +447,8 @@ pub struct ProcessManager {
 #[derive(Debug)]
 struct Job {
     owner: String,
+    /// The owner's tenant, whose budget the job counts against.
+    tenant: Option<String>,
     pgid: i32,
     file: Arc<File>,
     output_path: PathBuf,
@@ -636,9 +650,18 @@ impl ProcessManager {
     }
 
     async fn run_background(&self, spec: CommandSpec) -> Result<RunState, ProcessError> {
-        let limit = self.config.max_jobs_per_owner;
-        if self.jobs().values().filter(|job| job.owner == spec.owner).count() >= limit {
-            return Err(ProcessError::TooManyJobs { limit });
+        {
+            let jobs = self.jobs();
+            let limit = self.config.max_jobs_per_owner;
+            if jobs.values().filter(|job| job.owner == spec.owner).count() >= limit {
+                return Err(ProcessError::TooManyJobs { limit });
+            }
+            let limit = self.config.max_jobs_per_tenant;
+            if let Some(tenant) = &spec.sandbox.tenant
+                && jobs.values().filter(|job| job.tenant.as_ref() == Some(tenant)).count() >= limit
+            {
+                return Err(ProcessError::TooManyTenantJobs { limit });
+            }
         }
         let id = job_id()?;
         let started = Instant::now();
@@ -696,6 +719,7 @@ impl ProcessManager {
         let end = file_len(&file)?;
         let job = Job {
             owner: spec.owner.clone(),
+            tenant: spec.sandbox.tenant.clone(),
             pgid,
             file: Arc::clone(&file),
             output_path: output_path.clone(),

@@ -285,3 +285,30 @@ async fn a_session_holds_a_bounded_number_of_background_jobs() {
     a.start(&m, "sleep 30").await;
     m.shutdown().await;
 }
+
+#[tokio::test]
+async fn a_tenants_sessions_share_a_bounded_number_of_background_jobs() {
+    let (_dir, root) = root();
+    let m = ProcessManager::new(ProcessConfig {
+        max_jobs_per_owner: 2,
+        max_jobs_per_tenant: 3,
+        ..ProcessConfig::default()
+    });
+    let (a, b, c) = (Session::new(&root, "a"), Session::new(&root, "b"), Session::new(&root, "c"));
+    let of = |session: &Session, tenant: &str| {
+        let mut spec = CommandSpec { background: true, ..session.spec("sleep 30") };
+        spec.sandbox.tenant = Some(tenant.to_owned());
+        spec
+    };
+    let go = CancellationToken::new();
+    m.run(of(&a, "acme"), &go).await.unwrap();
+    m.run(of(&a, "acme"), &go).await.unwrap();
+    m.run(of(&b, "acme"), &go).await.unwrap();
+    // Session b is under its own limit, but acme's sessions hold three together.
+    let error = m.run(of(&b, "acme"), &go).await.unwrap_err();
+    assert!(matches!(error, ProcessError::TooManyTenantJobs { limit: 3 }), "{error}");
+    assert!(error.to_string().contains("this tenant's sessions hold 3"), "{error}");
+    // Another tenant has its own allowance.
+    m.run(of(&c, "globex"), &go).await.unwrap();
+    m.shutdown().await;
+}

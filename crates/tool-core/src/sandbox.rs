@@ -213,6 +213,9 @@ pub struct CallSandbox {
     pub temp_directory: Option<PathBuf>,
     /// Where the session's file calls may open files.
     pub files: FileBoundary,
+    /// Whose budget of background commands the session's count against (its tenant), besides
+    /// its own.
+    pub tenant: Option<String>,
 }
 
 /// One folder a session's file calls open files beneath.

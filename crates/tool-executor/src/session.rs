@@ -234,6 +234,7 @@ impl Session {
             policy: config.sandbox.clone(),
             temp_directory: config.temp_directory.clone(),
             files: file_boundary(&config),
+            tenant: Some(config.tenant.clone()),
         });
         let deadline = config.time_budget_ms.map(|ms| Instant::now() + Duration::from_millis(ms));
         Self {
