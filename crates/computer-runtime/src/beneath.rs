@@ -63,6 +63,8 @@ struct Root {
     path: PathBuf,
     writable: bool,
     fd: OnceLock<OwnedFd>,
+    /// A protected path lies beneath it (or it beneath one): what is opened here is checked.
+    holds_protected: bool,
 }
 
 impl Root {
@@ -134,11 +136,25 @@ impl Opener {
     /// The path is outside a hard boundary, goes through a link outside the roots, is protected,
     /// or the open failed.
     pub fn open(&self, path: &Path, flags: OFlags) -> Result<OwnedFd, ComputerError> {
-        let fd = self.attempt(path, false, |base, rest, resolve| {
+        let (fd, exposed) = self.attempt(path, false, |base, rest, resolve| {
             sys::open(base, rest, flags | OFlags::CLOEXEC, resolve)
         })?;
-        self.guard(&fd, None, path)?;
+        if exposed {
+            self.guard(&fd, None, path)?;
+        }
         Ok(fd)
+    }
+
+    /// Whether anything opened beneath the folder `fd` could be a protected path, so that each
+    /// entry a walk opens there must be checked (most folders hold none, and need no check).
+    pub(crate) fn exposed_beneath(&self, fd: &OwnedFd) -> bool {
+        if self.pinned.protected.is_empty() {
+            return false;
+        }
+        match real_path(fd) {
+            Some(real) => self.pinned.protected.iter().any(|p| p.starts_with(&real) || real.starts_with(p)),
+            None => true,
+        }
     }
 
     /// Opens the folder that holds `path` for writing into it, making missing folders on the
@@ -152,13 +168,15 @@ impl Opener {
             return Err(ComputerError::InvalidRequest(format!("{} names no file", path.display())));
         };
         let folder = path.parent().unwrap_or(Path::new("/"));
-        let fd = self.attempt(folder, true, |base, rest, resolve| {
+        let (fd, exposed) = self.attempt(folder, true, |base, rest, resolve| {
             match sys::open(base, rest, OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC, resolve) {
                 Err(Errno::NOENT) if create => make_folders(base, rest, resolve),
                 other => other,
             }
         })?;
-        self.guard(&fd, Some(name), path)?;
+        if exposed {
+            self.guard(&fd, Some(name), path)?;
+        }
         Ok(Parent { fd, name: name.to_owned() })
     }
 
@@ -186,13 +204,15 @@ impl Opener {
         Ok(())
     }
 
-    /// Tries each place `path` may be beneath, then what the boundary allows outside.
+    /// Tries each place `path` may be beneath, then what the boundary allows outside; with what
+    /// was opened, whether it could be a protected path (opened outside the roots, or beneath a
+    /// root that holds one) and must be checked.
     fn attempt<T>(
         &self,
         path: &Path,
         write: bool,
         mut open: impl FnMut(BorrowedFd<'_>, &Path, Resolve) -> Result<T, Errno>,
-    ) -> Result<T, ComputerError> {
+    ) -> Result<(T, bool), ComputerError> {
         if !path.is_absolute() {
             return Err(ComputerError::InvalidRequest(format!(
                 "{} is relative; the runtime opens absolute paths only",
@@ -204,7 +224,7 @@ impl Opener {
         // resolving costs a look at every component); then the path itself exactly, where the
         // boundary allows that.
         let mut tried: Option<(usize, PathBuf)> = None;
-        let mut try_beneath = |candidate: &Path| -> Option<Result<T, ComputerError>> {
+        let mut try_beneath = |candidate: &Path| -> Option<Result<(T, bool), ComputerError>> {
             let (index, root) =
                 self.pinned.roots.iter().enumerate().find(|(_, r)| candidate.starts_with(&r.path))?;
             let rest = candidate.strip_prefix(&root.path).ok()?.to_path_buf();
@@ -223,7 +243,7 @@ impl Opener {
                 // It leads out of this root: another place may hold it.
                 Err(Errno::XDEV) => None,
                 Err(errno) => Some(Err(ComputerError::io(path, errno.into()))),
-                Ok(value) => Some(Ok(value)),
+                Ok(value) => Some(Ok((value, root.holds_protected))),
             }
         };
         if let Some(done) = try_beneath(path) {
@@ -247,7 +267,7 @@ impl Opener {
             return match retry(|| open(slash.as_fd(), rest, Resolve::Exact)) {
                 Err(Errno::LOOP) => Err(ComputerError::ThroughLink { path: path.to_path_buf() }),
                 Err(errno) => Err(ComputerError::io(path, errno.into())),
-                Ok(value) => Ok(value),
+                Ok(value) => Ok((value, !self.pinned.protected.is_empty())),
             };
         }
         Err(ComputerError::Outside { path: path.to_path_buf(), roots: self.describe_roots() })
@@ -266,14 +286,21 @@ impl Opener {
 
 impl Pinned {
     fn of(boundary: &FileBoundary) -> Self {
+        let protected: Vec<PathBuf> =
+            boundary.protected.iter().map(|p| p.canonicalize().unwrap_or_else(|_| p.clone())).collect();
         let mut roots: Vec<Root> = boundary
             .roots
             .iter()
-            .map(|root| Root { path: root.path.clone(), writable: root.writable, fd: OnceLock::new() })
+            .map(|root| Root {
+                path: root.path.clone(),
+                writable: root.writable,
+                fd: OnceLock::new(),
+                holds_protected: protected
+                    .iter()
+                    .any(|p| p.starts_with(&root.path) || root.path.starts_with(p)),
+            })
             .collect();
         roots.sort_by_key(|root| std::cmp::Reverse(root.path.components().count()));
-        let protected =
-            boundary.protected.iter().map(|p| p.canonicalize().unwrap_or_else(|_| p.clone())).collect();
         Self { roots, protected }
     }
 }

@@ -107,11 +107,12 @@ fn walker(root: &Path, options: &WalkOptions) -> WalkBuilder {
 
 /// Opens the folder to walk beneath the session's folders; everything the walk reports is
 /// checked again beneath this handle.
-fn open_dir(opener: &Opener, root: &Path) -> Result<OwnedFd, ComputerError> {
+fn open_dir(opener: &Opener, root: &Path) -> Result<Walked, ComputerError> {
     let fd = opener.open(root, OFlags::PATH)?;
     let stat = rustix::fs::fstat(&fd).map_err(|e| ComputerError::io(root, e.into()))?;
     if FileType::from_raw_mode(stat.st_mode) == FileType::Directory {
-        Ok(fd)
+        let exposed = opener.exposed_beneath(&fd);
+        Ok(Walked { fd, exposed })
     } else {
         Err(ComputerError::NotDirectory { path: root.to_path_buf() })
     }
@@ -120,12 +121,19 @@ fn open_dir(opener: &Opener, root: &Path) -> Result<OwnedFd, ComputerError> {
 /// Whether an entry the walker found by path is still beneath the folder walked, reached without
 /// following a link, and not protected: a folder swapped for a link during the walk makes the
 /// walker list another place, and what it found there is dropped here.
-fn still_beneath(opener: &Opener, base: &OwnedFd, root: &Path, path: &Path) -> bool {
+fn still_beneath(opener: &Opener, base: &Walked, root: &Path, path: &Path) -> bool {
     let Ok(relative) = path.strip_prefix(root) else { return false };
-    match open_entry(base, relative, OFlags::PATH) {
-        Ok(fd) => opener.guard(&fd, None, path).is_ok(),
+    match open_entry(&base.fd, relative, OFlags::PATH) {
+        Ok(fd) => !base.exposed || opener.guard(&fd, None, path).is_ok(),
         Err(_) => false,
     }
+}
+
+/// The folder (or file) a walk searches, and whether a protected path lies beneath it, so that
+/// each entry must be checked.
+struct Walked {
+    fd: OwnedFd,
+    exposed: bool,
 }
 
 /// A glob search.
@@ -246,7 +254,7 @@ type Found = (Vec<PathBuf>, bool);
 
 fn walk_collect(
     opener: &Opener,
-    base: &OwnedFd,
+    base: &Walked,
     root: &Path,
     options: &WalkOptions,
     limit: usize,
@@ -338,6 +346,7 @@ pub fn grep(opener: &Opener, request: &GrepRequest) -> Result<GrepState, Compute
     // The file or folder searched, opened beneath the session's folders; every file searched is
     // opened beneath this handle, never by its path again.
     let base = opener.open(&request.root, OFlags::PATH)?;
+    let exposed = opener.exposed_beneath(&base);
     let root_is_dir = rustix::fs::fstat(&base)
         .map(|stat| FileType::from_raw_mode(stat.st_mode) == FileType::Directory)
         .map_err(|e| ComputerError::io(&request.root, e.into()))?;
@@ -401,13 +410,18 @@ pub fn grep(opener: &Opener, request: &GrepRequest) -> Result<GrepState, Compute
             let relative = entry.path().strip_prefix(root).unwrap_or(Path::new(""));
             let opened =
                 if root_is_dir { open_entry(base, relative, OFlags::PATH) } else { rustix::io::dup(base) };
-            let file = opened.ok().filter(|fd| opener.guard(fd, None, entry.path()).is_ok()).and_then(|fd| {
-                let stat = rustix::fs::fstat(&fd).ok()?;
-                if FileType::from_raw_mode(stat.st_mode) != FileType::RegularFile {
-                    return None;
-                }
-                reopen(&fd, OFlags::RDONLY | OFlags::NONBLOCK | OFlags::NOCTTY).ok().map(std::fs::File::from)
-            });
+            let file = opened
+                .ok()
+                .filter(|fd| !exposed || opener.guard(fd, None, entry.path()).is_ok())
+                .and_then(|fd| {
+                    let stat = rustix::fs::fstat(&fd).ok()?;
+                    if FileType::from_raw_mode(stat.st_mode) != FileType::RegularFile {
+                        return None;
+                    }
+                    reopen(&fd, OFlags::RDONLY | OFlags::NONBLOCK | OFlags::NOCTTY)
+                        .ok()
+                        .map(std::fs::File::from)
+                });
             if let Some(file) = file {
                 let _ = searcher.search_file(&matcher, &file, sink);
             }
