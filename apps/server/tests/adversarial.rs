@@ -624,3 +624,64 @@ async fn a_restart_removes_the_session_folders_of_a_crashed_instance() {
     assert_eq!(after.len(), 1, "the new instance has its own: {after:?}");
     drop(restarted);
 }
+
+#[tokio::test]
+async fn a_fork_bomb_stops_at_the_process_limit_and_another_tenant_is_not_slowed() {
+    let server = Server::start_with(
+        tempfile::tempdir().unwrap(),
+        &[("TOOLHOST_COMMAND_MAX_PROCESSES", "32"), ("TOOLHOST_COMMAND_CPU_WEIGHT", "10")],
+    )
+    .await;
+    std::fs::write(server.root_b.join("notes.txt"), "globex's notes\n").unwrap();
+    let acme = server.open("key-acme", &server.root_a).await;
+    let globex = server.open("key-globex", &server.root_b).await;
+    // For four seconds it forks whenever it can; each child sleeps, so the limit is what stops it.
+    // (The system's Python: with keys, commands read only the system's folders and their own.)
+    let bomb = r#"/usr/bin/python3 -c '
+import os, time
+end, n = time.time() + 4, 0
+while time.time() < end:
+    try:
+        if os.fork() == 0:
+            time.sleep(6)
+            os._exit(0)
+        n += 1
+    except OSError:
+        pass
+print("forked", n)
+'"#;
+    let started =
+        server.call("key-acme", &acme, "runCommand", json!({"command": bomb, "background": true})).await;
+    assert!(succeeded(&started), "{started}");
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    // Meanwhile the other tenant's calls answer as usual.
+    let mut times = Vec::new();
+    let began = std::time::Instant::now();
+    while began.elapsed() < Duration::from_secs(3) {
+        let start = std::time::Instant::now();
+        let read = server.call("key-globex", &globex, "readFile", json!({"path": "notes.txt"})).await;
+        times.push(start.elapsed());
+        assert!(succeeded(&read) && content(&read).contains("globex's notes"), "{read}");
+    }
+    times.sort();
+    let p99 = times[(times.len() * 99 / 100).min(times.len() - 1)];
+    assert!(p99 < Duration::from_millis(100), "p99 {p99:?} over {} calls during the bomb", times.len());
+    // The bomb ends by itself; its result says how far it got and which limit stopped it.
+    let id = started["output"]["state"]["command_id"].clone();
+    let mut seen = content(&started).to_owned();
+    for _ in 0..200 {
+        if seen.contains("forked ") {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        let polled = server.call("key-acme", &acme, "getCommandOutput", json!({"commandId": id})).await;
+        seen.push_str(content(&polled));
+    }
+    let forked: usize = seen
+        .split("forked ")
+        .nth(1)
+        .and_then(|rest| rest.split(|c: char| !c.is_ascii_digit()).next())
+        .and_then(|n| n.parse().ok())
+        .expect(&seen);
+    assert!(forked < 32, "{forked} processes forked under a limit of 32");
+}
