@@ -224,7 +224,9 @@ pub async fn authenticate(State(gate): State<McpGate>, request: Request, next: N
         parts.headers.get("mcp-session-id").and_then(|value| value.to_str().ok()).map(str::to_owned);
     if let Some(session) = &session {
         let owners = gate.owners.lock().unwrap_or_else(|p| p.into_inner());
-        if owners.owner(session).is_some_and(|owner| owner != principal.id) {
+        // Only the key that opened it; a session id this server did not hand out through here
+        // (or forgot: the oldest of more than `CAP`) is nobody's, and is not passed on.
+        if owners.owner(session) != Some(principal.id.as_str()) {
             return crate::error::ApiError::not_found("MCP session", session).into_response();
         }
     }

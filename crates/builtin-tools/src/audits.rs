@@ -48,10 +48,14 @@ pub fn path_scope(input: &AuditInput<'_>) -> AuditVerdict {
         && computer_runtime::scope::resolve(&dir.to_string_lossy(), None) != dir
         && !paths.is_empty()
     {
-        return AuditVerdict::Flag(format!(
-            "the working directory {} was moved or replaced since the session opened",
-            dir.display()
-        ));
+        let reason =
+            format!("the working directory {} was moved or replaced since the session opened", dir.display());
+        // With a hard boundary nobody may approve following it: the new target may be another
+        // tenant's.
+        return match input.hard_roots {
+            Some(_) => AuditVerdict::Refuse(format!("{reason}; no approval can open paths there")),
+            None => AuditVerdict::Flag(reason),
+        };
     }
     // Without a working directory a relative path has nothing safe to resolve against (the
     // process's own folder is not the session's), so it is judged as outside.

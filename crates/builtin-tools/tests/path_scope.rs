@@ -139,10 +139,24 @@ fn a_working_directory_swapped_for_a_link_flags_every_path() {
     assert_eq!(verdict(LocalSystemApi::ReadFile, inside.clone(), Some(&work)), AuditVerdict::Pass);
     std::fs::rename(&work, root.join("work-old")).unwrap();
     std::os::unix::fs::symlink(&other, &work).unwrap();
-    let AuditVerdict::Flag(reason) = verdict(LocalSystemApi::ReadFile, inside, Some(&work)) else {
+    let AuditVerdict::Flag(reason) = verdict(LocalSystemApi::ReadFile, inside.clone(), Some(&work)) else {
         panic!("a swapped working directory must ask")
     };
     assert!(reason.contains("moved or replaced"), "{reason}");
+    // With hard roots (a server with keys) the new target may be another tenant's: nobody is asked.
+    let spec = LocalSystemApi::ReadFile.spec();
+    let hard = [tool_core::FileRoot::writable(&root)];
+    let refused = audit("pathScope").expect("pathScope is registered")(&AuditInput {
+        api: &spec,
+        arguments: &inside,
+        working_directory: Some(&work),
+        temp_in_scope: false,
+        session_temp: None,
+        paths_elsewhere: false,
+        hard_roots: Some(&hard),
+    });
+    let AuditVerdict::Refuse(reason) = refused else { panic!("with hard roots it is refused: {refused:?}") };
+    assert!(reason.contains("moved or replaced") && reason.contains("no approval"), "{reason}");
 }
 
 #[test]

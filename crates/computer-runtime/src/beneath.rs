@@ -65,6 +65,9 @@ struct Root {
     fd: OnceLock<OwnedFd>,
     /// A protected path lies beneath it (or it beneath one): what is opened here is checked.
     holds_protected: bool,
+    /// A read-only root lies beneath this writable one: a folder opened here to write into is
+    /// checked by what it really is, since a link inside may lead into the read-only one.
+    holds_read_only: bool,
 }
 
 impl Root {
@@ -136,7 +139,7 @@ impl Opener {
     /// The path is outside a hard boundary, goes through a link outside the roots, is protected,
     /// or the open failed.
     pub fn open(&self, path: &Path, flags: OFlags) -> Result<OwnedFd, ComputerError> {
-        let (fd, exposed) = self.attempt(path, false, |base, rest, resolve| {
+        let (fd, (exposed, _)) = self.attempt(path, false, |base, rest, resolve| {
             sys::open(base, rest, flags | OFlags::CLOEXEC, resolve)
         })?;
         if exposed {
@@ -168,12 +171,31 @@ impl Opener {
             return Err(ComputerError::InvalidRequest(format!("{} names no file", path.display())));
         };
         let folder = path.parent().unwrap_or(Path::new("/"));
-        let (fd, exposed) = self.attempt(folder, true, |base, rest, resolve| {
-            match sys::open(base, rest, OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC, resolve) {
-                Err(Errno::NOENT) if create => make_folders(base, rest, resolve),
-                other => other,
+        let mut read_only_beneath = false;
+        let (fd, exposed) = self
+            .attempt(folder, true, |base, rest, resolve| {
+                match sys::open(base, rest, OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC, resolve) {
+                    Err(Errno::NOENT) if create => make_folders(base, rest, resolve),
+                    other => other,
+                }
+            })
+            .map(|(fd, (exposed, read_only))| {
+                read_only_beneath = read_only;
+                (fd, exposed)
+            })?;
+        if read_only_beneath {
+            let real = real_path(&fd);
+            if let Some(root) =
+                self.pinned.roots.iter().find(|root| {
+                    !root.writable && real.as_ref().is_none_or(|real| real.starts_with(&root.path))
+                })
+            {
+                return Err(ComputerError::ReadOnlyRoot {
+                    path: path.to_path_buf(),
+                    root: root.path.clone(),
+                });
             }
-        })?;
+        }
         if exposed {
             self.guard(&fd, Some(name), path)?;
         }
@@ -198,7 +220,10 @@ impl Opener {
         if let Some(name) = name {
             real.push(name);
         }
-        if self.pinned.protected.iter().any(|p| real.starts_with(p)) {
+        // A protected path itself, anything beneath one, and (for an entry to be written, moved
+        // or removed) any folder above one: renaming that would carry the protected files along.
+        let above = name.is_some();
+        if self.pinned.protected.iter().any(|p| real.starts_with(p) || (above && p.starts_with(&real))) {
             return Err(ComputerError::Protected { path: shown.to_path_buf() });
         }
         Ok(())
@@ -206,13 +231,14 @@ impl Opener {
 
     /// Tries each place `path` may be beneath, then what the boundary allows outside; with what
     /// was opened, whether it could be a protected path (opened outside the roots, or beneath a
-    /// root that holds one) and must be checked.
+    /// root that holds one) and must be checked, and whether the root it was opened beneath holds
+    /// a read-only root that a write must be checked against.
     fn attempt<T>(
         &self,
         path: &Path,
         write: bool,
         mut open: impl FnMut(BorrowedFd<'_>, &Path, Resolve) -> Result<T, Errno>,
-    ) -> Result<(T, bool), ComputerError> {
+    ) -> Result<(T, (bool, bool)), ComputerError> {
         if !path.is_absolute() {
             return Err(ComputerError::InvalidRequest(format!(
                 "{} is relative; the runtime opens absolute paths only",
@@ -224,7 +250,7 @@ impl Opener {
         // resolving costs a look at every component); then the path itself exactly, where the
         // boundary allows that.
         let mut tried: Option<(usize, PathBuf)> = None;
-        let mut try_beneath = |candidate: &Path| -> Option<Result<(T, bool), ComputerError>> {
+        let mut try_beneath = |candidate: &Path| -> Option<Result<(T, (bool, bool)), ComputerError>> {
             let (index, root) =
                 self.pinned.roots.iter().enumerate().find(|(_, r)| candidate.starts_with(&r.path))?;
             let rest = candidate.strip_prefix(&root.path).ok()?.to_path_buf();
@@ -243,7 +269,7 @@ impl Opener {
                 // It leads out of this root: another place may hold it.
                 Err(Errno::XDEV) => None,
                 Err(errno) => Some(Err(ComputerError::io(path, errno.into()))),
-                Ok(value) => Some(Ok((value, root.holds_protected))),
+                Ok(value) => Some(Ok((value, (root.holds_protected, root.holds_read_only)))),
             }
         };
         if let Some(done) = try_beneath(path) {
@@ -267,7 +293,7 @@ impl Opener {
             return match retry(|| open(slash.as_fd(), rest, Resolve::Exact)) {
                 Err(Errno::LOOP) => Err(ComputerError::ThroughLink { path: path.to_path_buf() }),
                 Err(errno) => Err(ComputerError::io(path, errno.into())),
-                Ok(value) => Ok((value, !self.pinned.protected.is_empty())),
+                Ok(value) => Ok((value, (!self.pinned.protected.is_empty(), false))),
             };
         }
         Err(ComputerError::Outside { path: path.to_path_buf(), roots: self.describe_roots() })
@@ -286,8 +312,10 @@ impl Opener {
 
 impl Pinned {
     fn of(boundary: &FileBoundary) -> Self {
+        // Resolved as they are now; one not made yet (a journal's `-wal` file) by its folder's real
+        // path, so that it matches what a handle on it will say it is.
         let protected: Vec<PathBuf> =
-            boundary.protected.iter().map(|p| p.canonicalize().unwrap_or_else(|_| p.clone())).collect();
+            boundary.protected.iter().map(|p| crate::scope::resolve(&p.to_string_lossy(), None)).collect();
         let mut roots: Vec<Root> = boundary
             .roots
             .iter()
@@ -298,6 +326,10 @@ impl Pinned {
                 holds_protected: protected
                     .iter()
                     .any(|p| p.starts_with(&root.path) || root.path.starts_with(p)),
+                holds_read_only: root.writable
+                    && boundary.roots.iter().any(|other| {
+                        !other.writable && other.path != root.path && other.path.starts_with(&root.path)
+                    }),
             })
             .collect();
         roots.sort_by_key(|root| std::cmp::Reverse(root.path.components().count()));
@@ -489,6 +521,24 @@ mod tests {
         ));
         assert!(matches!(opener.parent(&state.join("new"), true), Err(ComputerError::Protected { .. })));
         assert!(matches!(opener.open(&state, OFlags::PATH), Err(ComputerError::Protected { .. })));
+        // A folder above a protected one is not given out to be written, moved or removed:
+        // renaming it would carry the protected files along.
+        let deep = work.join("deep/.state");
+        fs::create_dir_all(&deep).unwrap();
+        let deeper = Opener::new(&boundary(
+            vec![FileRoot::writable(&work)],
+            OutsideFiles::Refuse,
+            vec![deep.clone(), work.join("later/journal.db-wal")],
+        ));
+        assert!(matches!(deeper.parent(&work.join("deep"), false), Err(ComputerError::Protected { .. })));
+        assert!(deeper.open(&work.join("deep"), OFlags::PATH).is_ok(), "it may still be looked at");
+        // A protected file not made yet is known by its folder's real path.
+        fs::create_dir_all(work.join("later")).unwrap();
+        std::os::unix::fs::symlink(work.join("later"), work.join("alias")).unwrap();
+        assert!(matches!(
+            deeper.parent(&work.join("alias/journal.db-wal"), true),
+            Err(ComputerError::Protected { .. })
+        ));
         let parent = opener.parent(&work.join("a/b/c.txt"), true).unwrap();
         assert_eq!(parent.name, "c.txt");
         assert_eq!(real_path(&parent.fd).unwrap(), work.join("a/b"));
@@ -498,6 +548,30 @@ mod tests {
             opener.open(&work.join("st/keys"), OFlags::RDONLY),
             Err(ComputerError::Protected { .. })
         ));
+    }
+
+    #[test]
+    fn a_read_only_root_inside_a_writable_one_is_not_written_through_a_link() {
+        let dir = tempfile::tempdir().unwrap();
+        let base = dir.path().canonicalize().unwrap();
+        let (work, shared) = (base.join("work"), base.join("work/shared"));
+        fs::create_dir_all(&shared).unwrap();
+        fs::write(shared.join("f"), "kept").unwrap();
+        let opener = Opener::new(&boundary(
+            vec![FileRoot::writable(&work), FileRoot::read_only(&shared)],
+            OutsideFiles::Refuse,
+            vec![],
+        ));
+        std::os::unix::fs::symlink(&shared, work.join("door")).unwrap();
+        for path in [shared.join("new"), work.join("door/new"), work.join("door/f")] {
+            assert!(
+                matches!(opener.parent(&path, true), Err(ComputerError::ReadOnlyRoot { .. })),
+                "{}",
+                path.display()
+            );
+        }
+        assert!(opener.open(&work.join("door/f"), OFlags::RDONLY).is_ok(), "reading through it is fine");
+        assert!(opener.parent(&work.join("elsewhere/new"), true).is_ok());
     }
 
     #[test]

@@ -86,11 +86,13 @@ impl SessionGroups {
     }
 
     /// Kills everything `owner`'s commands left running and removes its groups (its session
-    /// ended).
-    pub(crate) fn end(&self, owner: &str) {
+    /// ended). Killing waits for the processes to go (up to about half a second), so it runs on
+    /// a blocking thread, not on the async worker that asked.
+    pub(crate) async fn end(&self, owner: &str) {
         let group = self.sessions.lock().unwrap_or_else(PoisonError::into_inner).remove(owner);
         if let Some(group) = group {
-            group.end();
+            // A panic there is the thread's alone; the group is swept at the next start.
+            let _ended = tokio::task::spawn_blocking(move || group.end()).await;
         }
     }
 }
@@ -126,32 +128,49 @@ impl Placed {
 const DISK_EVERY: std::time::Duration = std::time::Duration::from_millis(250);
 
 /// Resolves (with the bytes in use) once the session's temp folder uses more than `cap` bytes of
-/// disk; never without a temp folder.
-pub(crate) async fn disk_full(temp: Option<std::path::PathBuf>, cap: u64) -> u64 {
+/// disk, or holds more entries than are measured; never without a temp folder.
+pub(crate) async fn disk_full(temp: Option<std::path::PathBuf>, cap: u64) -> DiskFull {
     let Some(temp) = temp else { return std::future::pending().await };
     loop {
         tokio::time::sleep(DISK_EVERY).await;
         let dir = temp.clone();
-        let used = tokio::task::spawn_blocking(move || disk_use(&dir)).await.unwrap_or(0);
-        if used > cap {
-            return used;
+        let used = tokio::task::spawn_blocking(move || disk_use(&dir)).await.unwrap_or(DiskFull::Bytes(0));
+        match used {
+            DiskFull::Bytes(bytes) if bytes <= cap => {}
+            full => return full,
         }
     }
 }
 
+/// What a session's temp folder holds: bytes, or more entries than [`MAX_ENTRIES`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum DiskFull {
+    /// Disk in use.
+    Bytes(u64),
+    /// Too many files to measure: past the cap too, or millions of empty files would pass it.
+    Entries,
+}
+
+/// Entries of a temp folder measured at most.
+const MAX_ENTRIES: usize = 100_000;
+
 /// The result's words for a command stopped at the temp folder's cap.
-pub(crate) fn disk_note(used: u64, cap: u64) -> String {
+pub(crate) fn disk_note(used: DiskFull, cap: u64) -> String {
+    let what = match used {
+        DiskFull::Bytes(bytes) => {
+            format!("used {} MiB of disk, past its cap of {} MiB", bytes >> 20, cap >> 20)
+        }
+        DiskFull::Entries => format!("holds more than {MAX_ENTRIES} files and folders, past its cap"),
+    };
     format!(
-        "the session's temp folder used {} MiB of disk, past its cap of {} MiB, and the command was \
-         stopped; write large outputs into the working directory, or delete what is no longer needed",
-        used >> 20,
-        cap >> 20
+        "the session's temp folder {what}, and the command was stopped; write large outputs into the \
+         working directory, or delete what is no longer needed"
     )
 }
 
 /// Disk used by a folder's files (allocated blocks, so a sparse spill file counts what it holds),
-/// links not followed; at most 100 000 entries are looked at.
-fn disk_use(dir: &std::path::Path) -> u64 {
+/// links not followed; past [`MAX_ENTRIES`] entries, [`DiskFull::Entries`].
+fn disk_use(dir: &std::path::Path) -> DiskFull {
     use std::os::unix::fs::MetadataExt;
     let mut used = 0u64;
     let mut seen = 0usize;
@@ -160,8 +179,8 @@ fn disk_use(dir: &std::path::Path) -> u64 {
         let Ok(entries) = std::fs::read_dir(&folder) else { continue };
         for entry in entries.flatten() {
             seen += 1;
-            if seen > 100_000 {
-                return used;
+            if seen > MAX_ENTRIES {
+                return DiskFull::Entries;
             }
             let Ok(metadata) = entry.metadata() else { continue };
             used = used.saturating_add(metadata.blocks().saturating_mul(512));
@@ -170,5 +189,5 @@ fn disk_use(dir: &std::path::Path) -> u64 {
             }
         }
     }
-    used
+    DiskFull::Bytes(used)
 }

@@ -436,6 +436,9 @@ pub struct ProcessManager {
     /// The environment every command starts from, filtered once.
     env: Vec<(OsString, OsString)>,
     jobs: Mutex<HashMap<String, Job>>,
+    /// Held from counting a new background command against its budgets until it is in `jobs`,
+    /// so that two started at once on two threads cannot both take the last place.
+    admission: Mutex<()>,
     ledger: Option<crate::ledger::Ledger>,
     /// The lazily created default output directory (see [`ProcessConfig::output_dir`]).
     default_dir: Mutex<Option<tempfile::TempDir>>,
@@ -488,7 +491,7 @@ enum Outcome {
     TimedOut,
     Cancelled,
     /// The session's temp folder passed its cap.
-    DiskFull(u64),
+    DiskFull(crate::limits::DiskFull),
 }
 
 /// Receives a background job's exit status once its waiter task has it.
@@ -520,6 +523,7 @@ impl ProcessManager {
             groups: SessionGroups::new(config.limits, config.enforce_limits),
             config,
             jobs: Mutex::new(HashMap::new()),
+            admission: Mutex::new(()),
             default_dir: Mutex::new(None),
         }
     }
@@ -650,6 +654,8 @@ impl ProcessManager {
     }
 
     async fn run_background(&self, spec: CommandSpec) -> Result<RunState, ProcessError> {
+        // No await until the job is inserted below: the lock is a plain one, held over a spawn.
+        let admitted = self.admission.lock().unwrap_or_else(PoisonError::into_inner);
         {
             let jobs = self.jobs();
             let limit = self.config.max_jobs_per_owner;
@@ -730,6 +736,7 @@ impl ProcessManager {
             placed,
         };
         self.jobs().insert(id.clone(), job);
+        drop(admitted);
 
         let output = self.capture(file, output_path.clone(), 0, end).await?;
         Ok(RunState {
@@ -865,7 +872,7 @@ impl ProcessManager {
             self.jobs().iter().filter(|(_, job)| job.owner == owner).map(|(id, _)| id.clone()).collect();
         let results = futures::future::join_all(ids.iter().map(|id| self.kill(owner, id))).await;
         // Whatever its commands left running dies with the session, and its groups go.
-        self.groups.end(owner);
+        self.groups.end(owner).await;
         results.into_iter().filter(Result::is_ok).count()
     }
 

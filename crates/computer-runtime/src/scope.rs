@@ -34,14 +34,20 @@ fn expand_home(path: &str) -> PathBuf {
 }
 
 fn resolve_absolute(path: &Path) -> PathBuf {
-    resolve_components(path, 0)
+    let mut links = MAX_LINKS;
+    resolve_components(path, &mut links)
 }
+
+/// The most links one resolution follows in all, as the kernel's own limit (`MAXSYMLINKS`, past
+/// which it answers `ELOOP`). Counted over the whole walk, not per level of nesting: a chain of
+/// links that each name the next twice would otherwise double the work at every level.
+const MAX_LINKS: usize = 40;
 
 /// Walks the path one component at a time, as the kernel does: `..` pops what has been resolved so
 /// far, and every symlink met (dangling ones included) is replaced by its target before going on.
-/// Components that do not exist are kept as written. Links nested deeper than 40 are left as they
-/// are rather than followed forever.
-fn resolve_components(path: &Path, depth: usize) -> PathBuf {
+/// Components that do not exist are kept as written. Past [`MAX_LINKS`] links in all, the rest are
+/// left as they are (the kernel would refuse to open such a path).
+fn resolve_components(path: &Path, links: &mut usize) -> PathBuf {
     let mut out = PathBuf::from("/");
     for component in path.components() {
         match component {
@@ -53,11 +59,12 @@ fn resolve_components(path: &Path, depth: usize) -> PathBuf {
             Component::Normal(name) => {
                 out.push(name);
                 let is_link = std::fs::symlink_metadata(&out).is_ok_and(|m| m.file_type().is_symlink());
-                if is_link && depth < 40 {
+                if is_link && *links > 0 {
+                    *links -= 1;
                     out = match std::fs::read_link(&out) {
                         Ok(target) => {
                             let base = out.parent().map_or_else(|| PathBuf::from("/"), Path::to_path_buf);
-                            resolve_components(&base.join(target), depth + 1)
+                            resolve_components(&base.join(target), links)
                         }
                         Err(_) => out,
                     };
@@ -155,6 +162,28 @@ mod tests {
         for (input, expected) in cases {
             assert_eq!(resolve(input, Some(&root)), expected, "{input}");
         }
+    }
+
+    /// Each link names the next twice (`l1/../l1`), so following links per level of nesting
+    /// would take 2^30 steps here; the kernel's budget of 40 links in all ends it at once.
+    #[test]
+    fn a_chain_of_doubling_links_is_cut_at_the_kernels_budget() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().canonicalize().unwrap();
+        std::fs::create_dir(root.join("end")).unwrap();
+        for i in 0..30 {
+            std::os::unix::fs::symlink(format!("l{0}/../l{0}", i + 1), root.join(format!("l{i}"))).unwrap();
+        }
+        std::os::unix::fs::symlink("end", root.join("l30")).unwrap();
+        let (done, finished) = std::sync::mpsc::channel();
+        let path = root.join("l0/file");
+        std::thread::spawn(move || done.send(resolve(&path.to_string_lossy(), None)));
+        let resolved = finished
+            .recv_timeout(std::time::Duration::from_secs(20))
+            .expect("the resolution ends (40 links in all), not after 2^30 steps");
+        assert!(resolved.starts_with(&root), "{}", resolved.display());
+        // A short chain still resolves to its end.
+        assert_eq!(resolve("l28/file", Some(&root)), root.join("end/file"));
     }
 
     #[test]

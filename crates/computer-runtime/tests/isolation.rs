@@ -312,3 +312,33 @@ async fn a_tenants_sessions_share_a_bounded_number_of_background_jobs() {
     m.run(of(&c, "globex"), &go).await.unwrap();
     m.shutdown().await;
 }
+
+/// Started all at once on several threads, background commands still take no more places than
+/// the budget holds: the count and the new job are one step.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn background_commands_started_at_once_stay_within_the_budget() {
+    let (_dir, root) = root();
+    let m = std::sync::Arc::new(ProcessManager::new(ProcessConfig {
+        max_jobs_per_owner: 3,
+        max_jobs_per_tenant: 3,
+        ..ProcessConfig::default()
+    }));
+    let a = Session::new(&root, "a");
+    let starts: Vec<_> = (0..24)
+        .map(|_| {
+            let (m, mut spec) = (m.clone(), CommandSpec { background: true, ..a.spec("sleep 30") });
+            spec.sandbox.tenant = Some("acme".to_owned());
+            tokio::spawn(async move { m.run(spec, &CancellationToken::new()).await })
+        })
+        .collect();
+    let mut started = 0;
+    for start in starts {
+        match start.await.unwrap() {
+            Ok(_) => started += 1,
+            Err(ProcessError::TooManyJobs { .. } | ProcessError::TooManyTenantJobs { .. }) => {}
+            Err(other) => panic!("{other}"),
+        }
+    }
+    assert_eq!(started, 3, "exactly the budget's places were taken");
+    m.shutdown().await;
+}

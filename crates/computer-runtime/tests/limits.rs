@@ -190,3 +190,27 @@ async fn a_command_filling_its_session_temp_folder_is_stopped_with_the_reason() 
     let size = std::fs::metadata(temp.join("fill")).unwrap().len();
     assert!(size < 256 << 20, "the folder grew to {size} bytes");
 }
+
+#[tokio::test]
+async fn a_command_filling_its_temp_folder_with_empty_files_is_stopped_too() {
+    // Empty files take no blocks: past the entries that are measured, the folder counts as full,
+    // or a command could make millions of them under a byte cap.
+    let dir = tempfile::tempdir().unwrap();
+    let temp = dir.path().join("session-temp");
+    let manager = ProcessManager::new(ProcessConfig {
+        kill_grace: Duration::from_millis(200),
+        max_temp_bytes: 1 << 40,
+        ..ProcessConfig::default()
+    });
+    let mut fill = spec(
+        dir.path(),
+        "many",
+        "cd \"$TMPDIR\" && i=0; while true; do seq $i $((i + 4999)) | xargs touch; i=$((i + 5000)); done",
+        Duration::from_secs(60),
+    );
+    fill.sandbox.temp_directory = Some(temp.clone());
+    let state = run(&manager, fill).await;
+    let note = state.limit.clone().expect("the result says why it stopped");
+    assert!(note.contains("more than 100000 files"), "{note}");
+    assert!(!state.timed_out, "stopped by the cap, not the timeout");
+}

@@ -322,9 +322,15 @@ impl Executor {
     /// The working directory is pinned: resolved once, here, to the folder it names now. If a
     /// component is later swapped for a symlink, the path no longer resolves to itself, and the
     /// path-scope audit and the sandbox refuse to treat the new target as the session's folder.
+    ///
+    /// With hard roots (a server with keys) the folder was resolved when the session was created
+    /// and is taken as stored: resolving it again on a later load (a restart, another instance)
+    /// would follow a link the tenant's own commands swapped in, perhaps to another tenant's
+    /// folder. A stored folder that no longer resolves to itself stays as it is, and so is refused.
     pub fn open_session(&self, mut config: SessionConfig) -> Arc<Session> {
         if let Some(dir) = &config.working_directory
             && let Ok(pinned) = std::fs::canonicalize(dir)
+            && (config.hard_roots.is_none() || pinned == *dir)
         {
             config.working_directory = Some(pinned);
         }

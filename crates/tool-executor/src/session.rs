@@ -180,24 +180,36 @@ pub(crate) struct Grant {
 /// system temp folders where they count as the session's, and its hard roots; each resolved now,
 /// when the session opens, so the runtime pins exactly these folders (with no link in their
 /// paths) on first use.
+///
+/// With hard roots, the working directory is taken as stored (resolved when the session was
+/// created; see `Executor::open_session`) and only if it lies beneath one of them: a folder the
+/// tenant swapped for a link since is not followed to wherever the link leads.
 fn file_boundary(config: &SessionConfig) -> FileBoundary {
     let mut roots: Vec<FileRoot> = Vec::new();
-    let mut add = |root: FileRoot| {
-        let root = FileRoot { path: resolved(&root.path), ..root };
+    let mut add = |root: FileRoot, resolve: bool| {
+        let root = if resolve { FileRoot { path: resolved(&root.path), ..root } } else { root };
         match roots.iter_mut().find(|r| r.path == root.path) {
             // The same folder granted twice: writable if either grant is.
             Some(known) => known.writable |= root.writable,
             None => roots.push(root),
         }
     };
-    config.working_directory.iter().for_each(|dir| add(FileRoot::writable(dir)));
-    config.temp_directory.iter().for_each(|dir| add(FileRoot::writable(dir)));
+    let hard: Option<Vec<PathBuf>> =
+        config.hard_roots.as_ref().map(|roots| roots.iter().map(|root| resolved(&root.path)).collect());
+    match (&config.working_directory, &hard) {
+        (Some(dir), None) => add(FileRoot::writable(dir), true),
+        (Some(dir), Some(hard)) if hard.iter().any(|root| dir.starts_with(root)) => {
+            add(FileRoot::writable(dir), false);
+        }
+        _ => {}
+    }
+    config.temp_directory.iter().for_each(|dir| add(FileRoot::writable(dir), true));
     if !config.policy.exclude_temp {
         for temp in [PathBuf::from("/tmp"), PathBuf::from("/var/tmp"), std::env::temp_dir()] {
-            add(FileRoot::writable(temp));
+            add(FileRoot::writable(temp), true);
         }
     }
-    config.hard_roots.iter().flatten().cloned().for_each(&mut add);
+    config.hard_roots.iter().flatten().cloned().for_each(|root| add(root, true));
     FileBoundary {
         roots,
         outside: if config.hard_roots.is_some() { OutsideFiles::Refuse } else { OutsideFiles::Exact },
@@ -230,6 +242,15 @@ const EVENT_BUFFER: usize = 1024;
 
 impl Session {
     pub(crate) fn new(config: SessionConfig, names: ToolNames) -> Self {
+        // The temp folder is the session's from the start, not only once a command made it: a
+        // file call there before any command would find no folder to pin, and be refused as
+        // outside. Private (0700): other users of the machine do not read a session's files.
+        if let Some(temp) = &config.temp_directory {
+            use std::os::unix::fs::DirBuilderExt;
+            if let Err(error) = std::fs::DirBuilder::new().recursive(true).mode(0o700).create(temp) {
+                tracing::warn!(%error, folder = %temp.display(), "could not make the session's temp folder");
+            }
+        }
         let sandbox = Arc::new(CallSandbox {
             policy: config.sandbox.clone(),
             temp_directory: config.temp_directory.clone(),

@@ -108,3 +108,77 @@ async fn inside_runs_outside_asks_headless_blocks() {
         .await;
     assert_eq!(dangerous.output.error.unwrap().kind, tool_core::ErrorKind::Cancelled);
 }
+
+/// A session stored by a server with keys and loaded again (a restart, another instance) after
+/// its tenant swapped the working directory for a link to another tenant's folder: the folder is
+/// not resolved again, so nothing there is read or written, and nobody is asked.
+#[tokio::test]
+async fn a_reloaded_session_does_not_follow_its_swapped_working_directory() {
+    let executor = executor();
+    let base = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let base = base.path().canonicalize().unwrap();
+    let (mine, theirs) = (base.join("tenant-a"), base.join("tenant-b"));
+    std::fs::create_dir_all(mine.join("work")).unwrap();
+    std::fs::create_dir_all(&theirs).unwrap();
+    std::fs::write(theirs.join("secret.txt"), "b's secret\n").unwrap();
+    let config = SessionConfig {
+        id: "s-reloaded".into(),
+        tenant: "a".into(),
+        working_directory: Some(mine.join("work")),
+        policy: SessionPolicy { mode: ApprovalMode::Manual, exclude_temp: true, ..SessionPolicy::default() },
+        hard_roots: Some(vec![tool_core::FileRoot::writable(&mine)]),
+        ..SessionConfig::default()
+    };
+    // The tenant's command moves its folder away and leaves a link to the other tenant's.
+    std::fs::rename(mine.join("work"), mine.join("work-old")).unwrap();
+    std::os::unix::fs::symlink(&theirs, mine.join("work")).unwrap();
+    let session = executor.open_session(config);
+    assert_eq!(session.config.working_directory.as_deref(), Some(mine.join("work").as_path()));
+    let mut events = session.subscribe();
+    for (id, name, arguments) in [
+        ("r1", "readFile", serde_json::json!({"path": "secret.txt"})),
+        ("r2", "readFile", serde_json::json!({"path": mine.join("work/secret.txt")})),
+        ("w1", "writeFile", serde_json::json!({"path": "planted.txt", "content": "x"})),
+    ] {
+        let result = executor.execute(&session, None, call(id, name, arguments)).await;
+        assert_ne!(result.status, AttemptStatus::Executed, "{name}: {}", result.output.content);
+        assert!(!result.output.content.contains("b's secret"), "{}", result.output.content);
+    }
+    assert!(!theirs.join("planted.txt").exists(), "nothing was written in the other tenant's folder");
+    while let Ok(event) = events.try_recv() {
+        assert!(!matches!(event, Event::PermissionRequested { .. }), "nobody is asked: {event:?}");
+    }
+}
+
+/// With hard roots, the session's temp folder is one of its folders from the start: a file
+/// written there before any command ran (none made the folder yet) is written, not refused.
+#[tokio::test]
+async fn the_temp_folder_is_usable_before_any_command() {
+    let executor = executor();
+    let base = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let base = base.path().canonicalize().unwrap();
+    let work = base.join("work");
+    std::fs::create_dir_all(&work).unwrap();
+    let temp = base.join("sessions/s-temp");
+    let session = executor.open_session(SessionConfig {
+        id: "s-temp".into(),
+        tenant: "a".into(),
+        working_directory: Some(work.clone()),
+        temp_directory: Some(temp.clone()),
+        policy: SessionPolicy { mode: ApprovalMode::Manual, exclude_temp: true, ..SessionPolicy::default() },
+        hard_roots: Some(vec![tool_core::FileRoot::writable(&work)]),
+        ..SessionConfig::default()
+    });
+    let note = temp.join("note.txt");
+    let written = executor
+        .execute(
+            &session,
+            None,
+            call("t1", "writeFile", serde_json::json!({"path": note, "content": "kept"})),
+        )
+        .await;
+    assert_eq!(written.status, AttemptStatus::Executed, "{}", written.output.content);
+    assert_eq!(std::fs::read_to_string(&note).unwrap(), "kept");
+    use std::os::unix::fs::PermissionsExt;
+    assert_eq!(std::fs::metadata(&temp).unwrap().permissions().mode() & 0o777, 0o700);
+}
