@@ -91,6 +91,15 @@ impl Root {
     }
 }
 
+/// What must still be checked of what [`Opener::attempt`] opened.
+#[derive(Debug, Clone, Copy)]
+struct Checks {
+    /// It could be a protected path (opened outside the roots, or beneath a root holding one).
+    exposed: bool,
+    /// It was opened beneath a writable root that holds a read-only one.
+    read_only_beneath: bool,
+}
+
 /// How a path is resolved relative to the handle it is opened from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Resolve {
@@ -139,10 +148,10 @@ impl Opener {
     /// The path is outside a hard boundary, goes through a link outside the roots, is protected,
     /// or the open failed.
     pub fn open(&self, path: &Path, flags: OFlags) -> Result<OwnedFd, ComputerError> {
-        let (fd, (exposed, _)) = self.attempt(path, false, |base, rest, resolve| {
+        let (fd, checks) = self.attempt(path, false, |base, rest, resolve| {
             sys::open(base, rest, flags | OFlags::CLOEXEC, resolve)
         })?;
-        if exposed {
+        if checks.exposed {
             self.guard(&fd, None, path)?;
         }
         Ok(fd)
@@ -171,19 +180,13 @@ impl Opener {
             return Err(ComputerError::InvalidRequest(format!("{} names no file", path.display())));
         };
         let folder = path.parent().unwrap_or(Path::new("/"));
-        let mut read_only_beneath = false;
-        let (fd, exposed) = self
-            .attempt(folder, true, |base, rest, resolve| {
-                match sys::open(base, rest, OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC, resolve) {
-                    Err(Errno::NOENT) if create => make_folders(base, rest, resolve),
-                    other => other,
-                }
-            })
-            .map(|(fd, (exposed, read_only))| {
-                read_only_beneath = read_only;
-                (fd, exposed)
-            })?;
-        if read_only_beneath {
+        let (fd, checks) = self.attempt(folder, true, |base, rest, resolve| {
+            match sys::open(base, rest, OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC, resolve) {
+                Err(Errno::NOENT) if create => make_folders(base, rest, resolve),
+                other => other,
+            }
+        })?;
+        if checks.read_only_beneath {
             let real = real_path(&fd);
             if let Some(root) =
                 self.pinned.roots.iter().find(|root| {
@@ -196,7 +199,7 @@ impl Opener {
                 });
             }
         }
-        if exposed {
+        if checks.exposed {
             self.guard(&fd, Some(name), path)?;
         }
         Ok(Parent { fd, name: name.to_owned() })
@@ -238,7 +241,7 @@ impl Opener {
         path: &Path,
         write: bool,
         mut open: impl FnMut(BorrowedFd<'_>, &Path, Resolve) -> Result<T, Errno>,
-    ) -> Result<(T, (bool, bool)), ComputerError> {
+    ) -> Result<(T, Checks), ComputerError> {
         if !path.is_absolute() {
             return Err(ComputerError::InvalidRequest(format!(
                 "{} is relative; the runtime opens absolute paths only",
@@ -250,7 +253,7 @@ impl Opener {
         // resolving costs a look at every component); then the path itself exactly, where the
         // boundary allows that.
         let mut tried: Option<(usize, PathBuf)> = None;
-        let mut try_beneath = |candidate: &Path| -> Option<Result<(T, (bool, bool)), ComputerError>> {
+        let mut try_beneath = |candidate: &Path| -> Option<Result<(T, Checks), ComputerError>> {
             let (index, root) =
                 self.pinned.roots.iter().enumerate().find(|(_, r)| candidate.starts_with(&r.path))?;
             let rest = candidate.strip_prefix(&root.path).ok()?.to_path_buf();
@@ -269,7 +272,10 @@ impl Opener {
                 // It leads out of this root: another place may hold it.
                 Err(Errno::XDEV) => None,
                 Err(errno) => Some(Err(ComputerError::io(path, errno.into()))),
-                Ok(value) => Some(Ok((value, (root.holds_protected, root.holds_read_only)))),
+                Ok(value) => Some(Ok((
+                    value,
+                    Checks { exposed: root.holds_protected, read_only_beneath: root.holds_read_only },
+                ))),
             }
         };
         if let Some(done) = try_beneath(path) {
@@ -293,7 +299,10 @@ impl Opener {
             return match retry(|| open(slash.as_fd(), rest, Resolve::Exact)) {
                 Err(Errno::LOOP) => Err(ComputerError::ThroughLink { path: path.to_path_buf() }),
                 Err(errno) => Err(ComputerError::io(path, errno.into())),
-                Ok(value) => Ok((value, (!self.pinned.protected.is_empty(), false))),
+                Ok(value) => Ok((
+                    value,
+                    Checks { exposed: !self.pinned.protected.is_empty(), read_only_beneath: false },
+                )),
             };
         }
         Err(ComputerError::Outside { path: path.to_path_buf(), roots: self.describe_roots() })

@@ -50,9 +50,9 @@ fn racer(work: PathBuf, stop: Arc<AtomicBool>, swaps: Arc<AtomicU64>) -> std::th
             for (a, b) in [("link", "link-out"), ("dir", "dir-alt")] {
                 if rustix::fs::renameat_with(
                     rustix::fs::CWD,
-                    &work.join(a),
+                    work.join(a),
                     rustix::fs::CWD,
-                    &work.join(b),
+                    work.join(b),
                     RenameFlags::EXCHANGE,
                 )
                 .is_ok()
