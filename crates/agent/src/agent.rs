@@ -202,6 +202,15 @@ impl Agent {
         events: &mpsc::UnboundedSender<AgentEvent>,
         cancel: &CancellationToken,
     ) -> Outcome {
+        // Where the conversation stood: a turn that fails before the model answered anything
+        // takes its request back out, so that the person's next one is not joined to it.
+        let mark = (
+            self.messages.len(),
+            match self.messages.last() {
+                Some(Message::User { content }) => Some(content.len()),
+                _ => None,
+            },
+        );
         self.push_user(input);
         let start = self.usage;
         let mut turns = 0;
@@ -226,7 +235,7 @@ impl Agent {
                     self.push_user(CANCELLED_NOTE);
                     return Outcome::Cancelled;
                 }
-                Err(Some(error)) => return Outcome::Failed(error),
+                Err(Some(error)) => return self.failed(error, mark),
             }
             turns += 1;
 
@@ -265,7 +274,7 @@ impl Agent {
                     self.push_user(CANCELLED_NOTE);
                     return Outcome::Cancelled;
                 }
-                Some(Err(error)) => return Outcome::Failed(error),
+                Some(Err(error)) => return self.failed(error, mark),
                 Some(Ok(reply)) => reply,
             };
             self.usage.add(reply.usage);
@@ -315,6 +324,25 @@ impl Agent {
         };
         let results = self.executor.execute_batch_until(&self.session, batch, cancel).await;
         (results, cancel.is_cancelled())
+    }
+
+    /// The turn failed. If nothing came back since its request was added (`mark`: the number of
+    /// messages before, and the length of the user message it was joined to, if any), the
+    /// request is taken out again: it is the person's to send again, and must not be joined to
+    /// the next one.
+    fn failed(&mut self, error: ProviderError, mark: (usize, Option<usize>)) -> Outcome {
+        let (before, joined) = mark;
+        let untouched = self.messages.len() == before + usize::from(joined.is_none())
+            && matches!(self.messages.last(), Some(Message::User { .. }));
+        if untouched {
+            match (joined, self.messages.last_mut()) {
+                (Some(length), Some(Message::User { content })) => content.truncate(length),
+                _ => {
+                    self.messages.pop();
+                }
+            }
+        }
+        Outcome::Failed(error)
     }
 
     /// A user message; one right after another user message joins it (providers want turns to

@@ -268,7 +268,8 @@ async fn a_stream_dropped_before_anything_showed_is_retried_and_one_dropped_midw
     let server = ScriptedModel::start(vec![
         whole.clone().cut_after(1), // only the role chunk: nothing shown yet
         whole.clone(),
-        whole.cut_after(3), // two text pieces shown, then the connection ends
+        whole.clone().cut_after(3), // two text pieces shown, then the connection ends
+        whole,
     ])
     .await;
     let mut agent = auto_run(openai(&server), folder.path(), AgentConfig::default());
@@ -277,6 +278,20 @@ async fn a_stream_dropped_before_anything_showed_is_retried_and_one_dropped_midw
     let (outcome, _) = run(&mut agent, "two").await;
     assert!(matches!(outcome, Outcome::Failed(ProviderError::Stream { .. })), "{outcome:?}");
     assert_eq!(server.received().len(), 3);
+    // The failed turn's request is not joined to the next one: the model reads "three" alone.
+    let (outcome, _) = run(&mut agent, "three").await;
+    assert!(matches!(outcome, Outcome::Answered { .. }), "{outcome:?}");
+    let messages = server.received()[3].body["messages"].as_array().unwrap().clone();
+    let last = messages.last().unwrap();
+    assert_eq!(
+        (last["role"].as_str(), last["content"].as_str()),
+        (Some("user"), Some("three")),
+        "{messages:?}"
+    );
+    assert!(
+        !messages.iter().any(|m| m["content"].as_str().is_some_and(|c| c.contains("two"))),
+        "{messages:?}"
+    );
 }
 
 #[tokio::test]

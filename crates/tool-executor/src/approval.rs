@@ -473,9 +473,202 @@ pub fn prefix_covers(prefix: &str, command: &str) -> bool {
     }
 }
 
+/// The prefix an "always" answer proposes for a command, and why it is no wider.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PrefixSuggestion {
+    /// Commands starting with this (as [`prefix_covers`] reads it) would be allowed.
+    pub prefix: String,
+    /// Set when the prefix is the whole command: why nothing wider is offered.
+    pub exact_because: Option<String>,
+}
+
+/// Programs whose first argument names what they do (`cargo test`, `git status`, `npm run`): the
+/// prefix keeps it, since `cargo` alone would cover `cargo publish`.
+const WITH_SUBCOMMAND: &[&str] = &[
+    "apt",
+    "brew",
+    "bun",
+    "bundle",
+    "cargo",
+    "composer",
+    "deno",
+    "docker",
+    "dotnet",
+    "gh",
+    "git",
+    "go",
+    "gradle",
+    "helm",
+    "kubectl",
+    "make",
+    "mix",
+    "mvn",
+    "npm",
+    "npx",
+    "pip",
+    "pip3",
+    "pnpm",
+    "poetry",
+    "rake",
+    "rustup",
+    "swift",
+    "terraform",
+    "uv",
+    "yarn",
+    "just",
+];
+
+/// Subcommands that name a script or target in turn (`npm run build`): one word more.
+const RUNNERS: &[&str] = &["run", "exec", "x", "run-script"];
+
+/// Programs that run code given on their command line (`python3 -c`, `node -e`, `bash -c`) or a
+/// module by name (`python3 -m`): a prefix of them would cover any program.
+const INTERPRETERS: &[&str] = &[
+    "bash",
+    "sh",
+    "zsh",
+    "dash",
+    "fish",
+    "ksh",
+    "python",
+    "python2",
+    "python3",
+    "node",
+    "nodejs",
+    "perl",
+    "ruby",
+    "php",
+    "lua",
+    "deno",
+    "bun",
+    "osascript",
+    "pwsh",
+    "powershell",
+    "env",
+    "xargs",
+    "sudo",
+    "doas",
+    "su",
+    "nohup",
+    "timeout",
+    "nice",
+    "exec",
+    "eval",
+    "command",
+    "builtin",
+    "time",
+    "watch",
+    "ssh",
+    "find",
+];
+
+/// Programs that destroy or give away what they touch: never widened past the exact command.
+const DESTRUCTIVE: &[(&str, &str)] = &[
+    ("rm", "it deletes files"),
+    ("rmdir", "it deletes folders"),
+    ("shred", "it destroys files"),
+    ("dd", "it writes raw devices and files"),
+    ("mkfs", "it formats a filesystem"),
+    ("chmod", "it changes who may use files"),
+    ("chown", "it changes who owns files"),
+    ("kill", "it stops processes"),
+    ("pkill", "it stops processes"),
+    ("killall", "it stops processes"),
+    ("truncate", "it empties files"),
+    ("mv", "it moves files over others"),
+    ("curl", "it reaches the network and can send files"),
+    ("wget", "it reaches the network"),
+    ("scp", "it copies files to other machines"),
+    ("rsync", "it copies and deletes files, also remotely"),
+];
+
+/// The narrowest sensible prefix "always" can remember for `command`.
+///
+/// The program and, for tools with subcommands, the subcommand (`cargo test`, `git status`,
+/// `npm run build`): later arguments vary from call to call. The whole command, never a prefix
+/// of it, when widening would allow more than the person saw: shell syntax (a pipe, a chain, a
+/// redirect, a substitution, a loop or a condition), an interpreter or wrapper (its prefix would
+/// cover any program), a destructive program (`rm -rf …`), or a path as the program.
+pub fn suggest_prefix(command: &str) -> PrefixSuggestion {
+    let command = command.trim();
+    let exact = |why: String| PrefixSuggestion { prefix: command.to_owned(), exact_because: Some(why) };
+    if command.contains([';', '&', '|', '<', '>', '$', '`', '(', ')', '\n', '\\', '{', '}', '*', '?', '[']) {
+        return exact("it uses shell syntax (a pipe, chain, redirect, substitution or pattern)".to_owned());
+    }
+    let words: Vec<&str> = command.split_whitespace().collect();
+    let Some(&program) = words.first() else {
+        return exact("it is empty".to_owned());
+    };
+    if matches!(program, "for" | "while" | "until" | "if" | "case" | "select" | "function" | "!") {
+        return exact(format!("it is a shell `{program}` statement"));
+    }
+    if program.contains('=') {
+        return exact("it sets variables for the program".to_owned());
+    }
+    if program.contains('/') {
+        return exact("its program is named by a path".to_owned());
+    }
+    if words.iter().any(|word| word.contains(['\'', '"'])) {
+        return exact("it has quoted arguments".to_owned());
+    }
+    let base = program.trim_end_matches(|c: char| c.is_ascii_digit() || c == '.');
+    if INTERPRETERS.contains(&program) || INTERPRETERS.contains(&base) {
+        return exact(format!("`{program}` runs whatever its arguments say"));
+    }
+    if let Some((_, why)) =
+        DESTRUCTIVE.iter().find(|(name, _)| program == *name || program.starts_with("mkfs"))
+    {
+        return exact(format!("`{program}`: {why}"));
+    }
+    let mut take = 1;
+    if WITH_SUBCOMMAND.contains(&program) && words.get(1).is_some_and(|w| !w.starts_with('-')) {
+        take = 2;
+        if words.get(1).is_some_and(|w| RUNNERS.contains(w))
+            && words.get(2).is_some_and(|w| !w.starts_with('-'))
+        {
+            take = 3;
+        }
+    }
+    PrefixSuggestion { prefix: words[..take].join(" "), exact_because: None }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn always_proposes_the_narrowest_sensible_prefix() {
+        let cases = [
+            ("cargo test -p journal", "cargo test", false),
+            ("git status", "git status", false),
+            ("git log --oneline -5", "git log", false),
+            ("npm run build -- --watch", "npm run build", false),
+            ("ls -la src", "ls", false),
+            ("cargo --version", "cargo", false),
+            ("rm -rf target", "rm -rf target", true),
+            ("rm notes.txt", "rm notes.txt", true),
+            ("for i in 1 2; do echo $i; done", "for i in 1 2; do echo $i; done", true),
+            ("python3 -m pytest -q", "python3 -m pytest -q", true),
+            ("python3 -c print(1)", "python3 -c print(1)", true),
+            ("bash -c ls", "bash -c ls", true),
+            ("curl https://example.com", "curl https://example.com", true),
+            ("cat a | grep b", "cat a | grep b", true),
+            ("make && make install", "make && make install", true),
+            ("./build.sh release", "./build.sh release", true),
+            ("FOO=1 cargo test", "FOO=1 cargo test", true),
+            ("sudo apt install x", "sudo apt install x", true),
+            ("echo 'a b'", "echo 'a b'", true),
+            ("find . -delete", "find . -delete", true),
+        ];
+        for (command, prefix, exact) in cases {
+            let suggestion = suggest_prefix(command);
+            assert_eq!(suggestion.prefix, prefix, "{command}");
+            assert_eq!(suggestion.exact_because.is_some(), exact, "{command}: {suggestion:?}");
+            assert!(prefix_covers(&suggestion.prefix, command), "{command}: the prefix covers it");
+        }
+        // What a widened prefix covers stays plain: `cargo test` never covers a chained command.
+        assert!(!prefix_covers(&suggest_prefix("cargo test").prefix, "cargo test; rm -rf ~"));
+    }
 
     #[test]
     fn prefixes_never_cover_chained_commands() {
