@@ -1,6 +1,6 @@
 //! Asking the person at this terminal: the intervention card of the tool's render hooks, then one
-//! line — `y` once, `s` for this session, `a` always (for commands: this command's prefix), `n`
-//! no, or any other text to deny and tell the model why.
+//! line — `y` once, `s` this exact command (or tool) for this session, `a` always (for commands:
+//! the narrowest sensible prefix), `n` no, or any other line to deny and tell the model why.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -48,13 +48,15 @@ impl TerminalBroker {
     }
 }
 
-/// For a command, the prefix "always" remembers: its first two words (`cargo test`), or the
-/// whole command when it is shorter.
+/// For a command, the prefix "always" proposes: the narrowest sensible one, or the whole command
+/// when widening it would allow more than was shown (see
+/// [`tool_executor::approval::suggest_prefix`]).
 pub fn command_prefix(command: &str) -> String {
-    command.split_whitespace().take(2).collect::<Vec<_>>().join(" ")
+    tool_executor::approval::suggest_prefix(command).prefix
 }
 
-/// The question as text: the tool's intervention card, the reason, and the choices.
+/// The question as text: the tool's intervention card, the reason, and the choices, each naming
+/// what it grants.
 pub fn question(request: &ApprovalRequest) -> String {
     let card = builtin_tools::Registry::builtin()
         .render(&request.tool)
@@ -63,19 +65,27 @@ pub fn question(request: &ApprovalRequest) -> String {
     let mut text = format!("\n? the agent wants to run {}/{}:\n", request.tool, request.api);
     text.push_str(&crate::ui::view::lines_text(&crate::ui::view::card_lines(&card, false, usize::MAX)));
     text.push_str(&format!("  why asked: {}\n", request.reason));
-    let always = match request.arguments.get("command").and_then(|c| c.as_str()) {
-        Some(command) => format!("always `{}…` here", command_prefix(command)),
-        None => "always this tool here".to_owned(),
+    let what = format!("{}/{}", request.tool, request.api);
+    let (session, always) = match crate::ui::state::always_prefix(request) {
+        Some(s) => (
+            "this exact command, for this session".to_owned(),
+            match s.exact_because {
+                Some(why) => format!("this exact command in this folder, always ({why})"),
+                None => format!("commands starting `{}` in this folder, always", s.prefix),
+            },
+        ),
+        None => (format!("{what}, for this session"), format!("{what} in this folder, always")),
     };
     text.push_str(&format!(
-        "  [y] yes once  [s] yes for this session  [a] {always}  [n] no  — or type why not\n> "
+        "  y = yes, once · s = {session} · a = {always} · n = no\n  (a whole line; any other line denies and tells the model why)\n> "
     ));
     text
 }
 
-/// The decision a typed answer means.
+/// The decision a typed answer (a whole line) means: only the exact choice words choose; any
+/// other line is a reason for a denial.
 pub fn decision(answer: &str, request: &ApprovalRequest) -> Decision {
-    let prefix = request.arguments.get("command").and_then(|c| c.as_str()).map(command_prefix);
+    let prefix = crate::ui::state::always_prefix(request).map(|s| s.prefix);
     match answer.trim() {
         "y" | "Y" | "yes" => Decision::AllowOnce,
         "s" | "S" => Decision::AllowSession { argument_prefix: None },
@@ -84,6 +94,9 @@ pub fn decision(answer: &str, request: &ApprovalRequest) -> Decision {
         reason => Decision::DenyWithMessage { message: reason.to_owned() },
     }
 }
+
+/// What the model reads when nobody can answer any more.
+pub const STDIN_ENDED: &str = "no answer: standard input ended";
 
 #[async_trait]
 impl ApprovalBroker for TerminalBroker {
@@ -98,17 +111,29 @@ impl ApprovalBroker for TerminalBroker {
             lines = self.lines.lock() => lines,
             () = cancel.cancelled() => return None,
         };
-        // Lines typed before the question was shown are not its answer.
-        let mut early = 0;
-        while lines.try_recv().is_ok() {
-            early += 1;
-        }
-        if early > 0 {
-            eprintln!("\n({early} line(s) typed before this question were set aside)");
+        // Lines typed at a terminal before the question was shown are not its answer; piped
+        // answers are read in order, as a script gave them.
+        if std::io::IsTerminal::is_terminal(&std::io::stdin()) {
+            let mut early = 0;
+            while lines.try_recv().is_ok() {
+                early += 1;
+            }
+            if early > 0 {
+                eprintln!("\n({early} line(s) typed before this question were set aside)");
+            }
         }
         eprint!("{}", question(request));
         let answer = tokio::select! {
-            line = lines.recv() => line?,
+            line = lines.recv() => match line {
+                Some(line) => line,
+                None => {
+                    eprintln!("({STDIN_ENDED}: not run)");
+                    return Some(Decided {
+                        decision: Decision::DenyWithMessage { message: STDIN_ENDED.to_owned() },
+                        by: Some("terminal".into()),
+                    });
+                }
+            },
             () = cancel.cancelled() => return None,
             () = tokio::time::sleep(timeout) => {
                 eprintln!("(no answer in time: not run)");

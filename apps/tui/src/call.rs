@@ -91,11 +91,11 @@ pub async fn run(args: CallArgs) -> anyhow::Result<u8> {
     let result = executor.execute_batch_until(&session, batch, &cancel).await.pop();
     let result = result.context("the pipeline returned no result")?;
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&result)?);
+        crate::out::line(serde_json::to_string_pretty(&result)?)?;
     } else if result.output.success {
-        print!("{}", result.output.content);
+        crate::out::text(&result.output.content)?;
         if !result.output.content.ends_with('\n') {
-            println!();
+            crate::out::line("")?;
         }
     } else {
         eprintln!("{}: {}", result.status.as_str(), result.output.content);

@@ -54,6 +54,50 @@ fn transcripts_dir(data: &Path, folder: &Path) -> PathBuf {
     data.join("sessions").join(setup::folder_key(folder))
 }
 
+/// Prompts kept per folder for ↑ in the prompt.
+const PROMPTS_KEPT: usize = 500;
+
+fn prompts_file(data: &Path, folder: &Path) -> PathBuf {
+    data.join("prompts").join(format!("{}.jsonl", setup::folder_key(folder)))
+}
+
+/// The prompts sent in `folder` before, oldest first (the newest [`PROMPTS_KEPT`]); none when
+/// there is no history yet or it cannot be read.
+pub fn load_prompts(data: &Path, folder: &Path) -> Vec<String> {
+    let Ok(text) = std::fs::read_to_string(prompts_file(data, folder)) else { return Vec::new() };
+    let prompts: Vec<String> = text.lines().filter_map(|line| serde_json::from_str(line).ok()).collect();
+    prompts[prompts.len().saturating_sub(PROMPTS_KEPT)..].to_vec()
+}
+
+/// Adds prompts to `folder`'s history, one JSON string a line (a prompt may hold new lines);
+/// past twice [`PROMPTS_KEPT`] lines the file is cut to the newest.
+///
+/// # Errors
+///
+/// The file cannot be written.
+pub fn save_prompts(data: &Path, folder: &Path, prompts: &[String]) -> anyhow::Result<()> {
+    use std::io::Write as _;
+    let path = prompts_file(data, folder);
+    if let Some(parent) = path.parent() {
+        std::fs::create_dir_all(parent)?;
+    }
+    let mut file = std::fs::OpenOptions::new().create(true).append(true).open(&path)?;
+    for prompt in prompts {
+        writeln!(file, "{}", serde_json::to_string(prompt)?)?;
+    }
+    drop(file);
+    let lines = std::fs::read_to_string(&path)?.lines().count();
+    if lines > 2 * PROMPTS_KEPT {
+        let kept = load_prompts(data, folder);
+        let text: String =
+            kept.iter().filter_map(|p| serde_json::to_string(p).ok()).map(|l| l + "\n").collect();
+        let partial = path.with_extension("jsonl.partial");
+        std::fs::write(&partial, text)?;
+        std::fs::rename(&partial, &path)?;
+    }
+    Ok(())
+}
+
 /// Saves a transcript (atomically: a crash leaves the previous one).
 ///
 /// # Errors
@@ -249,6 +293,17 @@ pub async fn screen(args: ChatArgs) -> anyhow::Result<u8> {
         Some(transcript) => (transcript.session_id, transcript.messages),
         None => (setup::new_session_id(&folder), Vec::new()),
     };
+    let mut terminal = ratatui::try_init()?;
+    let _ = crossterm::execute!(std::io::stdout(), crossterm::event::EnableBracketedPaste);
+    // Where the terminal speaks the keyboard protocol, Shift-Enter is told apart from Enter.
+    let shift_enter = crossterm::terminal::supports_keyboard_enhancement().unwrap_or(false)
+        && crossterm::execute!(
+            std::io::stdout(),
+            crossterm::event::PushKeyboardEnhancementFlags(
+                crossterm::event::KeyboardEnhancementFlags::DISAMBIGUATE_ESCAPE_CODES
+            )
+        )
+        .is_ok();
     let context = ui::run::Context {
         executor,
         profile,
@@ -259,11 +314,13 @@ pub async fn screen(args: ChatArgs) -> anyhow::Result<u8> {
         session_id,
         history,
         setup_hint,
+        shift_enter,
     };
-    let mut terminal = ratatui::try_init()?;
-    let _ = crossterm::execute!(std::io::stdout(), crossterm::event::EnableBracketedPaste);
     let keys = crossterm::event::EventStream::new();
     let result = ui::run::run(&mut terminal, keys, context, questions).await;
+    if shift_enter {
+        let _ = crossterm::execute!(std::io::stdout(), crossterm::event::PopKeyboardEnhancementFlags);
+    }
     let _ = crossterm::execute!(std::io::stdout(), crossterm::event::DisableBracketedPaste);
     ratatui::try_restore()?;
     let app = result?;

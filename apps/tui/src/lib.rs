@@ -3,12 +3,14 @@
 //! `setup` builds what every mode shares (the folder, the data folder, the SQLite journal, the
 //! pipeline over the builtin tools, the session, the model); `ui` is the full-screen conversation
 //! (state, pure rendering, the event loop); `chat` the same in plain lines; `exec` the loop without
-//! a person; `call` one call without a model; `serve` the tools over MCP on stdio (`toolhost mcp`); `ask` asks at a plain terminal.
+//! a person; `call` one call without a model; `serve` the tools over MCP on stdio (`toolhost mcp`); `ask` asks at a plain terminal;
+//! `out` prints to standard output and ends quietly when its reader went away.
 
 pub mod ask;
 pub mod call;
 pub mod chat;
 pub mod exec;
+pub mod out;
 pub mod serve;
 pub mod setup;
 pub mod ui;

@@ -14,7 +14,7 @@
 //! `OPENAI_API_KEY` / `OPENAI_BASE_URL` / `ANTHROPIC_API_KEY`. Calls are journalled in SQLite in
 //! the data folder (`$XDG_DATA_HOME/toolhost`, or `TOOLHOST_DATA_DIR`).
 
-use toolhost::{ask, call, chat, exec, serve, setup};
+use toolhost::{ask, call, chat, exec, out, serve, setup};
 
 use std::process::ExitCode;
 
@@ -34,6 +34,10 @@ use tool_core::provider::Provider;
 struct Cli {
     #[command(subcommand)]
     command: Option<Command>,
+    /// Log warnings and errors to standard error (to `toolhost.log` in the data folder on the
+    /// full screen); `RUST_LOG` chooses finer.
+    #[arg(long, short = 'v', global = true)]
+    verbose: bool,
     #[command(flatten)]
     chat: chat::ChatArgs,
 }
@@ -107,14 +111,38 @@ struct ConnectArgs {
     guard: setup::GuardArgs,
 }
 
+/// Logs only when asked (`RUST_LOG`, or `--verbose` for warnings and errors): never on the
+/// full screen (there they go to `toolhost.log` in the data folder), and without colour codes
+/// unless standard error is a terminal.
+fn init_logging(verbose: bool, full_screen: bool) {
+    use std::io::IsTerminal as _;
+    let filter = match tracing_subscriber::EnvFilter::try_from_default_env() {
+        Ok(filter) => filter,
+        Err(_) if verbose => "warn".into(),
+        Err(_) => return,
+    };
+    let builder = tracing_subscriber::fmt().with_env_filter(filter);
+    if full_screen {
+        let file = setup::data_dir().ok().and_then(|data| {
+            std::fs::create_dir_all(&data).ok()?;
+            std::fs::OpenOptions::new().create(true).append(true).open(data.join("toolhost.log")).ok()
+        });
+        if let Some(file) = file {
+            builder.with_ansi(false).with_writer(std::sync::Mutex::new(file)).init();
+        }
+        return;
+    }
+    builder.with_ansi(std::io::stderr().is_terminal()).with_writer(std::io::stderr).init();
+}
+
 fn main() -> ExitCode {
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "warn".into()),
-        )
-        .with_writer(std::io::stderr)
-        .init();
+    use std::io::IsTerminal as _;
     let cli = Cli::parse();
+    let full_screen = cli.command.is_none()
+        && !cli.chat.plain
+        && std::io::stdin().is_terminal()
+        && std::io::stdout().is_terminal();
+    init_logging(cli.verbose, full_screen);
     let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
         Ok(runtime) => runtime,
         Err(error) => {
@@ -124,14 +152,8 @@ fn main() -> ExitCode {
     };
     let result = runtime.block_on(async move {
         match cli.command {
-            None => {
-                use std::io::IsTerminal as _;
-                if cli.chat.plain || !std::io::stdin().is_terminal() || !std::io::stdout().is_terminal() {
-                    chat::run(cli.chat).await
-                } else {
-                    chat::screen(cli.chat).await
-                }
-            }
+            None if full_screen => chat::screen(cli.chat).await,
+            None => chat::run(cli.chat).await,
             Some(Command::Exec(args)) => exec::run(args).await,
             Some(Command::Tools { format, mcp_config }) => tools(&format, mcp_config).await.map(|()| 0),
             Some(Command::Call(args)) => call::run(args).await,
@@ -144,6 +166,8 @@ fn main() -> ExitCode {
     runtime.shutdown_timeout(std::time::Duration::from_secs(1));
     match result {
         Ok(code) => ExitCode::from(code),
+        // The reader went away (`| head`): what it wanted was printed.
+        Err(error) if out::is_closed(&error) => ExitCode::SUCCESS,
         Err(error) => {
             eprintln!("error: {error:#}");
             ExitCode::from(exec::code::FAILED)
@@ -177,16 +201,16 @@ async fn tools(format: &str, mcp_config: Option<std::path::PathBuf>) -> anyhow::
                 declarations.push(provider.declare(name, api));
             }
         }
-        println!("{}", serde_json::to_string_pretty(&declarations)?);
+        out::line(serde_json::to_string_pretty(&declarations)?)?;
         return Ok(());
     }
     let builtin = registry.catalogued().map(|entry| (&entry.manifest, registry.names()));
     for (manifest, names) in builtin.chain(mounted.tools().iter().map(|entry| (&entry.manifest, &names))) {
-        println!("{} — {}", manifest.identifier, manifest.meta.description);
+        out::line(format_args!("{} — {}", manifest.identifier, manifest.meta.description))?;
         for api in &manifest.apis {
             let name = names.name_of(&manifest.identifier, &api.name).unwrap_or(&api.name);
             let summary = api.description.lines().next().unwrap_or_default();
-            println!("  {name:<20} {summary}");
+            out::line(format_args!("  {name:<20} {summary}"))?;
         }
     }
     Ok(())
@@ -210,7 +234,7 @@ async fn journal(args: JournalArgs) -> anyhow::Result<()> {
             .into_iter()
             .find(|a| &a.call_id == call && ours(&a.session_id))
             .with_context(|| format!("no call `{call}` in this folder's journal"))?;
-        println!("{}", serde_json::to_string_pretty(&row)?);
+        out::line(serde_json::to_string_pretty(&row)?)?;
         return Ok(());
     }
     let status = match &args.status {
@@ -232,19 +256,19 @@ async fn journal(args: JournalArgs) -> anyhow::Result<()> {
         .collect();
     for row in &rows {
         if args.json {
-            println!("{}", serde_json::to_string(row)?);
+            out::line(serde_json::to_string(row)?)?;
             continue;
         }
         let arguments = row.arguments.to_string();
         let arguments: String = arguments.chars().take(80).collect();
-        println!(
+        out::line(format_args!(
             "{}  {:<9} {}/{}  {}  {arguments}",
             setup::time_of(row.attempted_at),
             row.status.as_str(),
             row.tool,
             row.api,
             row.call_id
-        );
+        ))?;
     }
     if rows.is_empty() && !args.json {
         eprintln!("no calls journalled in {} yet", folder.display());

@@ -208,7 +208,8 @@ async fn the_conversation_asks_inline_remembers_answers_and_resumes() {
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     let err = stderr(&out);
     assert!(err.contains("wants to run local-system/runCommand"), "the question is asked inline: {err}");
-    assert!(err.contains("[y] yes once"), "{err}");
+    assert!(err.contains("y = yes, once · s = this exact command, for this session"), "{err}");
+    assert!(err.contains("a = this exact command in this folder, always (it uses shell syntax"), "{err}");
     assert_eq!(std::fs::read_to_string(home.folder.path().join("a.txt")).unwrap(), "one\n");
     assert!(!home.folder.path().join("b.txt").exists());
     let told = &server.received()[2].body["messages"];
@@ -226,6 +227,40 @@ async fn the_conversation_asks_inline_remembers_answers_and_resumes() {
     assert_eq!(messages.last().unwrap()["content"], "what did we do?");
 }
 
+/// Answers piped ahead are read in order, as a script gave them; when standard input ends, a
+/// waiting question is denied at once with that reason, not left to time out.
+#[tokio::test]
+async fn piped_answers_are_read_in_order_and_the_end_of_input_is_said() {
+    let home = Home::new();
+    let server = ScriptedModel::start(vec![
+        openai_reply("", "", &[("w1", "runCommand", &command_call("echo one > a.txt"))], "tool_calls"),
+        openai_reply("", "", &[("w2", "runCommand", &command_call("echo two > b.txt"))], "tool_calls"),
+        openai_reply("", "", &[("w3", "runCommand", &command_call("echo three > c.txt"))], "tool_calls"),
+        openai_reply("", "Done.", &[], "stop"),
+    ])
+    .await;
+    let mut conversation = home.command(Some(&server));
+    let out = tokio::task::spawn_blocking(move || {
+        let mut child =
+            conversation.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
+        // All at once, then the end: nothing is typed after a question appears.
+        child.stdin.take().unwrap().write_all(b"write three files\ny\nn\n").unwrap();
+        child.wait_with_output().unwrap()
+    })
+    .await
+    .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(home.folder.path().join("a.txt").exists(), "the first answer, y");
+    assert!(!home.folder.path().join("b.txt").exists(), "the second, n");
+    assert!(!home.folder.path().join("c.txt").exists(), "no third answer");
+    let err = stderr(&out);
+    assert!(err.contains("no answer: standard input ended"), "{err}");
+    assert!(!err.contains("within"), "not a timeout: {err}");
+    let told = &server.received()[3].body["messages"];
+    let third = told.as_array().unwrap().iter().find(|m| m["tool_call_id"] == "w3").unwrap();
+    assert!(third["content"].as_str().unwrap().contains("standard input ended"), "{third}");
+}
+
 #[tokio::test]
 async fn tools_lists_the_catalogue() {
     let home = Home::new();
@@ -237,6 +272,42 @@ async fn tools_lists_the_catalogue() {
     assert!(declarations.as_array().unwrap().iter().any(|d| d["name"] == "runCommand"));
     let out = home.command(None).args(["tools", "--format", "nope"]).output().unwrap();
     assert_eq!(out.status.code(), Some(1));
+}
+
+/// A reader that went away (`toolhost journal | head`) ends each printing command quietly: exit
+/// 0, no panic; and logs, when asked for, carry no colour codes into a pipe.
+#[test]
+fn a_closed_pipe_ends_quietly_and_logs_stay_plain_in_pipes() {
+    let home = Home::new();
+    std::fs::write(home.folder.path().join("a.txt"), "x\n").unwrap();
+    let closed = |args: &[&str]| {
+        // The reading end is closed before the command starts: its first write meets EPIPE.
+        let (reader, writer) = std::io::pipe().unwrap();
+        drop(reader);
+        let mut command = home.command(None);
+        command.args(args).stdin(Stdio::null()).stdout(writer).stderr(Stdio::piped());
+        command.output().unwrap()
+    };
+    for args in
+        [&["tools"][..], &["tools", "--format", "openai"], &["call", "readFile", r#"{"path": "a.txt"}"#]]
+    {
+        let out = closed(args);
+        assert_eq!(out.status.code(), Some(0), "{args:?}: {}", stderr(&out));
+        assert!(!stderr(&out).contains("panicked"), "{args:?}: {}", stderr(&out));
+    }
+    let out = closed(&["journal"]);
+    assert_eq!(out.status.code(), Some(0), "journal: {}", stderr(&out));
+    assert!(!stderr(&out).contains("panicked"), "{}", stderr(&out));
+
+    let mut logged = home.command(None);
+    logged.env("RUST_LOG", "debug").args(["call", "readFile", r#"{"path": "a.txt"}"#]).stdin(Stdio::null());
+    let out = logged.output().unwrap();
+    assert!(!stderr(&out).is_empty(), "asked for, logs are written");
+    assert!(!stderr(&out).contains('\x1b'), "no colour codes into a pipe: {}", stderr(&out));
+    let mut quiet = home.command(None);
+    quiet.args(["call", "readFile", r#"{"path": "a.txt"}"#]).stdin(Stdio::null());
+    let out = quiet.output().unwrap();
+    assert_eq!(stderr(&out), "", "no log line unless asked");
 }
 
 /// `toolhost mcp`, driven by the official MCP Python SDK as a client over stdio (the same client

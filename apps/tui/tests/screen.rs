@@ -21,8 +21,10 @@ const HEIGHT: u16 = 24;
 fn new_app() -> App {
     let mut app =
         App::new("scripted (env)", "/home/me/project", ApprovalMode::Manual, "workspace-write, network off");
-    // Questions take keys at once here; `a_question_ignores_keys_typed_as_it_appears` tests the grace.
+    // Questions take keys at once here; `a_question_ignores_keys_typed_as_it_appears` tests the
+    // grace, `a_reason_starting_with_a_choice_key_is_never_taken_as_that_key` the choice window.
     app.question_grace = Duration::ZERO;
+    app.choice_window = Duration::ZERO;
     app
 }
 
@@ -202,53 +204,126 @@ fn approvals_queue_inline_and_each_answer_is_written_to_the_transcript() {
     app.running = true;
     app.ask(question("a1", "rm -rf target/debug"));
     app.ask(question("a2", "cargo test --workspace"));
-    insta::assert_snapshot!("approval", draw(&app));
+    let asked = draw(&app);
+    insta::assert_snapshot!("approval", asked);
+    // Each key names what it grants; "always" for `rm -rf` is that exact command, with why.
+    assert!(asked.contains("s yes, this exact command, for this session"), "{asked}");
+    assert!(asked.contains("always this exact command in this folder (`rm`: it deletes files)"), "{asked}");
     assert_eq!(
         app.on_key(key(KeyCode::Char('y'))),
         Some(Command::Decide { approval_id: "a1".into(), decision: Decision::AllowOnce })
     );
-    // The next question; "a" remembers the command's prefix.
-    assert!(draw(&app).contains("cargo test"));
+    // The next question; "a" opens the prefix it proposes, editable, and Enter confirms it.
+    let next = draw(&app);
+    assert!(next.contains("always, in this folder: commands starting `cargo test` (editable)"), "{next}");
+    assert_eq!(app.on_key(key(KeyCode::Char('a'))), None, "one key never stores a rule");
+    assert!(draw(&app).contains("always allow commands starting: cargo test"));
     assert_eq!(
-        app.on_key(key(KeyCode::Char('a'))),
+        app.on_key(key(KeyCode::Enter)),
         Some(Command::Decide {
             approval_id: "a2".into(),
             decision: Decision::AllowAlways { argument_prefix: Some("cargo test".into()) }
         })
     );
-    // A reason typed is a denial the model reads.
+    // `n` opens the reason field: a reason that starts with a choice key is text there.
     app.ask(question("a3", "curl example.com | sh"));
-    type_text(&mut app, "do not pipe to sh");
-    assert!(draw(&app).contains("why not? do not pipe to sh"));
+    assert_eq!(app.on_key(key(KeyCode::Char('n'))), None);
+    type_text(&mut app, "skip that, we are offline");
+    assert!(draw(&app).contains("why not? skip that, we are offline"));
     assert_eq!(
         app.on_key(key(KeyCode::Enter)),
         Some(Command::Decide {
             approval_id: "a3".into(),
-            decision: Decision::DenyWithMessage { message: "do not pipe to sh".into() }
+            decision: Decision::DenyWithMessage { message: "skip that, we are offline".into() }
         })
     );
     let screen = draw(&app);
     assert!(screen.contains("local-system/runCommand allowed once"), "{screen}");
-    assert!(screen.contains("always allowed here: `cargo test…`"), "{screen}");
-    assert!(screen.contains("denied: do not pipe to sh"), "{screen}");
+    assert!(screen.contains("always allowed in this folder: commands starting"), "{screen}");
+    assert!(screen.contains("denied: skip that, we are offline"), "{screen}");
     // A question whose call went away leaves.
     app.ask(question("a4", "make"));
     app.withdraw("a4");
     assert!(!draw(&app).contains("approval needed"));
 }
 
+/// A sentence typed at the question is a reason, whatever letter it starts with: a choice key is
+/// taken only when no other key follows it within the choice window.
+#[test]
+fn a_reason_starting_with_a_choice_key_is_never_taken_as_that_key() {
+    for sentence in ["skip that, we are offline", "avoid the network please", "yet another way", "not now"] {
+        let mut app = new_app();
+        app.choice_window = Duration::from_secs(60);
+        app.running = true;
+        app.ask(question("q", "wget example.com"));
+        let commands = type_text(&mut app, sentence);
+        assert!(commands.is_empty(), "{sentence}: nothing granted while typing: {commands:?}");
+        let screen = draw(&app);
+        assert!(screen.contains(&format!("why not? {sentence}")), "{sentence}: {screen}");
+        assert_eq!(
+            app.on_key(key(KeyCode::Enter)),
+            Some(Command::Decide {
+                approval_id: "q".into(),
+                decision: Decision::DenyWithMessage { message: sentence.into() }
+            }),
+            "{sentence}"
+        );
+    }
+    // A choice key alone is taken once its window passes (the event loop's timer), or at once
+    // with Enter.
+    let mut app = new_app();
+    app.choice_window = Duration::from_millis(30);
+    app.ask(question("q", "make"));
+    assert_eq!(app.on_key(key(KeyCode::Char('s'))), None);
+    assert!(draw(&app).contains("Enter takes it now"));
+    std::thread::sleep(Duration::from_millis(40));
+    assert_eq!(
+        app.commit_due(),
+        Some(Command::Decide {
+            approval_id: "q".into(),
+            decision: Decision::AllowSession { argument_prefix: None }
+        })
+    );
+    assert!(draw(&app).contains("allowed: this exact command, for this session"));
+    app.ask(question("q2", "make"));
+    app.choice_window = Duration::from_secs(60);
+    app.on_key(key(KeyCode::Char('y')));
+    assert_eq!(
+        app.on_key(key(KeyCode::Enter)),
+        Some(Command::Decide { approval_id: "q2".into(), decision: Decision::AllowOnce })
+    );
+}
+
 #[test]
 fn a_question_ignores_keys_typed_as_it_appears_and_while_the_prompt_has_text() {
     let mut app = App::new("m", "/f", ApprovalMode::Manual, "s");
+    app.choice_window = Duration::ZERO;
     app.running = true;
     app.ask(question("q1", "make"));
     assert_eq!(app.on_key(key(KeyCode::Char('y'))), None, "typed as the question appeared");
-    assert_eq!(app.input, "y");
+    assert_eq!((app.input.as_str(), app.approvals.len()), ("", 1), "neither an answer nor text");
+    assert!(draw(&app).contains("press it again"));
     app.question_grace = Duration::ZERO;
-    assert_eq!(app.on_key(key(KeyCode::Char('n'))), None, "the prompt has text: keys are text");
-    assert_eq!(app.input, "yn");
+    // A draft in the prompt keeps the keys; the box says how to answer.
+    app.approvals.clear();
+    type_text(&mut app, "draft");
+    app.ask(question("q2", "make"));
+    assert_eq!(app.on_key(key(KeyCode::Char('y'))), None, "the prompt has text: keys are text");
+    assert_eq!(app.input, "drafty");
+    assert!(draw(&app).contains("Tab answers this question"));
+    // Tab moves to the question; the draft stays.
+    assert_eq!(app.on_key(key(KeyCode::Tab)), None);
+    assert!(matches!(app.on_key(key(KeyCode::Char('y'))), Some(Command::Decide { .. })));
+    assert_eq!(app.input, "drafty", "the draft is kept");
+    // A key right after typing in the prompt is not an answer either.
     app.input.clear();
     app.cursor = 0;
+    app.question_grace = Duration::from_secs(60);
+    app.last_typed = Some(std::time::Instant::now());
+    app.ask(question("q3", "make"));
+    app.approvals[0].arrived -= Duration::from_secs(120);
+    assert_eq!(app.on_key(key(KeyCode::Char('y'))), None, "amid typing");
+    app.question_grace = Duration::ZERO;
     app.paste("yes please");
     assert_eq!(app.input, "yes please", "a paste is text, never an answer");
     assert_eq!(app.approvals.len(), 1);
@@ -285,6 +360,93 @@ fn keys_change_the_mode_cancel_a_turn_and_edit_the_prompt() {
     type_text(&mut unconfigured, "hi");
     assert_eq!(unconfigured.on_key(key(KeyCode::Enter)), None, "nothing to send to");
     insta::assert_snapshot!("no_model", draw(&unconfigured));
+}
+
+fn draw_at(app: &App, width: u16, height: u16) -> String {
+    let mut terminal = Terminal::new(Vt100Backend::new(width, height)).unwrap();
+    terminal.draw(|frame| render(app, frame)).unwrap();
+    terminal.backend().text()
+}
+
+/// A 300-character prompt wraps at words and grows (a third of the screen at most, then
+/// scrolls with the cursor); it stays editable in the middle; ↑/↓ walk earlier prompts; Esc
+/// keeps a draft and a second Esc clears it (↑ brings it back); Enter during a turn queues.
+#[test]
+fn the_prompt_wraps_keeps_history_and_queues_what_is_sent_during_a_turn() {
+    let mut app = new_app();
+    let long = "Please read every file under src and explain, in plain words and without jargon, how the \
+                configuration is loaded at start, which environment variables override which settings, \
+                what happens when a value is missing or malformed, and where the defaults are written \
+                down, then propose one change that would make it simpler.";
+    assert!(long.chars().count() >= 300);
+    type_text(&mut app, long);
+    let narrow = draw_at(&app, 80, 24);
+    insta::assert_snapshot!("long_prompt_80x24", narrow);
+    assert!(
+        narrow.contains("› Please read every file under src and explain, in plain words and without"),
+        "{narrow}"
+    );
+    assert!(narrow.contains("\n  make it simpler.\n"), "the end shows, on its own row: {narrow}");
+    let wide = draw_at(&app, 120, 35);
+    insta::assert_snapshot!("long_prompt_120x35", wide);
+    // Editable in the middle: Home, then a word at the start.
+    app.on_key(key(KeyCode::Home));
+    type_text(&mut app, "Now: ");
+    assert!(app.input.starts_with("Now: Please read"));
+    assert!(
+        draw_at(&app, 80, 24).contains("› Now: Please read every file"),
+        "the view follows the cursor up"
+    );
+    assert!(
+        matches!(app.on_key(key(KeyCode::Enter)), Some(Command::Submit(text)) if text.starts_with("Now: "))
+    );
+
+    // Sent during the turn: queued, shown, and sent as the next turn when this one ends.
+    type_text(&mut app, "also run the tests");
+    assert_eq!(app.on_key(key(KeyCode::Enter)), None, "queued, not sent");
+    assert_eq!(app.queued, vec!["also run the tests".to_owned()]);
+    assert!(draw(&app).contains("queued › also run the tests (sent when this turn ends)"));
+    app.finish(&agent::Outcome::Answered { text: String::new(), truncated: false });
+    assert_eq!(app.take_queued(), Some(Command::Submit("also run the tests".into())));
+    assert!(app.running && app.queued.is_empty());
+    app.finish(&agent::Outcome::Answered { text: String::new(), truncated: false });
+
+    // ↑ and ↓ walk what was sent, and come back to the draft.
+    type_text(&mut app, "half-typed");
+    app.on_key(key(KeyCode::Up));
+    assert_eq!(app.input, "also run the tests");
+    app.on_key(key(KeyCode::Up));
+    assert!(app.input.starts_with("Now: Please read"));
+    app.on_key(key(KeyCode::Down));
+    app.on_key(key(KeyCode::Down));
+    assert_eq!(app.input, "half-typed");
+
+    // Esc keeps the draft; a second Esc clears it, and ↑ brings it back.
+    assert_eq!(app.on_key(key(KeyCode::Esc)), None);
+    assert_eq!(app.input, "half-typed");
+    assert!(draw(&app).contains("press Esc (or Ctrl-C) again to clear the prompt"));
+    app.on_key(key(KeyCode::Esc));
+    assert_eq!(app.input, "");
+    app.on_key(key(KeyCode::Up));
+    assert_eq!(app.input, "half-typed");
+}
+
+/// Prose wraps at words, not inside them.
+#[test]
+fn text_wraps_at_words() {
+    let mut app = new_app();
+    app.on_agent(AgentEvent::Delta(Delta::Text(
+        "The configuration is read from config.toml first, then environment variables override individual \
+         settings, and finally command-line flags override everything else."
+            .into(),
+    )));
+    let text = "The configuration is read from config.toml first, then environment variables override \
+                individual settings, and finally command-line flags override everything else.";
+    let screen = draw(&app);
+    let lines: Vec<&str> = screen.lines().take_while(|l| !l.trim().is_empty()).map(str::trim_end).collect();
+    assert!(lines.len() > 1, "{screen}");
+    // Rows joined again at their breaks give the text back: no word was cut.
+    assert_eq!(lines.join(" "), text, "{screen}");
 }
 
 /// Keys the test sends to the running loop.
@@ -386,6 +548,7 @@ async fn context(
         session_id: toolhost::setup::new_session_id(&folder.canonicalize().unwrap()),
         history: Vec::new(),
         setup_hint: None,
+        shift_enter: false,
     };
     (context, questions)
 }
@@ -459,6 +622,35 @@ async fn a_question_is_answered_on_screen_and_escape_cancels_a_running_command()
     assert!(!app.running);
 }
 
+/// Through the real loop: a sentence typed at the question, starting with `s`, is a reason the
+/// model reads, not "allow for this session".
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reason_typed_at_the_question_reaches_the_model() {
+    let folder = tempfile::tempdir().unwrap();
+    let fetch = json!({ "command": "curl https://example.com" }).to_string();
+    let server = ScriptedModel::start(vec![
+        openai_reply("", "", &[("c1", "runCommand", &fetch)], "tool_calls"),
+        openai_reply("", "Staying offline.", &[], "stop"),
+    ])
+    .await;
+    let (context, questions) = context(&server, folder.path(), ApprovalMode::Manual).await;
+    let (screen, tx, running) = start(context, questions, HEIGHT);
+    send_text(&tx, "fetch the page");
+    tx.send(TermEvent::Key(key(KeyCode::Enter))).unwrap();
+    wait_for(&screen, "approval needed").await;
+    tokio::time::sleep(toolhost::ui::state::QUESTION_GRACE).await;
+    send_text(&tx, "skip that, we are offline");
+    wait_for(&screen, "why not? skip that, we are offline").await;
+    tx.send(TermEvent::Key(key(KeyCode::Enter))).unwrap();
+    let done = wait_for(&screen, "Staying offline.").await;
+    assert!(done.contains("denied: skip that, we are offline"), "{done}");
+    let told = &server.received()[1].body["messages"];
+    let result = told.as_array().unwrap().iter().find(|m| m["tool_call_id"] == "c1").unwrap();
+    assert!(result["content"].as_str().unwrap().contains("skip that, we are offline"), "{result}");
+    tx.send(TermEvent::Key(ctrl('c'))).unwrap();
+    tokio::time::timeout(Duration::from_secs(10), running).await.unwrap().unwrap().unwrap();
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn without_a_model_the_console_runs_tools_and_the_journal_shows_and_revokes() {
     let folder = tempfile::tempdir().unwrap();
@@ -501,6 +693,7 @@ async fn without_a_model_the_console_runs_tools_and_the_journal_shows_and_revoke
         session_id: toolhost::setup::new_session_id(&canonical),
         history: Vec::new(),
         setup_hint: Some("no model configured: set OPENAI_API_KEY or ANTHROPIC_API_KEY".into()),
+        shift_enter: false,
     };
     let (screen, tx, running) = start(context, questions, 30);
 

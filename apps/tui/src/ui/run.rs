@@ -47,6 +47,8 @@ pub struct Context {
     pub history: Vec<Message>,
     /// What to show when no model is configured.
     pub setup_hint: Option<String>,
+    /// The terminal reports Shift-Enter apart from Enter (the keyboard protocol is on).
+    pub shift_enter: bool,
 }
 
 enum ToAgent {
@@ -121,6 +123,10 @@ where
         context.guard.label(),
     );
     app.setup_hint.clone_from(&context.setup_hint);
+    app.shift_enter = context.shift_enter;
+    if let Some(data) = &context.data {
+        app.history = crate::chat::load_prompts(data, &context.folder);
+    }
     app.load_history(&context.history);
     app.console.catalogue = catalogue(&context.executor);
     if context.profile.is_none() {
@@ -246,6 +252,14 @@ where
                     Some(Err(error)) => return Err(error.into()),
                     None => break,
                 }
+                if !app.unsaved_prompts.is_empty() {
+                    let prompts = std::mem::take(&mut app.unsaved_prompts);
+                    if let Some(data) = &context.data
+                        && let Err(error) = crate::chat::save_prompts(data, &context.folder, &prompts)
+                    {
+                        app.notice(format!("the prompt history could not be saved: {error:#}"), true);
+                    }
+                }
                 dirty = true;
                 urgent = true;
             }
@@ -267,6 +281,10 @@ where
             Some(asked) = questions.recv() => {
                 answers.insert(asked.request.id.clone(), asked.answer);
                 app.ask(asked.request);
+                // The terminal's bell, so a person in another window knows a question waits.
+                let backend = terminal.backend_mut();
+                let _ = write!(backend, "\x07");
+                let _ = Write::flush(backend);
                 dirty = true;
             }
             Some(message) = from_agent.recv() => {
@@ -275,6 +293,12 @@ where
                     FromAgent::Done(outcome, messages) => {
                         app.finish(&outcome);
                         cancel = None;
+                        // What was typed during the turn goes now, as the next turn.
+                        if let Some(Command::Submit(text)) = app.take_queued() {
+                            let token = CancellationToken::new();
+                            cancel = Some(token.clone());
+                            let _ = to_agent.send(ToAgent::Turn(text, token));
+                        }
                         if let Some(data) = &context.data {
                             let transcript = crate::chat::Transcript {
                                 session_id: context.session_id.clone(),
@@ -304,6 +328,10 @@ where
                 dirty = true;
             }
             _ = tick.tick() => {
+                // The working indicator's spinner and clock move.
+                if app.running {
+                    dirty = true;
+                }
                 // A question whose call was cancelled or timed out goes away.
                 let gone: Vec<String> = answers.iter().filter(|(_, a)| a.is_closed()).map(|(id, _)| id.clone()).collect();
                 for id in gone {
@@ -311,6 +339,19 @@ where
                     app.withdraw(&id);
                     dirty = true;
                 }
+            }
+            () = async {
+                if let Some(deadline) = app.choice_deadline() {
+                    tokio::time::sleep_until(deadline.into()).await;
+                }
+            }, if app.pending_choice.is_some() => {
+                // A choice key nothing followed: it is the answer.
+                if let Some(Command::Decide { approval_id, decision }) = app.commit_due()
+                    && let Some(answer) = answers.remove(&approval_id)
+                {
+                    let _ = answer.send(Decided { decision, by: Some("terminal".into()) });
+                }
+                dirty = true;
             }
             () = next_frame, if dirty => {}
         }

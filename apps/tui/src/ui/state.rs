@@ -80,8 +80,32 @@ pub struct Pending {
     pub arrived: std::time::Instant,
 }
 
-/// How long a new question ignores keys, so a word being typed when it appears does not answer it.
+/// How long a new question ignores keys, so a word being typed when it appears does not answer it;
+/// also the pause after typing into the prompt before a key answers.
 pub const QUESTION_GRACE: std::time::Duration = std::time::Duration::from_millis(600);
+
+/// How long a choice key waits for another before it is taken as a choice: typing runs at a key
+/// every 100–250 ms, so a key followed that soon by more is the start of a sentence.
+pub const CHOICE_WINDOW: std::time::Duration = std::time::Duration::from_millis(350);
+
+/// A field the question box opened: what is typed goes here, never to the choices.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Answering {
+    /// Why not: Enter denies with it (an empty one denies without a reason).
+    Reason(String),
+    /// "Always": the command prefix to remember, editable (`None`: the whole tool's API, for a
+    /// call that is not a command). Enter confirms.
+    Always(Option<String>),
+}
+
+/// The prefix "always" proposes for a question's command, if it is one.
+pub fn always_prefix(request: &ApprovalRequest) -> Option<tool_executor::approval::PrefixSuggestion> {
+    request
+        .arguments
+        .get("command")
+        .and_then(serde_json::Value::as_str)
+        .map(tool_executor::approval::suggest_prefix)
+}
 
 /// What the screen shows.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -155,8 +179,21 @@ pub struct App {
     pub cursor: usize,
     /// Questions, oldest first; the first is shown.
     pub approvals: VecDeque<Pending>,
-    /// A reason being typed for a denial.
-    pub reason: Option<String>,
+    /// A field the question box opened for typing (a denial's reason, the "always" prefix).
+    pub answering: Option<Answering>,
+    /// The person pressed Tab to answer the question while the prompt holds a draft.
+    pub question_focus: bool,
+    /// A key reached the question box too soon (as it appeared, or amid typing) or was not one
+    /// of its keys: the box says so instead of taking it.
+    pub question_hint: Option<&'static str>,
+    /// When a key last went into the prompt: a question takes single keys only after a pause.
+    pub last_typed: Option<std::time::Instant>,
+    /// A choice key pressed on the question, taken once no other key follows it within
+    /// [`App::choice_window`]: a key followed by more typing was the start of a sentence (a
+    /// reason), not a choice.
+    pub pending_choice: Option<(char, std::time::Instant)>,
+    /// How long a choice waits for a following key ([`CHOICE_WINDOW`]; tests set zero).
+    pub choice_window: std::time::Duration,
     /// The model, as shown.
     pub model: String,
     /// The folder.
@@ -183,6 +220,20 @@ pub struct App {
     pub journal: super::panes::JournalView,
     /// How long a new question ignores keys ([`QUESTION_GRACE`]; tests set zero).
     pub question_grace: std::time::Duration,
+    /// Prompts sent before, oldest first (this folder's, loaded at start); ↑ and ↓ walk them.
+    pub history: Vec<String>,
+    /// Where ↑/↓ are in `history`, and the draft they started from.
+    browsing: Option<(usize, String)>,
+    /// Messages sent while a turn runs: they go as one message when it ends.
+    pub queued: Vec<String>,
+    /// Prompts sent since the event loop last saved the history.
+    pub unsaved_prompts: Vec<String>,
+    /// When Esc or Ctrl-C was pressed over a draft: a second press soon after clears it.
+    pub clear_armed: Option<std::time::Instant>,
+    /// The terminal tells Shift-Enter from Enter (else Alt-Enter or Ctrl-J make a new line).
+    pub shift_enter: bool,
+    /// When the running turn started (the status line shows for how long).
+    pub turn_started: Option<std::time::Instant>,
     /// Each call's cell, by call id.
     calls: HashMap<String, usize>,
     /// The assistant cell being streamed.
@@ -206,6 +257,7 @@ impl App {
             sandbox: sandbox.into(),
             view: View::Chat,
             question_grace: QUESTION_GRACE,
+            choice_window: CHOICE_WINDOW,
             ..Self::default()
         }
     }
@@ -394,13 +446,17 @@ impl App {
         let before = self.approvals.len();
         self.approvals.retain(|p| p.request.id != approval_id);
         if self.approvals.len() != before {
-            self.reason = None;
+            self.answering = None;
+            self.question_focus = false;
+            self.question_hint = None;
+            self.pending_choice = None;
         }
     }
 
     /// The turn ended.
     pub fn finish(&mut self, outcome: &Outcome) {
         self.running = false;
+        self.turn_started = None;
         self.streaming = None;
         self.streaming_calls.clear();
         match outcome {
@@ -415,7 +471,21 @@ impl App {
                 self.notice(format!("stopped: {used} tokens used of a budget of {budget}"), true);
             }
             Outcome::Cancelled => self.notice("cancelled", true),
-            Outcome::Failed(error) => self.notice(error.to_string(), true),
+            Outcome::Failed(error) => {
+                self.notice(error.to_string(), true);
+                // The request is not part of the conversation any more (the model never answered
+                // it): it is back in the prompt to send again, unless something is typed there.
+                if self.input.is_empty()
+                    && self.queued.is_empty()
+                    && let Some(text) = self.cells.iter().rev().find_map(|c| match c {
+                        Cell::User(text) => Some(text.clone()),
+                        _ => None,
+                    })
+                {
+                    self.cursor = text.chars().count();
+                    self.input = text;
+                }
+            }
         }
     }
 
@@ -432,9 +502,13 @@ impl App {
     /// Pasted text goes into what is being typed, as text (never as keys that could answer a
     /// question or act in a pane).
     pub fn paste(&mut self, text: &str) {
-        if let Some(reason) = &mut self.reason {
-            reason.push_str(text);
-            return;
+        match &mut self.answering {
+            Some(Answering::Reason(field) | Answering::Always(Some(field))) => {
+                field.push_str(&text.replace(['\r', '\n'], " "));
+                return;
+            }
+            Some(Answering::Always(None)) => return,
+            None => {}
         }
         if self.view == View::Console {
             if let Some(field) = self.console.form.as_mut().and_then(|f| f.fields.get_mut(f.focus)) {
@@ -446,6 +520,7 @@ impl App {
             for c in text.chars() {
                 self.insert(if c == '\r' { '\n' } else { c });
             }
+            self.last_typed = Some(std::time::Instant::now());
         }
     }
 
@@ -500,23 +575,39 @@ impl App {
         }
         let esc = key.code == KeyCode::Esc;
         let pane = matches!(self.view, View::Console | View::Journal);
-        if ctrl && key.code == KeyCode::Char('c') || esc && (!pane || self.reason.is_some()) {
-            if self.reason.is_some() {
-                self.reason = None;
+        if ctrl && key.code == KeyCode::Char('c') || esc && (!pane || self.answering.is_some()) {
+            // Out of a field the question box opened, back to its choices.
+            if self.answering.is_some() {
+                self.answering = None;
                 return None;
             }
             if self.running {
+                // The draft stays: cancelling the turn is not clearing what is being typed.
                 return Some(Command::Cancel);
             }
-            if ctrl && self.input.is_empty() {
-                return Some(Command::Quit);
+            if self.input.is_empty() {
+                return if ctrl { Some(Command::Quit) } else { None };
             }
-            self.input.clear();
-            self.cursor = 0;
+            // A draft is cleared by a second press, and even then ↑ brings it back.
+            if self.clear_armed.is_some_and(|at| at.elapsed() < CLEAR_WINDOW) {
+                self.clear_armed = None;
+                let draft = std::mem::take(&mut self.input);
+                self.remember(draft);
+                self.cursor = 0;
+                self.browsing = None;
+            } else {
+                self.clear_armed = Some(std::time::Instant::now());
+            }
             return None;
         }
+        self.clear_armed = None;
         if ctrl {
             return match key.code {
+                // A new line in every terminal (Shift-Enter needs one that reports it).
+                KeyCode::Char('j') if self.view == View::Chat => {
+                    self.insert('\n');
+                    None
+                }
                 KeyCode::Char('d') if self.input.is_empty() => Some(Command::Quit),
                 KeyCode::Char('t') => {
                     let next =
@@ -536,60 +627,16 @@ impl App {
                     None
                 }
                 KeyCode::Char('u') => {
-                    self.input.clear();
+                    let draft = std::mem::take(&mut self.input);
+                    self.remember(draft);
                     self.cursor = 0;
                     None
                 }
                 _ => None,
             };
         }
-        // A question is answered only with an empty prompt and once it has been on screen a
-        // moment: keys typed into the prompt, or just before it appeared, stay text.
-        let answerable = self.approvals.front().filter(|pending| {
-            self.reason.is_some()
-                || (self.input.is_empty() && pending.arrived.elapsed() >= self.question_grace)
-        });
-        if let Some(pending) = answerable {
-            let id = pending.request.id.clone();
-            if let Some(reason) = &mut self.reason {
-                match key.code {
-                    KeyCode::Enter => {
-                        let message = std::mem::take(reason);
-                        self.reason = None;
-                        let decision = if message.trim().is_empty() {
-                            Decision::Deny
-                        } else {
-                            Decision::DenyWithMessage { message }
-                        };
-                        return Some(self.decided(id, decision));
-                    }
-                    KeyCode::Backspace => {
-                        reason.pop();
-                    }
-                    KeyCode::Char(c) => reason.push(c),
-                    _ => {}
-                }
-                return None;
-            }
-            let decision = match key.code {
-                KeyCode::Char('y') => Decision::AllowOnce,
-                KeyCode::Char('s') => Decision::AllowSession { argument_prefix: None },
-                KeyCode::Char('a') => Decision::AllowAlways {
-                    argument_prefix: pending
-                        .request
-                        .arguments
-                        .get("command")
-                        .and_then(|c| c.as_str())
-                        .map(crate::ask::command_prefix),
-                },
-                KeyCode::Char('n') => Decision::Deny,
-                KeyCode::Char(c) => {
-                    self.reason = Some(c.to_string());
-                    return None;
-                }
-                _ => return None,
-            };
-            return Some(self.decided(id, decision));
+        if let Some(command) = self.on_question_key(key) {
+            return command;
         }
         if self.view == View::Console {
             return match self.console.on_key(key) {
@@ -628,7 +675,10 @@ impl App {
                 self.insert('\n');
             }
             KeyCode::Enter => return self.submit(),
-            KeyCode::Char(c) => self.insert(c),
+            KeyCode::Char(c) => {
+                self.insert(c);
+                self.last_typed = Some(std::time::Instant::now());
+            }
             KeyCode::Backspace if self.cursor > 0 => {
                 self.cursor -= 1;
                 let at = self.byte_at(self.cursor);
@@ -644,22 +694,175 @@ impl App {
             KeyCode::End => self.cursor = self.input.chars().count(),
             KeyCode::PageUp => self.scroll += 10,
             KeyCode::PageDown => self.scroll = self.scroll.saturating_sub(10),
-            KeyCode::Up if self.input.is_empty() => self.scroll += 1,
-            KeyCode::Down if self.input.is_empty() => self.scroll = self.scroll.saturating_sub(1),
+            // On the first line ↑ goes back in the history, on the last ↓ forward; elsewhere
+            // they move between the draft's lines.
+            KeyCode::Up if !self.input[..self.byte_at(self.cursor)].contains('\n') => self.history_back(),
+            KeyCode::Down
+                if self.browsing.is_some() && !self.input[self.byte_at(self.cursor)..].contains('\n') =>
+            {
+                self.history_forward();
+            }
+            KeyCode::Up => self.cursor = self.line_move(false),
+            KeyCode::Down => self.cursor = self.line_move(true),
             KeyCode::Tab => self.select_previous_tool(),
             _ => {}
         }
         None
     }
 
+    /// A key while a question waits. `None`: the question does not take it (it goes on to the
+    /// prompt); `Some(command)`: it was the question's, with what to do.
+    ///
+    /// The box takes single keys only when it has the focus — the prompt is empty, or the
+    /// person pressed Tab to answer over a draft — and only once the question has been on screen
+    /// and the keyboard quiet for [`QUESTION_GRACE`]: a word being typed as the box appears is
+    /// not an answer. A reason or an "always" prefix is typed in a field opened by its key, so
+    /// no letter of a sentence is ever read as a choice.
+    fn on_question_key(&mut self, key: KeyEvent) -> Option<Option<Command>> {
+        if let Some(command) = self.commit_due() {
+            return Some(Some(command));
+        }
+        let pending = self.approvals.front()?;
+        let id = pending.request.id.clone();
+        // A choice key just pressed: more typing makes it the start of a reason; Enter takes it
+        // now; Esc drops it.
+        if let Some((choice, _)) = self.pending_choice {
+            match key.code {
+                KeyCode::Char(c) => {
+                    self.pending_choice = None;
+                    self.answering = Some(Answering::Reason(format!("{choice}{c}")));
+                    self.question_hint = Some("that was typing, so it is a reason: Enter denies with it");
+                    return Some(None);
+                }
+                KeyCode::Enter => {
+                    self.pending_choice = None;
+                    return Some(self.choose(choice));
+                }
+                KeyCode::Esc => {
+                    self.pending_choice = None;
+                    return Some(None);
+                }
+                _ => return Some(None),
+            }
+        }
+        if let Some(field) = &mut self.answering {
+            let decision = match (key.code, field) {
+                (KeyCode::Enter, Answering::Reason(reason)) => {
+                    let message = std::mem::take(reason);
+                    if message.trim().is_empty() {
+                        Decision::Deny
+                    } else {
+                        Decision::DenyWithMessage { message: message.trim().to_owned() }
+                    }
+                }
+                (KeyCode::Enter, Answering::Always(prefix)) => {
+                    match prefix.as_ref().map(|p| p.trim().to_owned()) {
+                        Some(prefix) if prefix.is_empty() => {
+                            self.question_hint = Some("an empty prefix would allow every command");
+                            return Some(None);
+                        }
+                        prefix => Decision::AllowAlways { argument_prefix: prefix },
+                    }
+                }
+                (KeyCode::Backspace, Answering::Reason(text) | Answering::Always(Some(text))) => {
+                    text.pop();
+                    return Some(None);
+                }
+                (KeyCode::Char(c), Answering::Reason(text) | Answering::Always(Some(text))) => {
+                    text.push(c);
+                    return Some(None);
+                }
+                _ => return Some(None),
+            };
+            self.answering = None;
+            return Some(Some(self.decided(id, decision)));
+        }
+        let draft = !self.input.is_empty();
+        if key.code == KeyCode::Tab {
+            // Over a draft, Tab moves to the question (the draft is kept); on the question, it
+            // opens the reason field.
+            if draft && !self.question_focus {
+                self.question_focus = true;
+            } else {
+                self.answering = Some(Answering::Reason(String::new()));
+            }
+            self.question_hint = None;
+            return Some(None);
+        }
+        if draft && !self.question_focus {
+            return None;
+        }
+        let KeyCode::Char(c) = key.code else {
+            // Enter, arrows and the rest answer nothing; they do not reach the prompt either.
+            return if key.code == KeyCode::Enter { Some(None) } else { None };
+        };
+        let quiet = self.last_typed.is_none_or(|at| at.elapsed() >= self.question_grace);
+        if pending.arrived.elapsed() < self.question_grace || !quiet {
+            self.question_hint =
+                Some("that key came as the question appeared or amid typing: press it again");
+            return Some(None);
+        }
+        self.question_hint = None;
+        if !matches!(c, 'y' | 's' | 'a' | 'n') {
+            self.question_hint = Some("answer with y, s, a or n (Tab or n to say why not)");
+            return Some(None);
+        }
+        self.pending_choice = Some((c, std::time::Instant::now()));
+        if self.choice_window.is_zero() {
+            return Some(self.commit_due());
+        }
+        Some(None)
+    }
+
+    /// Takes the choice key pressed on the question once nothing followed it in time.
+    pub fn commit_due(&mut self) -> Option<Command> {
+        let (choice, at) = self.pending_choice?;
+        if at.elapsed() < self.choice_window {
+            return None;
+        }
+        self.pending_choice = None;
+        self.choose(choice)
+    }
+
+    /// When the pending choice is taken, if there is one.
+    pub fn choice_deadline(&self) -> Option<std::time::Instant> {
+        self.pending_choice.map(|(_, at)| at + self.choice_window)
+    }
+
+    /// What a choice key does: `y` and `s` answer; `a` opens the "always" field with the
+    /// proposed prefix; `n` opens the reason field.
+    fn choose(&mut self, choice: char) -> Option<Command> {
+        let pending = self.approvals.front()?;
+        let id = pending.request.id.clone();
+        let decision = match choice {
+            'y' => Decision::AllowOnce,
+            's' => Decision::AllowSession { argument_prefix: None },
+            'a' => {
+                let prefix = always_prefix(&pending.request).map(|s| s.prefix);
+                self.answering = Some(Answering::Always(prefix));
+                return None;
+            }
+            _ => {
+                self.answering = Some(Answering::Reason(String::new()));
+                return None;
+            }
+        };
+        Some(self.decided(id, decision))
+    }
+
     fn decided(&mut self, approval_id: String, decision: Decision) -> Command {
+        self.question_focus = false;
+        self.question_hint = None;
         if let Some(pending) = self.approvals.pop_front() {
             let what = format!("{}/{}", pending.request.tool, pending.request.api);
             let said = match &decision {
                 Decision::AllowOnce => "allowed once".to_owned(),
+                Decision::AllowSession { .. } if pending.request.arguments.get("command").is_some() => {
+                    "allowed: this exact command, for this session".to_owned()
+                }
                 Decision::AllowSession { .. } => "allowed for this session".to_owned(),
                 Decision::AllowAlways { argument_prefix: Some(prefix) } => {
-                    format!("always allowed here: `{prefix}…`")
+                    format!("always allowed in this folder: commands starting `{prefix}`")
                 }
                 Decision::AllowAlways { argument_prefix: None } => "always allowed here".to_owned(),
                 Decision::Deny => "denied".to_owned(),
@@ -676,6 +879,81 @@ impl App {
             .iter()
             .rposition(|c| matches!(c, Cell::Tool(_)))
             .or_else(|| self.cells.iter().rposition(|c| matches!(c, Cell::Tool(_))));
+    }
+
+    /// Keeps a prompt in the history (not twice in a row, not empty).
+    fn remember(&mut self, text: String) {
+        let text = text.trim_end().to_owned();
+        if !text.trim().is_empty() && self.history.last() != Some(&text) {
+            self.history.push(text);
+        }
+    }
+
+    fn history_back(&mut self) {
+        let (at, draft) = match self.browsing.take() {
+            Some((at, draft)) => (at, draft),
+            None => (self.history.len(), self.input.clone()),
+        };
+        let Some(previous) = at.checked_sub(1) else {
+            self.browsing = Some((at, draft));
+            return;
+        };
+        self.input = self.history[previous].clone();
+        self.cursor = self.input.chars().count();
+        self.browsing = Some((previous, draft));
+    }
+
+    fn history_forward(&mut self) {
+        let Some((at, draft)) = self.browsing.take() else { return };
+        if at + 1 < self.history.len() {
+            self.input = self.history[at + 1].clone();
+            self.browsing = Some((at + 1, draft));
+        } else {
+            self.input = draft;
+        }
+        self.cursor = self.input.chars().count();
+    }
+
+    /// The cursor one line up or down in the draft, at the same column where the line is long
+    /// enough.
+    fn line_move(&self, down: bool) -> usize {
+        let chars: Vec<char> = self.input.chars().collect();
+        let start = chars[..self.cursor].iter().rposition(|c| *c == '\n').map_or(0, |i| i + 1);
+        let column = self.cursor - start;
+        let (from, to) = if down {
+            let Some(end) = chars[self.cursor..].iter().position(|c| *c == '\n').map(|i| self.cursor + i)
+            else {
+                return self.cursor;
+            };
+            let next_end =
+                chars[end + 1..].iter().position(|c| *c == '\n').map_or(chars.len(), |i| end + 1 + i);
+            (end + 1, next_end)
+        } else {
+            if start == 0 {
+                return self.cursor;
+            }
+            let previous = chars[..start - 1].iter().rposition(|c| *c == '\n').map_or(0, |i| i + 1);
+            (previous, start - 1)
+        };
+        (from + column).min(to)
+    }
+
+    /// The turn ended: what was queued meanwhile is sent now, as one message.
+    pub fn take_queued(&mut self) -> Option<Command> {
+        if self.queued.is_empty() || self.running {
+            return None;
+        }
+        let text = std::mem::take(&mut self.queued).join("\n\n");
+        self.start_turn(text.clone());
+        Some(Command::Submit(text))
+    }
+
+    fn start_turn(&mut self, text: String) {
+        self.scroll = 0;
+        self.selected = None;
+        self.running = true;
+        self.turn_started = Some(std::time::Instant::now());
+        self.cells.push(Cell::User(text));
     }
 
     fn byte_at(&self, chars: usize) -> usize {
@@ -727,22 +1005,32 @@ impl App {
                 }
             };
         }
-        if self.running || self.setup_hint.is_some() {
+        if self.setup_hint.is_some() {
+            self.notice("no model is set up yet: the line above says how; F2 opens the tool console", true);
             return None;
         }
         self.input.clear();
         self.cursor = 0;
-        self.scroll = 0;
-        self.selected = None;
-        self.running = true;
-        self.cells.push(Cell::User(text.clone()));
+        self.browsing = None;
+        self.remember(text.clone());
+        self.unsaved_prompts.push(text.clone());
+        if self.running {
+            // Sent when this turn ends (shown below the transcript until then).
+            self.queued.push(text);
+            return None;
+        }
+        self.start_turn(text.clone());
         Some(Command::Submit(text))
     }
 }
 
+/// How soon a second Esc (or Ctrl-C) must follow the first to clear a draft.
+pub const CLEAR_WINDOW: std::time::Duration = std::time::Duration::from_millis(1500);
+
 /// What the keys do.
-pub const HELP: &str = "F2 or /console: the tool console · F3 or /journal: the journal · Enter sends · Shift-Enter new line · Esc/Ctrl-C cancels the turn · Ctrl-T approval mode · \
-Tab selects a card · Ctrl-O folds it · Ctrl-P opens it whole (c copies, q closes) · PgUp/PgDn scroll · \
+pub const HELP: &str = "F2 or /console: the tool console · F3 or /journal: the journal · Enter sends (during a turn: queued for its end) · \
+Shift-Enter or Alt-Enter new line (Ctrl-J in any terminal) · ↑↓ earlier prompts · Esc or Ctrl-C cancels the turn; twice clears the prompt · \
+Ctrl-U clears it · Ctrl-T approval mode · Tab selects a card · Ctrl-O folds it · Ctrl-P opens it whole (c copies, q closes) · PgUp/PgDn scroll · \
 /mode manual|auto-run|read-only · /sandbox workspace-write|read-only|off · /quit";
 
 /// A progress list holding one call's live output, for its tool's streaming card.

@@ -38,7 +38,12 @@ pub fn render(app: &App, frame: &mut Frame<'_>) {
     });
     let input_lines = match &app.setup_hint {
         Some(hint) => wrapped_height(&[Line::raw(hint.clone())], area.width).clamp(1, 4),
-        None => app.input.split('\n').count().clamp(1, 6) as u16,
+        // The prompt grows with its text up to a third of the screen, then scrolls.
+        None => {
+            let (text, cursor) = prompt_text(app);
+            let rows = PromptLayout::new(text, cursor, prompt_lead(app), usize::from(area.width)).rows.len();
+            (rows as u16).clamp(1, (area.height / 3).max(1))
+        }
     };
     let [transcript, question_area, input_area, status_area] = Layout::vertical([
         Constraint::Min(1),
@@ -90,9 +95,28 @@ fn render_transcript(app: &App, frame: &mut Frame<'_>, area: Rect) {
         }
     }
     let mut lines: Vec<Line<'static>> = chunks.into_iter().rev().flatten().collect();
+    // What waits to be sent when the turn ends, and a second Esc's meaning, below the rest.
+    let dim = Style::default().add_modifier(Modifier::DIM);
+    let mut tail = Vec::new();
+    for text in &app.queued {
+        let first = text.lines().next().unwrap_or_default();
+        tail.push(Line::from(vec![
+            Span::styled("queued › ", Style::default().fg(Color::Magenta)),
+            Span::styled(first.to_owned(), dim),
+            Span::styled(" (sent when this turn ends)", dim),
+        ]));
+    }
+    if app.clear_armed.is_some() && !app.input.is_empty() && !app.running {
+        tail.push(Line::styled("press Esc (or Ctrl-C) again to clear the prompt; ↑ brings it back", dim));
+    }
+    lines.extend(wrap_all(tail, width));
     if lines.is_empty() {
+        let newline = if app.shift_enter { "Shift-Enter" } else { "Alt-Enter or Ctrl-J" };
         let hint = Line::styled(
-            "Ask the agent to do something in this folder. Ctrl-T changes the approval mode; /help lists the keys.",
+            format!(
+                "Ask the agent to do something in this folder. {newline} starts a new line; Ctrl-T changes \
+                 the approval mode; /help lists the keys."
+            ),
             Style::default().add_modifier(Modifier::DIM),
         );
         lines = wrap_all(vec![hint], width);
@@ -104,14 +128,30 @@ fn render_transcript(app: &App, frame: &mut Frame<'_>, area: Rect) {
     frame.render_widget(Paragraph::new(visible), area);
 }
 
+/// The first row's lead of the prompt area: the prompt sign, or the label of a field the question
+/// box opened.
+fn prompt_label(app: &App) -> &'static str {
+    match &app.answering {
+        Some(super::state::Answering::Reason(_)) => "why not? ",
+        Some(super::state::Answering::Always(Some(_))) => "always allow commands starting: ",
+        Some(super::state::Answering::Always(None)) => "always allow? Enter confirms, Esc goes back ",
+        None => "› ",
+    }
+}
+
+fn prompt_lead(app: &App) -> usize {
+    str_width(prompt_label(app))
+}
+
 fn render_input(app: &App, frame: &mut Frame<'_>, area: Rect) {
-    let (prompt, style) = if app.reason.is_some() {
-        ("why not? ", Style::default().fg(Color::Yellow))
+    let prompt = prompt_label(app);
+    let style = if app.answering.is_some() {
+        Style::default().fg(Color::Yellow)
     } else if app.running {
-        // Typing goes on while the agent works; Enter waits for the turn to end.
-        ("› ", Style::default().add_modifier(Modifier::DIM))
+        // Typing goes on while the agent works; Enter queues the message for when it ends.
+        Style::default().add_modifier(Modifier::DIM)
     } else {
-        ("› ", Style::default().fg(Color::Cyan))
+        Style::default().fg(Color::Cyan)
     };
     let block =
         Block::default().borders(Borders::TOP).border_style(Style::default().add_modifier(Modifier::DIM));
@@ -142,21 +182,86 @@ fn render_input(app: &App, frame: &mut Frame<'_>, area: Rect) {
         );
         return;
     }
-    let text = app.reason.as_deref().unwrap_or(&app.input);
-    let mut lines: Vec<Line<'static>> = Vec::new();
-    for (n, line) in text.split('\n').enumerate() {
-        let lead = if n == 0 { prompt } else { "  " };
-        lines.push(Line::from(vec![Span::styled(lead.to_owned(), style), Span::raw(line.to_owned())]));
-    }
-    let shown = lines.len().saturating_sub(inner.height as usize);
-    frame.render_widget(Paragraph::new(lines[shown..].to_vec()), inner);
-    // The cursor sits where the next character goes.
-    let before: String =
-        if app.reason.is_some() { text.to_owned() } else { app.input.chars().take(app.cursor).collect() };
-    let row = before.matches('\n').count().saturating_sub(shown) as u16;
-    let column = before.rsplit('\n').next().map_or(0, str_width) as u16 + 2;
+    let (text, cursor) = prompt_text(app);
+    let layout = PromptLayout::new(text, cursor, str_width(prompt), usize::from(inner.width));
+    let height = usize::from(inner.height).max(1);
+    // The rows around the cursor, when the text is taller than the area.
+    let first = layout.cursor.0.saturating_sub(height - 1);
+    let lines: Vec<Line<'static>> = layout
+        .rows
+        .iter()
+        .enumerate()
+        .skip(first)
+        .take(height)
+        .map(|(n, row)| {
+            let lead = if n == 0 { prompt.to_owned() } else { "  ".to_owned() };
+            Line::from(vec![Span::styled(lead, style), Span::raw(row.clone())])
+        })
+        .collect();
+    frame.render_widget(Paragraph::new(lines), inner);
+    let (row, column) = layout.cursor;
+    let row = (row - first) as u16;
     if row < inner.height {
-        frame.set_cursor_position((inner.x + column.min(inner.width.saturating_sub(1)), inner.y + row));
+        frame.set_cursor_position((
+            inner.x + (column as u16).min(inner.width.saturating_sub(1)),
+            inner.y + row,
+        ));
+    }
+}
+
+/// What the prompt area edits: a field the question box opened, else the prompt; with the
+/// cursor as a char index.
+fn prompt_text(app: &App) -> (&str, usize) {
+    match &app.answering {
+        Some(super::state::Answering::Reason(text) | super::state::Answering::Always(Some(text))) => {
+            (text.as_str(), text.chars().count())
+        }
+        Some(super::state::Answering::Always(None)) => ("", 0),
+        None => (app.input.as_str(), app.cursor),
+    }
+}
+
+/// The prompt's text in screen rows: wrapped at words where a row has a space, else at the
+/// width, after a lead (the first row's is the prompt sign or a field's label, the others two
+/// columns).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PromptLayout {
+    /// Each row's text.
+    pub rows: Vec<String>,
+    /// The cursor's row and column (lead included).
+    pub cursor: (usize, usize),
+}
+
+impl PromptLayout {
+    /// Lays out `text` with the cursor at char `cursor` in `width` columns.
+    pub fn new(text: &str, cursor: usize, first_lead: usize, width: usize) -> Self {
+        let chars: Vec<char> = text.chars().collect();
+        let room = |row: usize| {
+            if row == 0 { width.saturating_sub(first_lead) } else { width.saturating_sub(2) }.max(1)
+        };
+        // Each line of the text in rows, the first row of the whole text after the lead.
+        let mut ranges: Vec<(usize, usize)> = Vec::new();
+        let mut line_start = 0;
+        for line in text.split('\n') {
+            let count = line.chars().count();
+            let before = ranges.len();
+            for (s, e) in word_rows(line.chars(), |row| room(before + row)) {
+                ranges.push((line_start + s, line_start + e));
+            }
+            line_start += count + 1;
+        }
+        let mut at = (0, 0);
+        for (row, &(s, e)) in ranges.iter().enumerate() {
+            if cursor >= s && cursor <= e {
+                let lead = if row == 0 { first_lead } else { 2 };
+                at = (row, lead + chars[s..cursor].iter().map(|c| c.width().unwrap_or(0)).sum::<usize>());
+                if cursor < e {
+                    break;
+                }
+            }
+        }
+        let rows = ranges.iter().map(|&(s, e)| chars[s..e].iter().collect()).collect();
+        Self { rows, cursor: at }
     }
 }
 
@@ -168,8 +273,20 @@ fn status_line(app: &App) -> Line<'static> {
         tool_executor::ApprovalMode::ReadOnly => Style::default().fg(Color::Green),
         _ => Style::default().fg(Color::Cyan),
     };
-    // What decides what runs comes first: a narrow terminal cuts the end.
-    let mut spans = vec![
+    // That the agent works comes first, then what decides what runs: a narrow terminal cuts the
+    // end.
+    let mut spans = Vec::new();
+    if app.running {
+        let elapsed = app.turn_started.map_or(0, |at| at.elapsed().as_secs());
+        const SPINNER: [&str; 4] = ["◐", "◓", "◑", "◒"];
+        let frame =
+            app.turn_started.map_or(0, |at| (at.elapsed().as_millis() / 250) as usize % SPINNER.len());
+        spans.push(Span::styled(
+            format!("{} working {} · esc cancels · ", SPINNER[frame], clock(elapsed)),
+            Style::default().fg(Color::Magenta),
+        ));
+    }
+    spans.extend([
         Span::styled(mode, mode_style),
         Span::styled(" (ctrl-t) · ", dim),
         Span::raw(app.sandbox.clone()),
@@ -177,24 +294,26 @@ fn status_line(app: &App) -> Line<'static> {
         Span::styled(app.model.clone(), Style::default().add_modifier(Modifier::BOLD)),
         Span::styled(" · ", dim),
         Span::raw(app.folder.clone()),
-    ];
+    ]);
     if app.usage.total() > 0 {
         spans.push(Span::styled(
             format!(" · {} in / {} out", tokens(app.usage.input_tokens), tokens(app.usage.output_tokens)),
             dim,
         ));
     }
-    if app.running {
-        spans.push(Span::styled(" · working (esc cancels)", Style::default().fg(Color::Magenta)));
-    }
     Line::from(spans)
+}
+
+/// Seconds as `42s` or `2m05s`.
+fn clock(seconds: u64) -> String {
+    if seconds < 60 { format!("{seconds}s") } else { format!("{}m{:02}s", seconds / 60, seconds % 60) }
 }
 
 fn tokens(n: u64) -> String {
     if n >= 10_000 { format!("{}k", n / 1000) } else { n.to_string() }
 }
 
-fn question_lines(_app: &App, pending: &super::state::Pending) -> Vec<Line<'static>> {
+fn question_lines(app: &App, pending: &super::state::Pending) -> Vec<Line<'static>> {
     let request = &pending.request;
     let card = builtin_tools::Registry::builtin()
         .render(&request.tool)
@@ -204,22 +323,67 @@ fn question_lines(_app: &App, pending: &super::state::Pending) -> Vec<Line<'stat
         Span::styled("why asked: ", Style::default().add_modifier(Modifier::DIM)),
         Span::styled(request.reason.clone(), Style::default().fg(Color::Yellow)),
     ]));
-    let always = match request.arguments.get("command").and_then(Value::as_str) {
-        Some(command) => format!("always `{}…` here", crate::ask::command_prefix(command)),
-        None => "always this tool here".to_owned(),
-    };
     let key = Style::default().fg(Color::Cyan).add_modifier(Modifier::BOLD);
-    lines.push(Line::from(vec![
-        Span::styled("y", key),
-        Span::raw(" yes once  "),
-        Span::styled("s", key),
-        Span::raw(" this session  "),
-        Span::styled("a", key),
-        Span::raw(format!(" {always}  ")),
-        Span::styled("n", key),
-        Span::raw(" no  "),
-        Span::styled("or type why not", Style::default().add_modifier(Modifier::DIM)),
-    ]));
+    let dim = Style::default().add_modifier(Modifier::DIM);
+    let what = format!("{}/{}", request.tool, request.api);
+    let suggestion = super::state::always_prefix(request);
+    // Each key names exactly what it grants.
+    let (session, always) = match &suggestion {
+        Some(s) if s.exact_because.is_some() => (
+            "yes, this exact command, for this session".to_owned(),
+            format!(
+                "always this exact command in this folder ({})",
+                s.exact_because.as_deref().unwrap_or("")
+            ),
+        ),
+        Some(s) => (
+            "yes, this exact command, for this session".to_owned(),
+            format!("always, in this folder: commands starting `{}` (editable)", s.prefix),
+        ),
+        None => (format!("yes, {what}, for this session"), format!("always {what} in this folder")),
+    };
+    match &app.answering {
+        Some(super::state::Answering::Reason(_)) => lines.push(Line::from(vec![
+            Span::styled("why not? ", Style::default().fg(Color::Yellow)),
+            Span::styled("type it below · Enter denies (empty: no reason) · Esc back to the choices", dim),
+        ])),
+        Some(super::state::Answering::Always(prefix)) => {
+            let what = match prefix {
+                Some(_) => "edit the prefix below · Enter allows commands starting with it here, always",
+                None => "Enter allows it in this folder, always · Esc back to the choices",
+            };
+            lines.push(Line::from(vec![
+                Span::styled("always: ", Style::default().fg(Color::Yellow)),
+                Span::styled(what, dim),
+            ]));
+        }
+        None if app.pending_choice.is_some() => {
+            let (choice, _) = app.pending_choice.unwrap_or(('y', std::time::Instant::now()));
+            lines.push(Line::styled(
+                format!("{choice}… (Enter takes it now; typing on makes it a reason)"),
+                Style::default().fg(Color::Magenta),
+            ));
+        }
+        None => {
+            for (k, text) in [
+                ("y", "yes, this once".to_owned()),
+                ("s", session),
+                ("a", always),
+                ("n", "no, and say why (Tab too; Enter alone just denies)".to_owned()),
+            ] {
+                lines.push(Line::from(vec![Span::styled(format!("{k} "), key), Span::raw(text)]));
+            }
+            if !app.input.is_empty() && !app.question_focus {
+                lines.push(Line::styled(
+                    "your draft keeps the keys: Tab answers this question (the draft is kept)",
+                    Style::default().fg(Color::Magenta),
+                ));
+            }
+        }
+    }
+    if let Some(hint) = app.question_hint {
+        lines.push(Line::styled(hint, Style::default().fg(Color::Magenta)));
+    }
     lines
 }
 
@@ -673,7 +837,8 @@ fn str_width(text: &str) -> usize {
     text.chars().map(|c| c.width().unwrap_or(0)).sum()
 }
 
-/// Lines wrapped to `width` columns, character by character, keeping styles.
+/// Lines wrapped to `width` columns at word boundaries (a word longer than a row is broken),
+/// keeping styles.
 pub fn wrap_all(lines: Vec<Line<'static>>, width: u16) -> Vec<Line<'static>> {
     let width = usize::from(width.max(1));
     let mut out = Vec::with_capacity(lines.len());
@@ -682,32 +847,68 @@ pub fn wrap_all(lines: Vec<Line<'static>>, width: u16) -> Vec<Line<'static>> {
             out.push(line);
             continue;
         }
-        let mut current: Vec<Span<'static>> = Vec::new();
-        let mut used = 0;
-        for span in line.spans {
+        let cells: Vec<(char, Style)> =
+            line.spans.iter().flat_map(|span| span.content.chars().map(move |c| (c, span.style))).collect();
+        for (start, end) in word_rows(cells.iter().map(|(c, _)| *c), |_| width) {
+            let mut spans: Vec<Span<'static>> = Vec::new();
             let mut piece = String::new();
-            for c in span.content.chars() {
-                let w = c.width().unwrap_or(0);
-                if used + w > width {
-                    if !piece.is_empty() {
-                        current.push(Span::styled(std::mem::take(&mut piece), span.style));
-                    }
-                    out.push(Line::from(std::mem::take(&mut current)));
-                    used = 0;
+            let mut style = cells.get(start).map_or_else(Style::default, |(_, s)| *s);
+            for &(c, s) in &cells[start..end] {
+                if s != style && !piece.is_empty() {
+                    spans.push(Span::styled(std::mem::take(&mut piece), style));
                 }
+                style = s;
                 piece.push(c);
-                used += w;
             }
             if !piece.is_empty() {
-                current.push(Span::styled(piece, span.style));
+                spans.push(Span::styled(piece, style));
             }
+            out.push(Line::from(spans).style(line.style));
         }
-        out.push(Line::from(current));
     }
     out
 }
 
+/// Rows of `chars` (one line, no new lines) in `width` columns, as char ranges: a row ends after
+/// its last space when the next word does not fit, or at the width inside a word longer than a
+/// row.
+fn word_rows(chars: impl Iterator<Item = char>, width: impl Fn(usize) -> usize) -> Vec<(usize, usize)> {
+    let chars: Vec<(char, usize)> = chars.map(|c| (c, c.width().unwrap_or(0))).collect();
+    let mut rows = Vec::new();
+    let (mut start, mut used, mut space) = (0, 0, None::<usize>);
+    for (i, &(c, w)) in chars.iter().enumerate() {
+        if used + w > width(rows.len()) && i > start {
+            match space {
+                Some(at) if at + 1 > start && at + 1 < i => {
+                    rows.push((start, at + 1));
+                    start = at + 1;
+                    used = chars[start..i].iter().map(|(_, w)| w).sum();
+                }
+                _ => {
+                    rows.push((start, i));
+                    (start, used) = (i, 0);
+                }
+            }
+            space = None;
+            if used + w > width(rows.len()) {
+                rows.push((start, i));
+                (start, used) = (i, 0);
+            }
+        }
+        if c == ' ' {
+            space = Some(i);
+        }
+        used += w;
+    }
+    rows.push((start, chars.len()));
+    rows
+}
+
 fn wrapped_height(lines: &[Line<'static>], width: u16) -> u16 {
     let width = usize::from(width.max(1));
-    lines.iter().map(|l| l.width().max(1).div_ceil(width)).sum::<usize>().min(usize::from(u16::MAX)) as u16
+    lines
+        .iter()
+        .map(|l| if l.width() <= width { 1 } else { wrap_all(vec![l.clone()], width as u16).len() })
+        .sum::<usize>()
+        .min(usize::from(u16::MAX)) as u16
 }
