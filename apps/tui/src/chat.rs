@@ -140,6 +140,8 @@ struct Chat {
     guard: GuardArgs,
     mode: ApprovalMode,
     session_id: String,
+    /// The instructions section of the system prompt.
+    instructions: String,
 }
 
 impl Chat {
@@ -153,7 +155,9 @@ impl Chat {
             &self.guard,
         );
         let config = self.profile.agent_config();
-        Ok(Agent::new(self.profile.client()?, self.executor.clone(), session, config).with_history(history))
+        Ok(Agent::new(self.profile.client()?, self.executor.clone(), session, config)
+            .with_instructions(&self.instructions)
+            .with_history(history))
     }
 
     fn status(&self) -> String {
@@ -196,7 +200,20 @@ pub async fn run(args: ChatArgs) -> anyhow::Result<u8> {
         }
         None => (setup::new_session_id(&folder), Vec::new()),
     };
-    let mut chat = Chat { executor, profile, folder, data, guard: args.guard, mode: args.mode, session_id };
+    let instructions = crate::instructions::for_folder(executor.journal().map(AsRef::as_ref), &folder).await;
+    for (text, _) in instructions.describe() {
+        eprintln!("({})", text.replace("/trust uses", "the full screen's /trust uses"));
+    }
+    let mut chat = Chat {
+        executor,
+        profile,
+        folder,
+        data,
+        guard: args.guard,
+        mode: args.mode,
+        session_id,
+        instructions: instructions.prompt,
+    };
     let mut agent = chat.agent(history)?;
     // Ctrl-C cancels the running turn; at the prompt it quits.
     let running: Arc<std::sync::Mutex<Option<CancellationToken>>> = Arc::default();
@@ -304,7 +321,9 @@ pub async fn screen(args: ChatArgs) -> anyhow::Result<u8> {
             )
         )
         .is_ok();
+    let instructions = crate::instructions::for_folder(executor.journal().map(AsRef::as_ref), &folder).await;
     let context = ui::run::Context {
+        instructions,
         executor,
         profile,
         folder,

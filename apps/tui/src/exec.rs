@@ -71,7 +71,14 @@ pub async fn run(args: ExecArgs) -> anyhow::Result<u8> {
         token_budget: args.token_budget,
         ..profile.agent_config()
     };
-    let mut agent = agent::Agent::new(profile.client()?, executor, session, config);
+    // A trusted folder's AGENTS.md (and the person's own) reach the model here too; nobody is
+    // asked to trust a folder.
+    let instructions = crate::instructions::for_folder(executor.journal().map(AsRef::as_ref), &folder).await;
+    for (text, _) in instructions.describe() {
+        eprintln!("({text})");
+    }
+    let mut agent = agent::Agent::new(profile.client()?, executor, session, config)
+        .with_instructions(&instructions.prompt);
 
     let cancel = CancellationToken::new();
     let interrupt = cancel.clone();

@@ -549,6 +549,7 @@ async fn context(
         history: Vec::new(),
         setup_hint: None,
         shift_enter: false,
+        instructions: toolhost::instructions::Instructions::default(),
     };
     (context, questions)
 }
@@ -620,6 +621,32 @@ async fn a_question_is_answered_on_screen_and_escape_cancels_a_running_command()
     tx.send(TermEvent::Key(ctrl('c'))).unwrap();
     let app = tokio::time::timeout(Duration::from_secs(10), running).await.unwrap().unwrap().unwrap();
     assert!(!app.running);
+}
+
+/// A trusted folder's AGENTS.md is in the system prompt of the request the model gets, and the
+/// screen says once which files are in use.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn agents_md_reaches_the_model_and_is_shown_once() {
+    let folder = tempfile::tempdir().unwrap();
+    let folder_path = folder.path().canonicalize().unwrap();
+    std::fs::write(folder_path.join("AGENTS.md"), "Answer in French. Run `make check` before saying done.\n")
+        .unwrap();
+    let server = ScriptedModel::start(vec![openai_reply("", "D'accord.", &[], "stop")]).await;
+    let (mut context, questions) = context(&server, &folder_path, ApprovalMode::Manual).await;
+    let files = toolhost::instructions::project_files(&folder_path);
+    context.instructions = toolhost::instructions::Instructions::load(None, &files, true);
+    let (screen, tx, running) = start(context, questions, HEIGHT);
+    let shown = wait_for(&screen, "instructions in use:").await;
+    assert!(shown.contains("AGENTS.md"), "{shown}");
+    send_text(&tx, "hello");
+    tx.send(TermEvent::Key(key(KeyCode::Enter))).unwrap();
+    wait_for(&screen, "D'accord.").await;
+    let request = &server.received()[0].body;
+    let system = request["messages"][0]["content"].as_str().unwrap_or_default();
+    assert_eq!(request["messages"][0]["role"], "system");
+    assert!(system.contains("Answer in French. Run `make check` before saying done."), "{system}");
+    tx.send(TermEvent::Key(ctrl('c'))).unwrap();
+    tokio::time::timeout(Duration::from_secs(10), running).await.unwrap().unwrap().unwrap();
 }
 
 /// Through the real loop: a sentence typed at the question, starting with `s`, is a reason the
@@ -694,6 +721,7 @@ async fn without_a_model_the_console_runs_tools_and_the_journal_shows_and_revoke
         history: Vec::new(),
         setup_hint: Some("no model configured: set OPENAI_API_KEY or ANTHROPIC_API_KEY".into()),
         shift_enter: false,
+        instructions: toolhost::instructions::Instructions::default(),
     };
     let (screen, tx, running) = start(context, questions, 30);
 

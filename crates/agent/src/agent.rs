@@ -156,6 +156,17 @@ impl Agent {
         }
     }
 
+    /// Adds instructions to the system prompt after the tools' roles (a project's `AGENTS.md`,
+    /// as the front end found and the person allowed); empty text adds nothing.
+    #[must_use]
+    pub fn with_instructions(mut self, instructions: &str) -> Self {
+        if !instructions.trim().is_empty() {
+            self.system.push_str("\n\n");
+            self.system.push_str(instructions.trim_end());
+        }
+        self
+    }
+
     /// Continues an earlier conversation.
     #[must_use]
     pub fn with_history(mut self, messages: Vec<Message>) -> Self {

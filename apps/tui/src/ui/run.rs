@@ -49,11 +49,15 @@ pub struct Context {
     pub setup_hint: Option<String>,
     /// The terminal reports Shift-Enter apart from Enter (the keyboard protocol is on).
     pub shift_enter: bool,
+    /// The `AGENTS.md` instructions found for the folder (read, or listed as untrusted).
+    pub instructions: crate::instructions::Instructions,
 }
 
 enum ToAgent {
     Turn(String, CancellationToken),
     Reopen(ApprovalMode, GuardArgs),
+    /// New instructions for the system prompt (the folder was trusted).
+    Instructions(String),
 }
 
 enum FromAgent {
@@ -64,6 +68,7 @@ enum FromAgent {
 /// What the console and journal tasks bring back.
 enum FromPane {
     Ran(Box<CallResult>, serde_json::Value),
+    Trusted(crate::instructions::Instructions),
     Journal(Vec<journal::Attempt>, Vec<journal::RememberedDecision>),
     Failed(String),
 }
@@ -124,6 +129,10 @@ where
     );
     app.setup_hint.clone_from(&context.setup_hint);
     app.shift_enter = context.shift_enter;
+    // Which instructions the model reads, shown once.
+    for (text, warning) in context.instructions.describe() {
+        app.notice(text, warning);
+    }
     if let Some(data) = &context.data {
         app.history = crate::chat::load_prompts(data, &context.folder);
     }
@@ -147,6 +156,7 @@ where
             profile,
             folder: context.folder.clone(),
             session_id: context.session_id.clone(),
+            instructions: context.instructions.prompt.clone(),
         };
         let history = context.history.clone();
         let (mode, guard) = (context.mode, context.guard.clone());
@@ -233,6 +243,7 @@ where
                                         }
                                     });
                                 }
+                                Command::Trust => trust_folder(&context, &pane_results),
                                 Command::LoadJournal => load_journal(&context, &app, &pane_results, None),
                                 Command::Revoke(id) => load_journal(&context, &app, &pane_results, Some(id)),
                                 Command::Copy(text) => {
@@ -324,6 +335,13 @@ where
                         app.journal.selected = app.journal.selected.min(len.saturating_sub(1));
                     }
                     FromPane::Failed(error) => app.notice(error, true),
+                    FromPane::Trusted(instructions) => {
+                        app.notice(format!("{} is trusted from now on", context.folder.display()), false);
+                        for (text, warning) in instructions.describe() {
+                            app.notice(text, warning);
+                        }
+                        let _ = to_agent.send(ToAgent::Instructions(instructions.prompt));
+                    }
                 }
                 dirty = true;
             }
@@ -404,12 +422,36 @@ fn load_journal(
     });
 }
 
+/// Trusts the folder (remembered in the journal) and reads its instructions again.
+fn trust_folder(context: &Context, results: &mpsc::UnboundedSender<FromPane>) {
+    let Some(journal) = context.executor.journal().cloned() else {
+        let _ = results.send(FromPane::Failed("this app has no journal to remember trust in".into()));
+        return;
+    };
+    let (folder, results) = (context.folder.clone(), results.clone());
+    tokio::spawn(async move {
+        match crate::trust::trust(journal.as_ref(), &folder).await {
+            Ok(()) => {
+                let global = crate::instructions::global_file();
+                let files = crate::instructions::project_files(&folder);
+                let loaded = crate::instructions::Instructions::load(global.as_deref(), &files, true);
+                let _ = results.send(FromPane::Trusted(loaded));
+            }
+            Err(error) => {
+                let _ = results.send(FromPane::Failed(format!("trusting the folder: {error}")));
+            }
+        }
+    });
+}
+
 struct AgentTask {
     executor: Executor,
     client: Arc<dyn agent::ModelClient>,
     profile: ModelProfile,
     folder: PathBuf,
     session_id: String,
+    /// The instructions section of the system prompt.
+    instructions: String,
 }
 
 impl AgentTask {
@@ -417,11 +459,13 @@ impl AgentTask {
         let session =
             crate::setup::session(&self.executor, self.session_id.clone(), &self.folder, mode, false, guard);
         let config = self.profile.agent_config();
-        Agent::new(self.client.clone(), self.executor.clone(), session, config).with_history(history)
+        Agent::new(self.client.clone(), self.executor.clone(), session, config)
+            .with_instructions(&self.instructions)
+            .with_history(history)
     }
 
     async fn run(
-        self,
+        mut self,
         history: Vec<Message>,
         mode: ApprovalMode,
         guard: GuardArgs,
@@ -430,6 +474,7 @@ impl AgentTask {
         events: mpsc::UnboundedSender<AgentEvent>,
     ) {
         let mut agent = self.agent(history, mode, &guard);
+        let mut current = (mode, guard);
         let _ = replies.send(FromAgent::Session(agent.session().clone()));
         while let Some(request) = requests.recv().await {
             match request {
@@ -438,7 +483,13 @@ impl AgentTask {
                     let _ = replies.send(FromAgent::Done(outcome, agent.messages().to_vec()));
                 }
                 ToAgent::Reopen(mode, guard) => {
-                    agent = self.agent(agent.messages().to_vec(), mode, &guard);
+                    current = (mode, guard);
+                    agent = self.agent(agent.messages().to_vec(), current.0, &current.1);
+                    let _ = replies.send(FromAgent::Session(agent.session().clone()));
+                }
+                ToAgent::Instructions(instructions) => {
+                    self.instructions = instructions;
+                    agent = self.agent(agent.messages().to_vec(), current.0, &current.1);
                     let _ = replies.send(FromAgent::Session(agent.session().clone()));
                 }
             }

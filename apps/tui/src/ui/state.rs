@@ -162,6 +162,8 @@ pub enum Command {
     },
     /// Load the journal view's rows (and remembered decisions) with its filters.
     LoadJournal,
+    /// Trust the folder: its instructions (and later skills and hooks) are used, remembered.
+    Trust,
     /// Revoke a remembered decision.
     Revoke(String),
     /// Leave.
@@ -985,6 +987,15 @@ impl App {
                     self.view = View::Journal;
                     Some(Command::LoadJournal)
                 }
+                (Some("trust"), _) => Some(Command::Trust),
+                (Some("init"), _) if !self.running && self.setup_hint.is_none() => {
+                    self.start_turn(INIT_PROMPT.to_owned());
+                    Some(Command::Submit(INIT_PROMPT.to_owned()))
+                }
+                (Some("help"), _) => {
+                    self.notice(HELP, false);
+                    None
+                }
                 (Some("mode"), Some(mode)) => match crate::setup::parse_mode(mode) {
                     Ok(mode) => Some(Command::SetMode(mode)),
                     Err(error) => {
@@ -1024,6 +1035,12 @@ impl App {
     }
 }
 
+/// What `/init` asks the model: a first `AGENTS.md` for the folder.
+pub const INIT_PROMPT: &str = "Draft an AGENTS.md for this folder: read its README, build files and layout first, then \
+write AGENTS.md at the top of the folder with what an agent needs to work here — how to build, test and lint, \
+the layout, the conventions to keep, and what not to touch. Keep it short and specific; do not invent what \
+you did not find. If an AGENTS.md exists, propose improvements instead of overwriting it.";
+
 /// How soon a second Esc (or Ctrl-C) must follow the first to clear a draft.
 pub const CLEAR_WINDOW: std::time::Duration = std::time::Duration::from_millis(1500);
 
@@ -1031,7 +1048,8 @@ pub const CLEAR_WINDOW: std::time::Duration = std::time::Duration::from_millis(1
 pub const HELP: &str = "F2 or /console: the tool console · F3 or /journal: the journal · Enter sends (during a turn: queued for its end) · \
 Shift-Enter or Alt-Enter new line (Ctrl-J in any terminal) · ↑↓ earlier prompts · Esc or Ctrl-C cancels the turn; twice clears the prompt · \
 Ctrl-U clears it · Ctrl-T approval mode · Tab selects a card · Ctrl-O folds it · Ctrl-P opens it whole (c copies, q closes) · PgUp/PgDn scroll · \
-/mode manual|auto-run|read-only · /sandbox workspace-write|read-only|off · /quit";
+/mode manual|auto-run|read-only · /sandbox workspace-write|read-only|off · /trust this folder (its AGENTS.md) · \
+/init drafts an AGENTS.md · /help · /quit";
 
 /// A progress list holding one call's live output, for its tool's streaming card.
 pub fn live_progress(output: &str) -> Vec<Progress> {
