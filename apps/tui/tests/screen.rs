@@ -431,6 +431,112 @@ fn the_prompt_wraps_keeps_history_and_queues_what_is_sent_during_a_turn() {
     assert_eq!(app.input, "half-typed");
 }
 
+/// Markdown the way a terminal can show it: a table with aligned columns, emphasis, a link.
+#[test]
+fn markdown_tables_emphasis_and_links_are_drawn_not_shown_raw() {
+    let mut app = new_app();
+    app.on_agent(AgentEvent::Delta(Delta::Text(
+        "The *three* settings, from **weakest** to strongest:\n\n\
+         | source | example | wins over |\n\
+         |---|---|---|\n\
+         | `config.toml` | `level = 2` | nothing |\n\
+         | environment | `APP_LEVEL=3` | the file |\n\
+         | flag | `--level 4` | everything |\n\n\
+         - see [the docs](https://example.com/config)\n\
+         > keep snake_case names as they are"
+            .into(),
+    )));
+    for (width, height) in [(80, 24), (120, 35)] {
+        let screen = draw_at(&app, width, height);
+        insta::assert_snapshot!(format!("markdown_{width}x{height}"), screen);
+        assert!(screen.contains("source      │ example     │ wins over"), "{screen}");
+        assert!(screen.contains("config.toml │ level = 2   │ nothing"), "{screen}");
+        assert!(screen.contains("The three settings, from weakest to strongest:"), "{screen}");
+        assert!(screen.contains("• see the docs (https://example.com/config)"), "{screen}");
+        assert!(screen.contains("│ keep snake_case names as they are"), "{screen}");
+        assert!(!screen.contains("**") && !screen.contains("|---"), "{screen}");
+    }
+}
+
+/// Command output as a terminal would leave it (colour codes out, `\r` redraws settled), while
+/// running and when done; a diff with two changes far apart shows both, folding what is between;
+/// a file written over shows its diff.
+#[test]
+fn output_and_diffs_show_what_changed() {
+    let mut app = new_app();
+    let build = json!({ "command": "cargo build" }).to_string();
+    call(&mut app, 0, "c1", "runCommand", &build, RUN);
+    reply(&mut app, &[("c1", "runCommand", &build)]);
+    app.on_call(Event::Proposed {
+        call_id: "c1".into(),
+        tool: RUN.0.into(),
+        api: RUN.1.into(),
+        arguments: json!({}),
+    });
+    app.on_call(Event::Started { call_id: "c1".into(), timeout_ms: 120_000 });
+    app.on_call(Event::Progress {
+        call_id: "c1".into(),
+        progress: tool_core::Progress {
+            output: Some(
+                "\x1b[1;32m   Compiling\x1b[0m app v0.1.0\n  0% [    ]\r 50% [##  ]\r100% [####]\n".into(),
+            ),
+            ..Default::default()
+        },
+    });
+    for (width, height) in [(80, 24), (120, 35)] {
+        let running = draw_at(&app, width, height);
+        insta::assert_snapshot!(format!("ansi_progress_{width}x{height}"), running);
+        assert!(running.contains("   Compiling app v0.1.0") && running.contains("100% [####]"), "{running}");
+        assert!(!running.contains("[1;32m") && !running.contains(" 50%"), "{running}");
+    }
+
+    // An edit with changes at lines 3, 12 and 40 of a 60-line file, with wide context: every
+    // change shows, and the long unchanged runs fold.
+    let mut new_app_ = new_app();
+    let old: String = (1..=60).map(|n| format!("line {n}\n")).collect();
+    let new = old
+        .replace("line 3\n", "line three\n")
+        .replace("line 12\n", "line twelve\n")
+        .replace("line 40\n", "line forty\n");
+    let unified = similar::TextDiff::from_lines(&old, &new)
+        .unified_diff()
+        .context_radius(8)
+        .header("src/a.rs", "src/a.rs")
+        .to_string();
+    let edit = json!({ "path": "src/a.rs", "oldText": "x", "newText": "y" }).to_string();
+    call(&mut new_app_, 0, "e1", "editFile", &edit, ("local-system", "editFile"));
+    reply(&mut new_app_, &[("e1", "editFile", &edit)]);
+    settle(
+        &mut new_app_,
+        "e1",
+        "editFile",
+        ("local-system", "editFile"),
+        ToolOutput::ok("Edited").with_state(json!({ "diff": unified })),
+    );
+    let written = json!({ "path": "/w/notes.md", "content": "# Notes\nnew\n" }).to_string();
+    call(&mut new_app_, 0, "w1", "writeFile", &written, ("local-system", "writeFile"));
+    reply(&mut new_app_, &[("w1", "writeFile", &written)]);
+    let overwrite = "--- /w/notes.md\n+++ /w/notes.md\n@@ -1,2 +1,2 @@\n # Notes\n-old\n+new\n";
+    settle(
+        &mut new_app_,
+        "w1",
+        "writeFile",
+        ("local-system", "writeFile"),
+        ToolOutput::ok("Wrote").with_state(json!({ "diff": overwrite })),
+    );
+    for (width, height) in [(80, 50), (120, 50)] {
+        let screen = draw_at(&new_app_, width, height);
+        insta::assert_snapshot!(format!("diffs_{width}x{height}"), screen);
+        for change in
+            ["-line 3", "+line three", "-line 12", "+line twelve", "-line 40", "+line forty", "-old", "+new"]
+        {
+            assert!(screen.contains(change), "{change}: {screen}");
+        }
+        assert!(screen.contains("unchanged lines"), "{screen}");
+        assert!(!screen.contains("a//"), "{screen}");
+    }
+}
+
 /// Prose wraps at words, not inside them.
 #[test]
 fn text_wraps_at_words() {

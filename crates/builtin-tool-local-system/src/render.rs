@@ -31,10 +31,14 @@ fn preview(body: &str) -> String {
 fn headline(api: &str, args: &Value) -> Card {
     let Ok(api) = api.parse::<LocalSystemApi>() else { return Card::new(api) };
     match api {
-        LocalSystemApi::ReadFile => Card::new(format!("Read {}", text(args, "path"))).fields([
-            ("offset", args.get("offset").map(Value::to_string).unwrap_or_default()),
-            ("limit", args.get("limit").map(Value::to_string).unwrap_or_default()),
-        ]),
+        LocalSystemApi::ReadFile => {
+            // Only the range the call gave: a missing or null offset is no field at all.
+            let range: Vec<(&str, String)> = ["offset", "limit"]
+                .into_iter()
+                .filter_map(|key| args.get(key).filter(|v| !v.is_null()).map(|v| (key, v.to_string())))
+                .collect();
+            Card::new(format!("Read {}", text(args, "path"))).fields(range)
+        }
         LocalSystemApi::WriteFile => Card::new(format!("Write {}", text(args, "path"))),
         LocalSystemApi::EditFile => Card::new(format!("Edit {}", text(args, "path"))),
         LocalSystemApi::SearchFiles => Card::new(format!("Find files named “{}”", text(args, "query")))
@@ -101,6 +105,10 @@ impl RenderHooks for LocalSystemRender {
                 Some(Block::Code { language: None, text: preview(text(state, "content")) })
             }
             (Ok(LocalSystemApi::EditFile), true) => {
+                Some(Block::Diff { unified: text(state, "diff").to_owned() })
+            }
+            // A file written over shows what changed; a new one, what was said of it.
+            (Ok(LocalSystemApi::WriteFile), true) if !text(state, "diff").is_empty() => {
                 Some(Block::Diff { unified: text(state, "diff").to_owned() })
             }
             (Ok(LocalSystemApi::SearchFiles | LocalSystemApi::GlobFiles), true) => {
@@ -180,6 +188,22 @@ impl RenderHooks for LocalSystemRender {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn a_read_shows_only_the_range_it_was_given_and_an_overwrite_its_diff() {
+        let hooks = LocalSystemRender;
+        let read = hooks.placeholder("readFile", &json!({"path": "a.rs", "offset": null, "limit": 20}));
+        let fields = serde_json::to_string(&read.blocks).unwrap();
+        assert!(!fields.contains("offset") && fields.contains("limit"), "{fields}");
+        let diff = "--- /w/a.txt\n+++ /w/a.txt\n@@ -1 +1 @@\n-a\n+b\n";
+        let written = ToolOutput::ok("Wrote a.txt").with_state(json!({"diff": diff}));
+        let card = hooks.result("writeFile", &json!({"path": "/w/a.txt"}), &written);
+        assert!(
+            matches!(&card.blocks[..], [Block::Diff { unified }] if unified == diff),
+            "{:?}",
+            card.blocks
+        );
+    }
 
     #[test]
     fn every_api_renders_in_every_place() {

@@ -277,15 +277,27 @@ struct DiffSummary {
     lines_removed: usize,
 }
 
+/// A unified diff of `old` to `new` with three lines of context. Headers name the file as
+/// `a/PATH` and `b/PATH` for a relative path, and as the path itself for an absolute one (git's
+/// `a/` before a `/` would read `a//tmp/…`).
+pub fn unified_diff(old: &str, new: &str, display_path: &str) -> String {
+    unified_of(&TextDiff::from_lines(old, new), display_path)
+}
+
+fn unified_of<'a>(diff: &'a TextDiff<'a, 'a, 'a, str>, display_path: &str) -> String {
+    let (from, to) = if display_path.starts_with('/') {
+        (display_path.to_owned(), display_path.to_owned())
+    } else {
+        (format!("a/{display_path}"), format!("b/{display_path}"))
+    };
+    diff.unified_diff().context_radius(3).header(&from, &to).to_string()
+}
+
 impl DiffSummary {
     fn new(old: &str, new: &str, display_path: &str) -> Self {
         let diff = TextDiff::from_lines(old, new);
         let mut summary = DiffSummary {
-            unified: diff
-                .unified_diff()
-                .context_radius(3)
-                .header(&format!("a/{display_path}"), &format!("b/{display_path}"))
-                .to_string(),
+            unified: unified_of(&diff, display_path),
             first_changed_line: 0,
             lines_added: 0,
             lines_removed: 0,

@@ -272,7 +272,14 @@ pub struct WriteState {
     pub lines: u64,
     /// Size before, when it existed.
     pub previous_bytes: Option<u64>,
+    /// For a text file written over: a unified diff from what it held (empty when it was new,
+    /// unchanged, not text, or larger than [`DIFF_MAX_BYTES`]).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub diff: String,
 }
+
+/// A file written over is compared with what it held up to this size (larger ones get no diff).
+pub const DIFF_MAX_BYTES: u64 = 1 << 20;
 
 /// Writes a whole file atomically: parents are created, the text goes to a temporary file in the
 /// same folder which then replaces the target, so a reader never sees half a file. An existing
@@ -284,13 +291,23 @@ pub struct WriteState {
 ///
 /// The path is a directory, a path the session may not write, or an I/O failure.
 pub fn write(opener: &Opener, request: &WriteRequest) -> Result<WriteState, ComputerError> {
-    let (target, previous) = match opener.open(&request.path, OFlags::PATH) {
+    let (target, previous, before) = match opener.open(&request.path, OFlags::PATH) {
         Ok(fd) => {
             let stat = rustix::fs::fstat(&fd).map_err(|e| ComputerError::io(&request.path, e.into()))?;
             let real = crate::beneath::real_path(&fd).unwrap_or_else(|| request.path.clone());
-            (real, Some(stat))
+            // What it held, read through the same handle, for the diff a person sees.
+            let before = (FileType::from_raw_mode(stat.st_mode) == FileType::RegularFile
+                && (stat.st_size as u64) <= DIFF_MAX_BYTES)
+                .then(|| crate::beneath::reopen(&fd, OFlags::RDONLY).ok())
+                .flatten()
+                .and_then(|fd| {
+                    let mut bytes = Vec::new();
+                    File::from(fd).take(DIFF_MAX_BYTES).read_to_end(&mut bytes).ok()?;
+                    String::from_utf8(bytes).ok()
+                });
+            (real, Some(stat), before)
         }
-        Err(ComputerError::NotFound { .. }) => (request.path.clone(), None),
+        Err(ComputerError::NotFound { .. }) => (request.path.clone(), None, None),
         Err(other) => return Err(other),
     };
     if previous.as_ref().is_some_and(|stat| FileType::from_raw_mode(stat.st_mode) == FileType::Directory) {
@@ -298,7 +315,14 @@ pub fn write(opener: &Opener, request: &WriteRequest) -> Result<WriteState, Comp
     }
     let mode = previous.as_ref().map(|stat| stat.st_mode & 0o7777);
     write_atomic(opener, &target, request.content.as_bytes(), mode)?;
+    let diff = match &before {
+        Some(old) if *old != request.content => {
+            crate::edit::unified_diff(old, &request.content, &target.display().to_string())
+        }
+        _ => String::new(),
+    };
     Ok(WriteState {
+        diff,
         path: target,
         created: previous.is_none(),
         bytes: request.content.len() as u64,
@@ -710,6 +734,23 @@ mod tests {
         assert_eq!(fs::metadata(&target).unwrap().permissions().mode() & 0o777, 0o755);
         let leftovers: Vec<_> = fs::read_dir(target.parent().unwrap()).unwrap().collect();
         assert_eq!(leftovers.len(), 1, "no temp files left behind");
+    }
+
+    #[test]
+    fn a_file_written_over_carries_a_diff_with_plain_headers() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().canonicalize().unwrap();
+        let opener = Opener::rooted(&root);
+        let path = root.join("notes.txt");
+        let created =
+            write(&opener, &WriteRequest { path: path.clone(), content: "one\ntwo\n".into() }).unwrap();
+        assert_eq!(created.diff, "", "a new file has no diff");
+        let over = write(&opener, &WriteRequest { path: path.clone(), content: "one\n2\n".into() }).unwrap();
+        let shown = path.display().to_string();
+        assert!(over.diff.starts_with(&format!("--- {shown}\n+++ {shown}\n@@")), "{}", over.diff);
+        assert!(over.diff.contains("-two\n+2\n"), "{}", over.diff);
+        let same = write(&opener, &WriteRequest { path, content: "one\n2\n".into() }).unwrap();
+        assert_eq!(same.diff, "", "nothing changed");
     }
 
     #[test]

@@ -38,6 +38,7 @@ mod local;
 pub mod process;
 pub mod scope;
 pub mod search;
+pub mod terminal;
 
 use std::path::PathBuf;
 

@@ -1369,6 +1369,11 @@ fn capture_range(
         );
         text.push_str(&String::from_utf8_lossy(&tail));
     }
+    // As a terminal would show it: no colour codes, progress redraws settled.
+    let text = match crate::terminal::plain(&text) {
+        std::borrow::Cow::Owned(settled) => settled,
+        std::borrow::Cow::Borrowed(_) => text,
+    };
     Ok(CapturedOutput { text, total_bytes, total_lines, truncated: gap, omitted_bytes })
 }
 

@@ -1056,6 +1056,8 @@ pub fn live_progress(output: &str) -> Vec<Progress> {
     if output.is_empty() {
         Vec::new()
     } else {
-        vec![Progress { output: Some(output.to_owned()), ..Progress::default() }]
+        // As the terminal would show it: colour codes out, progress redraws settled.
+        let shown = computer_runtime::terminal::plain(output).into_owned();
+        vec![Progress { output: Some(shown), ..Progress::default() }]
     }
 }

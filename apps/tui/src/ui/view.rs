@@ -682,6 +682,14 @@ pub fn card_lines(card: &Card, folded: bool, limit: usize) -> Vec<Line<'static>>
     }
     for block in &card.blocks {
         let body = block_lines(block);
+        // A diff is never cut in its middle, where a change could hide: long runs of unchanged
+        // lines fold instead, and every change and hunk stays.
+        if let CardBlock::Diff { unified } = block
+            && body.len() > limit
+        {
+            lines.extend(fold_diff(unified, body));
+            continue;
+        }
         if body.len() > limit {
             let hidden = body.len() - HEAD - TAIL;
             lines.extend(body[..HEAD].iter().cloned());
@@ -695,6 +703,44 @@ pub fn card_lines(card: &Card, folded: bool, limit: usize) -> Vec<Line<'static>>
         }
     }
     lines
+}
+
+/// Unchanged lines kept on each side of a change when a diff is folded.
+const DIFF_CONTEXT: usize = 2;
+
+/// A diff's lines with runs of unchanged lines longer than twice [`DIFF_CONTEXT`] (plus one)
+/// folded to their edges and a count; changes, hunk headers and file headers all stay.
+fn fold_diff(unified: &str, body: Vec<Line<'static>>) -> Vec<Line<'static>> {
+    let changed: Vec<bool> = unified.lines().map(|l| !l.starts_with(' ') && !l.is_empty()).collect();
+    let near_change = |i: usize| {
+        let from = i.saturating_sub(DIFF_CONTEXT);
+        let to = (i + DIFF_CONTEXT + 1).min(changed.len());
+        changed[from..to].iter().any(|c| *c)
+    };
+    let mut out = Vec::with_capacity(body.len());
+    // Unchanged lines waiting: folded when there are enough of them, else shown.
+    let mut waiting: Vec<Line<'static>> = Vec::new();
+    let mut settle = |waiting: &mut Vec<Line<'static>>, out: &mut Vec<Line<'static>>| {
+        if waiting.len() >= 3 {
+            out.push(Line::styled(
+                format!("  ⋮ {} unchanged lines", waiting.len()),
+                Style::default().add_modifier(Modifier::DIM),
+            ));
+            waiting.clear();
+        } else {
+            out.append(waiting);
+        }
+    };
+    for (i, line) in body.into_iter().enumerate() {
+        if changed.get(i).copied().unwrap_or(true) || near_change(i) {
+            settle(&mut waiting, &mut out);
+            out.push(line);
+        } else {
+            waiting.push(line);
+        }
+    }
+    settle(&mut waiting, &mut out);
+    out
 }
 
 fn block_lines(block: &CardBlock) -> Vec<Line<'static>> {
@@ -718,9 +764,10 @@ fn block_lines(block: &CardBlock) -> Vec<Line<'static>> {
                 line
             })
             .collect(),
-        CardBlock::Code { text, .. } => {
-            text.lines().map(|l| indent(l, Style::default().fg(Color::Gray))).collect()
-        }
+        CardBlock::Code { text, .. } => computer_runtime::terminal::plain(text)
+            .lines()
+            .map(|l| indent(l, Style::default().fg(Color::Gray)))
+            .collect(),
         CardBlock::Diff { unified } => unified
             .lines()
             .map(|line| {
@@ -772,13 +819,19 @@ fn block_lines(block: &CardBlock) -> Vec<Line<'static>> {
     }
 }
 
-/// Markdown, lightly: headings bold, fenced code in its own colour, `-` lists, `**bold**` and
-/// `` `code` `` spans.
+/// Markdown as a terminal can show it: headings bold, fenced code highlighted, lists with
+/// bullets, quotes with a bar, tables with aligned columns, and inline `**bold**`, `*italic*`,
+/// `_italic_`, `~~struck~~`, `` `code` `` and links (their text underlined, the address after it,
+/// dimmed).
 pub fn markdown(text: &str) -> Vec<Line<'static>> {
     let mut lines = Vec::new();
     // The language of the fenced block we are in, if any ("" for a fence without one).
     let mut code: Option<String> = None;
-    for raw in text.lines() {
+    let raw_lines: Vec<&str> = text.lines().collect();
+    let mut i = 0;
+    while i < raw_lines.len() {
+        let raw = raw_lines[i];
+        i += 1;
         if let Some(fence) = raw.trim_start().strip_prefix("```") {
             code = match code {
                 Some(_) => None,
@@ -789,11 +842,36 @@ pub fn markdown(text: &str) -> Vec<Line<'static>> {
         }
         if let Some(language) = &code {
             lines.push(super::highlight::line(language, raw));
-        } else if let Some(heading) = raw.strip_prefix('#') {
+            continue;
+        }
+        let trimmed = raw.trim_start();
+        // A table: this row and the ones after it, when the next is a `|---|` separator.
+        if trimmed.starts_with('|') && raw_lines.get(i).is_some_and(|next| is_table_separator(next)) {
+            let mut rows = vec![table_cells(trimmed)];
+            i += 1;
+            while let Some(row) = raw_lines.get(i).map(|r| r.trim_start()).filter(|r| r.starts_with('|')) {
+                rows.push(table_cells(row));
+                i += 1;
+            }
+            lines.extend(table_lines(&rows));
+            continue;
+        }
+        if let Some(heading) = raw.strip_prefix('#') {
             lines.push(Line::styled(
                 heading.trim_start_matches('#').trim().to_owned(),
                 Style::default().add_modifier(Modifier::BOLD | Modifier::UNDERLINED),
             ));
+        } else if let Some(item) = trimmed.strip_prefix("- ").or_else(|| trimmed.strip_prefix("* ")) {
+            let indent = " ".repeat(raw.len() - trimmed.len());
+            let mut spans = vec![Span::raw(format!("{indent}• "))];
+            spans.extend(inline_spans(item));
+            lines.push(Line::from(spans));
+        } else if let Some(quote) = trimmed.strip_prefix('>') {
+            let mut spans = vec![Span::styled("│ ", Style::default().add_modifier(Modifier::DIM))];
+            spans.extend(
+                inline_spans(quote.trim_start()).into_iter().map(|s| s.patch_style(Modifier::ITALIC)),
+            );
+            lines.push(Line::from(spans));
         } else {
             lines.push(Line::from(inline_spans(raw)));
         }
@@ -801,35 +879,115 @@ pub fn markdown(text: &str) -> Vec<Line<'static>> {
     lines
 }
 
+fn is_table_separator(line: &str) -> bool {
+    let line = line.trim();
+    line.starts_with('|') && line.contains('-') && line.chars().all(|c| matches!(c, '|' | '-' | ':' | ' '))
+}
+
+fn table_cells(row: &str) -> Vec<String> {
+    let row = row.trim().trim_start_matches('|').trim_end_matches('|');
+    row.split('|').map(|cell| cell.trim().to_owned()).collect()
+}
+
+/// A table's rows with each column padded to its widest cell, the header bold and underlined by a
+/// rule.
+fn table_lines(rows: &[Vec<String>]) -> Vec<Line<'static>> {
+    let columns = rows.iter().map(Vec::len).max().unwrap_or(0);
+    let shown = |cell: &str| -> String { inline_spans(cell).iter().map(|s| s.content.as_ref()).collect() };
+    let widths: Vec<usize> = (0..columns)
+        .map(|c| rows.iter().filter_map(|r| r.get(c)).map(|cell| str_width(&shown(cell))).max().unwrap_or(0))
+        .collect();
+    let mut out = Vec::new();
+    for (n, row) in rows.iter().enumerate() {
+        let mut spans = Vec::new();
+        for (c, width) in widths.iter().enumerate() {
+            if c > 0 {
+                spans.push(Span::styled(" │ ", Style::default().add_modifier(Modifier::DIM)));
+            }
+            let cell = row.get(c).map_or("", String::as_str);
+            let mut cell_spans = inline_spans(cell);
+            if n == 0 {
+                cell_spans = cell_spans.into_iter().map(|s| s.patch_style(Modifier::BOLD)).collect();
+            }
+            let pad = width.saturating_sub(str_width(&shown(cell)));
+            spans.extend(cell_spans);
+            spans.push(Span::raw(" ".repeat(pad)));
+        }
+        out.push(Line::from(spans));
+        if n == 0 {
+            let rule: Vec<String> = widths.iter().map(|w| "─".repeat(*w)).collect();
+            out.push(Line::styled(rule.join("─┼─"), Style::default().add_modifier(Modifier::DIM)));
+        }
+    }
+    out
+}
+
 fn inline_spans(text: &str) -> Vec<Span<'static>> {
     let mut spans = Vec::new();
     let mut rest = text;
-    while !rest.is_empty() {
-        let next = [rest.find("**"), rest.find('`')].into_iter().flatten().min();
-        let Some(at) = next else {
-            spans.push(Span::raw(rest.to_owned()));
-            break;
-        };
-        if at > 0 {
-            spans.push(Span::raw(rest[..at].to_owned()));
+    let mut plain = String::new();
+    let flush = |plain: &mut String, spans: &mut Vec<Span<'static>>| {
+        if !plain.is_empty() {
+            spans.push(Span::raw(std::mem::take(plain)));
         }
-        let (marker, style) = if rest[at..].starts_with("**") {
-            ("**", Style::default().add_modifier(Modifier::BOLD))
-        } else {
-            ("`", Style::default().fg(Color::LightYellow))
-        };
-        let after = &rest[at + marker.len()..];
-        match after.find(marker) {
-            Some(end) => {
-                spans.push(Span::styled(after[..end].to_owned(), style));
-                rest = &after[end + marker.len()..];
+    };
+    while let Some(c) = rest.chars().next() {
+        // A link: [text](address).
+        if c == '['
+            && let Some(close) = rest.find("](")
+            && let Some(end) = rest[close + 2..].find(')')
+        {
+            let (label, address) = (&rest[1..close], &rest[close + 2..close + 2 + end]);
+            if !label.is_empty() && !address.contains(' ') {
+                flush(&mut plain, &mut spans);
+                spans.push(Span::styled(
+                    label.to_owned(),
+                    Style::default().add_modifier(Modifier::UNDERLINED),
+                ));
+                if address != label {
+                    spans.push(Span::styled(
+                        format!(" ({address})"),
+                        Style::default().add_modifier(Modifier::DIM),
+                    ));
+                }
+                rest = &rest[close + 2 + end + 1..];
+                continue;
+            }
+        }
+        let marked = [
+            ("**", Style::default().add_modifier(Modifier::BOLD)),
+            ("~~", Style::default().add_modifier(Modifier::CROSSED_OUT)),
+            ("`", Style::default().fg(Color::LightYellow)),
+            ("*", Style::default().add_modifier(Modifier::ITALIC)),
+            ("_", Style::default().add_modifier(Modifier::ITALIC)),
+        ];
+        let opened =
+            marked.iter().find(|(marker, _)| rest.starts_with(marker)).and_then(|(marker, style)| {
+                let after = &rest[marker.len()..];
+                // Emphasis hugs its text (`* a *` is not), and `_` only at a word's edge
+                // (snake_case stays).
+                let hugs = after.chars().next().is_some_and(|c| !c.is_whitespace());
+                let at_edge = *marker != "_" || plain.chars().last().is_none_or(|c| !c.is_alphanumeric());
+                let end = after.find(marker)?;
+                let inner = &after[..end];
+                let closes = !inner.is_empty() && (*marker == "`" || !inner.ends_with(char::is_whitespace));
+                let closes_at_edge = *marker != "_"
+                    || after[end + marker.len()..].chars().next().is_none_or(|c| !c.is_alphanumeric());
+                (hugs && at_edge && closes && closes_at_edge).then(|| (marker.len(), inner, *style))
+            });
+        match opened {
+            Some((len, inner, style)) => {
+                flush(&mut plain, &mut spans);
+                spans.push(Span::styled(inner.to_owned(), style));
+                rest = &rest[len + inner.len() + len..];
             }
             None => {
-                spans.push(Span::raw(rest[at..].to_owned()));
-                break;
+                plain.push(c);
+                rest = &rest[c.len_utf8()..];
             }
         }
     }
+    flush(&mut plain, &mut spans);
     spans
 }
 
