@@ -178,6 +178,10 @@ impl Printer {
                     }
                 }
             }
+            AgentEvent::Resumed { reason } => {
+                self.close_line();
+                eprintln!("({reason})");
+            }
             AgentEvent::Compacted(c) => {
                 self.close_line();
                 eprintln!(
@@ -250,6 +254,7 @@ fn event_json(event: &AgentEvent) -> Option<Value> {
             json!({ "type": "reply", "content": content, "tool_calls": tool_calls, "stop": stop, "usage": usage })
         }
         AgentEvent::Results(results) => json!({ "type": "results", "results": results }),
+        AgentEvent::Resumed { reason } => json!({ "type": "resumed", "reason": reason }),
         AgentEvent::Compacted(c) => json!({
             "type": "compacted", "before_tokens": c.before_tokens, "after_tokens": c.after_tokens,
             "elided_results": c.elided_results, "summarised_messages": c.summarised_messages,

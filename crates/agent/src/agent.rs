@@ -74,7 +74,20 @@ pub enum AgentEvent {
     Results(Vec<CallResult>),
     /// The conversation was made smaller to fit the window.
     Compacted(Compaction),
+    /// The stream broke after part of the reply was shown: that part is kept, and the model is
+    /// asked to continue from it.
+    Resumed {
+        /// What broke, and what is done about it.
+        reason: String,
+    },
 }
+
+/// How often one turn resumes a reply whose stream broke after text was shown.
+const MAX_RESUMES: u32 = 2;
+
+/// What the model is told after its reply was cut by a broken stream.
+const RESUME_NOTE: &str = "[Your previous reply was cut off by a network failure after the text above. Continue \
+exactly where it stopped, without repeating what was already said.]";
 
 /// What a compaction did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -225,6 +238,7 @@ impl Agent {
         self.push_user(input);
         let start = self.usage;
         let mut turns = 0;
+        let mut resumes = 0;
         loop {
             if cancel.is_cancelled() {
                 self.push_user(CANCELLED_NOTE);
@@ -284,6 +298,26 @@ impl Agent {
                     }
                     self.push_user(CANCELLED_NOTE);
                     return Outcome::Cancelled;
+                }
+                // Text was shown, then the stream broke: what arrived stays, and the model is
+                // asked to go on from it (a second reply from scratch would not be the same one).
+                Some(Err(ProviderError::Stream { provider, message }))
+                    if !partial.trim().is_empty() && resumes < MAX_RESUMES =>
+                {
+                    resumes += 1;
+                    self.messages.push(Message::Assistant {
+                        content: partial,
+                        reasoning: None,
+                        tool_calls: Vec::new(),
+                    });
+                    self.push_user(RESUME_NOTE);
+                    let _ = events.send(AgentEvent::Resumed {
+                        reason: format!(
+                            "{provider}'s stream broke mid-reply ({message}); asking the model to continue from \
+                             what arrived"
+                        ),
+                    });
+                    continue;
                 }
                 Some(Err(error)) => return self.failed(error, mark),
                 Some(Ok(reply)) => reply,

@@ -39,7 +39,8 @@ impl std::fmt::Debug for AnthropicClient {
 }
 
 impl AnthropicClient {
-    /// A client of `base_url` (`https://api.anthropic.com/v1`).
+    /// A client of `base_url` (`https://api.anthropic.com`, with or without `/v1`, as Anthropic's
+    /// SDK takes it).
     pub fn new(http: reqwest::Client, base_url: &str, api_key: Option<String>, model: &str) -> Self {
         Self {
             http,
@@ -165,15 +166,12 @@ struct AnthropicExchange<'a> {
 impl Exchange for AnthropicExchange<'_> {
     async fn once(&self, sink: DeltaSink<'_>) -> Result<Reply, TryError> {
         let client = self.client;
-        let mut request = client
-            .http
-            .post(format!("{}/messages", client.base_url))
-            .header("anthropic-version", VERSION)
-            .json(&self.body);
+        let url = crate::provider::endpoint(&client.base_url, "/messages");
+        let mut request = client.http.post(&url).header("anthropic-version", VERSION).json(&self.body);
         if let Some(key) = &client.api_key {
             request = request.header("x-api-key", key);
         }
-        let response = send(NAME, &client.retry, request).await?;
+        let response = send(NAME, &client.retry, &url, request).await?;
         let mut stream = std::pin::pin!(events(response));
         let mut reply = ReplyBuilder::default();
         while let Some(event) = stream.next().await {

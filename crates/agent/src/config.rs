@@ -77,6 +77,9 @@ pub struct ProfileSpec {
     pub max_tokens: Option<u32>,
     /// Anthropic's extended thinking budget, in tokens.
     pub thinking_budget: Option<u32>,
+    /// Seconds a stream may stay silent before it counts as broken (and is retried, or resumed
+    /// when part of the reply was shown); 120 by default.
+    pub stall_timeout_secs: Option<u64>,
 }
 
 /// The configuration file.
@@ -190,6 +193,8 @@ pub struct ModelProfile {
     pub max_tokens: u32,
     /// Anthropic's thinking budget.
     pub thinking_budget: Option<u32>,
+    /// A stream silent this long is broken.
+    pub stall_timeout: std::time::Duration,
 }
 
 impl std::fmt::Debug for ModelProfile {
@@ -289,6 +294,7 @@ pub fn resolve(
         context_window: spec.context_window.unwrap_or(128_000),
         max_tokens: spec.max_tokens.unwrap_or(8_192),
         thinking_budget: spec.thinking_budget,
+        stall_timeout: std::time::Duration::from_secs(spec.stall_timeout_secs.unwrap_or(120).max(1)),
     })
 }
 
@@ -310,8 +316,9 @@ impl ModelProfile {
     pub fn client(&self) -> Result<Arc<dyn ModelClient>, ConfigError> {
         let http = reqwest::Client::builder()
             .connect_timeout(std::time::Duration::from_secs(30))
-            // A stream silent this long is dead (providers send pings well within it).
-            .read_timeout(std::time::Duration::from_secs(300))
+            // A stream silent this long is dead (providers send pings well within it): no byte
+            // for the profile's stall timeout breaks it, to be retried or resumed.
+            .read_timeout(self.stall_timeout)
             .build()
             .map_err(|e| ConfigError::Http(e.to_string()))?;
         Ok(match self.provider {

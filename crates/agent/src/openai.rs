@@ -137,11 +137,12 @@ struct OpenAiExchange<'a> {
 impl Exchange for OpenAiExchange<'_> {
     async fn once(&self, sink: DeltaSink<'_>) -> Result<Reply, TryError> {
         let client = self.client;
-        let mut request = client.http.post(format!("{}/chat/completions", client.base_url)).json(&self.body);
+        let url = crate::provider::endpoint(&client.base_url, "/chat/completions");
+        let mut request = client.http.post(&url).json(&self.body);
         if let Some(key) = &client.api_key {
             request = request.bearer_auth(key);
         }
-        let response = send(NAME, &client.retry, request).await?;
+        let response = send(NAME, &client.retry, &url, request).await?;
         let mut stream = std::pin::pin!(events(response));
         let mut reply = ReplyBuilder::default();
         while let Some(event) = stream.next().await {

@@ -142,12 +142,16 @@ pub(crate) trait Exchange: Send + Sync {
 pub(crate) async fn send(
     provider: &'static str,
     policy: &RetryPolicy,
+    url: &str,
     request: reqwest::RequestBuilder,
 ) -> Result<reqwest::Response, TryError> {
     let response = match request.send().await {
         Ok(response) => response,
         Err(error) => {
-            return Err(TryError::Transient { message: describe_reqwest(&error), retry_after: None });
+            return Err(TryError::Transient {
+                message: format!("{} ({url})", describe_reqwest(&error)),
+                retry_after: None,
+            });
         }
     };
     let status = response.status().as_u16();
@@ -156,7 +160,11 @@ pub(crate) async fn send(
     }
     let retry_after = retry_after_of(response.headers()).map(|d| d.min(policy.max_delay));
     let body = response.text().await.unwrap_or_default();
-    let message = error_message(&body).unwrap_or_else(|| format!("HTTP {status}"));
+    let mut message = error_message(&body).unwrap_or_else(|| format!("HTTP {status}"));
+    // Which address answered: a wrong base URL shows itself here.
+    if status == 404 || status == 405 {
+        message = format!("{message}; {url} does not answer this API — check the base URL");
+    }
     Err(match status {
         401 | 403 => TryError::Fatal(ProviderError::Auth { provider, status, message }),
         408 | 409 | 429 | 500..=599 => {
@@ -250,6 +258,22 @@ pub(crate) fn describe_reqwest(error: &reqwest::Error) -> String {
     text
 }
 
+/// A base URL as the provider's own SDK takes it, and the URL of `path` under it: OpenAI's with
+/// `/v1` (added when the URL has no path at all, as for `http://localhost:11434`), Anthropic's
+/// with or without it (its SDK and Claude Code take it without).
+pub(crate) fn endpoint(base_url: &str, versioned_path: &str) -> String {
+    let base = base_url.trim_end_matches('/');
+    let has_path = base.split_once("://").map_or(base, |(_, rest)| rest).contains('/');
+    if base.ends_with("/v1") {
+        format!("{base}{versioned_path}")
+    } else if has_path && !versioned_path.starts_with("/messages") {
+        // A compatible server under a path of its own (`…/api/openai`): as given.
+        format!("{base}{versioned_path}")
+    } else {
+        format!("{base}/v1{versioned_path}")
+    }
+}
+
 /// The server-sent events of a response, as (event name, data) pairs.
 pub(crate) fn events(
     response: reqwest::Response,
@@ -257,9 +281,25 @@ pub(crate) fn events(
     sse_stream::SseStream::from_bytes_stream(response.bytes_stream()).filter_map(|item| async move {
         match item {
             Ok(sse) => sse.data.map(|data| Ok((sse.event, data))),
-            Err(error) => Some(Err(format!("the stream broke: {error}"))),
+            Err(error) => Some(Err(stream_failure(&error))),
         }
     })
+}
+
+/// Why a stream ended early, in words: a read that waited past the stall timeout says so.
+fn stream_failure(error: &(dyn std::error::Error + 'static)) -> String {
+    let mut source: Option<&(dyn std::error::Error + 'static)> = Some(error);
+    while let Some(cause) = source {
+        let timed_out = cause.downcast_ref::<reqwest::Error>().is_some_and(reqwest::Error::is_timeout)
+            || cause
+                .downcast_ref::<std::io::Error>()
+                .is_some_and(|e| e.kind() == std::io::ErrorKind::TimedOut);
+        if timed_out {
+            return "the stream stalled: no data within the stall timeout (timed out)".to_owned();
+        }
+        source = cause.source();
+    }
+    format!("the stream broke: {error}")
 }
 
 /// Calls whose pieces arrive by index, in any interleaving.
@@ -308,5 +348,31 @@ impl CallAssembler {
                 call
             })
             .collect()
+    }
+}
+
+#[cfg(test)]
+mod endpoint_tests {
+    use super::endpoint;
+
+    #[test]
+    fn base_urls_with_or_without_v1() {
+        let cases = [
+            ("https://api.openai.com/v1", "/chat/completions", "https://api.openai.com/v1/chat/completions"),
+            ("http://localhost:11434", "/chat/completions", "http://localhost:11434/v1/chat/completions"),
+            ("http://localhost:11434/", "/chat/completions", "http://localhost:11434/v1/chat/completions"),
+            (
+                "https://openrouter.ai/api/v1",
+                "/chat/completions",
+                "https://openrouter.ai/api/v1/chat/completions",
+            ),
+            ("https://gw.example/openai", "/chat/completions", "https://gw.example/openai/chat/completions"),
+            ("https://api.anthropic.com", "/messages", "https://api.anthropic.com/v1/messages"),
+            ("https://api.anthropic.com/v1", "/messages", "https://api.anthropic.com/v1/messages"),
+            ("https://proxy.example/anthropic", "/messages", "https://proxy.example/anthropic/v1/messages"),
+        ];
+        for (base, path, url) in cases {
+            assert_eq!(endpoint(base, path), url, "{base}");
+        }
     }
 }

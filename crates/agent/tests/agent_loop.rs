@@ -262,26 +262,52 @@ async fn rate_limits_and_outages_are_retried_and_a_bad_key_is_not() {
 }
 
 #[tokio::test]
-async fn a_stream_dropped_before_anything_showed_is_retried_and_one_dropped_midway_is_reported() {
+async fn a_stream_dropped_before_anything_showed_is_retried_and_one_dropped_midway_is_resumed() {
     let folder = tempfile::tempdir().unwrap();
     let whole = openai_reply("", "A complete answer.", &[], "stop");
     let server = ScriptedModel::start(vec![
         whole.clone().cut_after(1), // only the role chunk: nothing shown yet
         whole.clone(),
         whole.clone().cut_after(3), // two text pieces shown, then the connection ends
-        whole,
+        openai_reply("", " And the rest.", &[], "stop"),
     ])
     .await;
     let mut agent = auto_run(openai(&server), folder.path(), AgentConfig::default());
     let (outcome, _) = run(&mut agent, "one").await;
     assert_eq!(outcome, Outcome::Answered { text: "A complete answer.".into(), truncated: false });
+    let (outcome, events) = run(&mut agent, "two").await;
+    assert_eq!(outcome, Outcome::Answered { text: " And the rest.".into(), truncated: false });
+    assert!(
+        events.iter().any(|e| matches!(e, AgentEvent::Resumed { reason } if reason.contains("continue"))),
+        "the person is told: {events:?}"
+    );
+    // The model got what arrived as its own words and was asked to go on.
+    let asked = server.received()[3].body["messages"].as_array().unwrap().clone();
+    let (said, note) = (&asked[asked.len() - 2], &asked[asked.len() - 1]);
+    assert_eq!(said["role"], "assistant");
+    assert!(
+        !said["content"].as_str().unwrap().is_empty()
+            && "A complete answer.".starts_with(said["content"].as_str().unwrap()),
+        "{said}"
+    );
+    assert!(note["content"].as_str().unwrap().contains("Continue exactly where it stopped"), "{note}");
+}
+
+#[tokio::test]
+async fn a_turn_that_fails_before_any_answer_is_not_joined_to_the_next() {
+    let folder = tempfile::tempdir().unwrap();
+    let server = ScriptedModel::start(vec![
+        Scripted::error(400, json!({"error": {"message": "bad request"}})),
+        openai_reply("", "Fine.", &[], "stop"),
+    ])
+    .await;
+    let mut agent = auto_run(openai(&server), folder.path(), AgentConfig::default());
     let (outcome, _) = run(&mut agent, "two").await;
-    assert!(matches!(outcome, Outcome::Failed(ProviderError::Stream { .. })), "{outcome:?}");
-    assert_eq!(server.received().len(), 3);
-    // The failed turn's request is not joined to the next one: the model reads "three" alone.
+    assert!(matches!(outcome, Outcome::Failed(ProviderError::Rejected { .. })), "{outcome:?}");
+    // The model reads "three" alone.
     let (outcome, _) = run(&mut agent, "three").await;
     assert!(matches!(outcome, Outcome::Answered { .. }), "{outcome:?}");
-    let messages = server.received()[3].body["messages"].as_array().unwrap().clone();
+    let messages = server.received()[1].body["messages"].as_array().unwrap().clone();
     let last = messages.last().unwrap();
     assert_eq!(
         (last["role"].as_str(), last["content"].as_str()),
@@ -292,6 +318,50 @@ async fn a_stream_dropped_before_anything_showed_is_retried_and_one_dropped_midw
         !messages.iter().any(|m| m["content"].as_str().is_some_and(|c| c.contains("two"))),
         "{messages:?}"
     );
+}
+
+/// A stream silent past the profile's stall timeout counts as broken: retried when nothing was
+/// shown, resumed when text was.
+#[tokio::test]
+async fn a_stalled_stream_times_out_and_is_retried_or_resumed() {
+    let folder = tempfile::tempdir().unwrap();
+    let whole = openai_reply("", "A complete answer.", &[], "stop");
+    let server = ScriptedModel::start(vec![
+        whole.clone().hang_after(1),
+        whole.clone(),
+        whole.clone().hang_after(3),
+        openai_reply("", " And the rest.", &[], "stop"),
+    ])
+    .await;
+    let file = agent::ConfigFile {
+        profile: Some("scripted".into()),
+        profiles: [(
+            "scripted".to_owned(),
+            agent::config::ProfileSpec {
+                base_url: Some(server.base_url().to_owned()),
+                stall_timeout_secs: Some(1),
+                ..Default::default()
+            },
+        )]
+        .into(),
+    };
+    let env = |name: &str| (name == "OPENAI_API_KEY").then(|| "sk-test".to_owned());
+    let profile = agent::config::resolve(&file, "config.toml", &agent::Overrides::default(), &env).unwrap();
+    assert_eq!(profile.stall_timeout, Duration::from_secs(1));
+    let mut agent = auto_run(profile.client().unwrap(), folder.path(), AgentConfig::default());
+    let started = std::time::Instant::now();
+    let (outcome, events) = run(&mut agent, "one").await;
+    assert_eq!(outcome, Outcome::Answered { text: "A complete answer.".into(), truncated: false });
+    assert!(
+        events.iter().any(
+            |e| matches!(e, AgentEvent::Delta(Delta::Retrying { reason, .. }) if reason.contains("timed out"))
+        ),
+        "{events:?}"
+    );
+    let (outcome, events) = run(&mut agent, "two").await;
+    assert_eq!(outcome, Outcome::Answered { text: " And the rest.".into(), truncated: false });
+    assert!(events.iter().any(|e| matches!(e, AgentEvent::Resumed { .. })), "{events:?}");
+    assert!(started.elapsed() < Duration::from_secs(30), "neither stall waited for ever");
 }
 
 #[tokio::test]
@@ -464,4 +534,18 @@ async fn old_results_are_elided_then_summarised_when_the_window_fills() {
     );
     assert_eq!(after[2]["tool_calls"][0]["id"], "g1", "the latest reply and its result stay");
     assert_eq!(after[3]["tool_call_id"], "g1");
+}
+
+/// A wrong base URL shows itself: the error names the address that did not answer the API.
+#[tokio::test]
+async fn a_not_found_names_the_url() {
+    let folder = tempfile::tempdir().unwrap();
+    let server =
+        ScriptedModel::start(vec![Scripted::error(404, json!({"error": {"message": "Not Found"}}))]).await;
+    let mut agent = auto_run(openai(&server), folder.path(), AgentConfig::default());
+    let (outcome, _) = run(&mut agent, "hi").await;
+    let Outcome::Failed(error) = outcome else { panic!("{outcome:?}") };
+    let text = error.to_string();
+    assert!(text.contains(&format!("{}/chat/completions", server.base_url())), "{text}");
+    assert!(text.contains("check the base URL"), "{text}");
 }

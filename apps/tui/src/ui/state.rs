@@ -398,6 +398,12 @@ impl App {
                     }
                 }
             }
+            AgentEvent::Resumed { reason } => {
+                // What streamed stays as it is; the continuation goes in a cell of its own.
+                self.streaming = None;
+                self.streaming_calls.clear();
+                self.notice(reason, true);
+            }
             AgentEvent::Compacted(c) => self.notice(
                 format!(
                     "context compacted: ~{} → ~{} tokens ({} results elided, {} messages summarised)",

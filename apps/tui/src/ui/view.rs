@@ -720,7 +720,7 @@ fn fold_diff(unified: &str, body: Vec<Line<'static>>) -> Vec<Line<'static>> {
     let mut out = Vec::with_capacity(body.len());
     // Unchanged lines waiting: folded when there are enough of them, else shown.
     let mut waiting: Vec<Line<'static>> = Vec::new();
-    let mut settle = |waiting: &mut Vec<Line<'static>>, out: &mut Vec<Line<'static>>| {
+    let settle = |waiting: &mut Vec<Line<'static>>, out: &mut Vec<Line<'static>>| {
         if waiting.len() >= 3 {
             out.push(Line::styled(
                 format!("  ⋮ {} unchanged lines", waiting.len()),
