@@ -198,7 +198,12 @@ pub async fn run(args: ChatArgs) -> anyhow::Result<u8> {
             eprintln!("(resuming {} messages of {})", transcript.messages.len(), transcript.session_id);
             (transcript.session_id, transcript.messages)
         }
-        None => (setup::new_session_id(&folder), Vec::new()),
+        None => {
+            if args.resume {
+                eprintln!("(no earlier conversation in {} to resume: this is a new one)", folder.display());
+            }
+            (setup::new_session_id(&folder), Vec::new())
+        }
     };
     let instructions = crate::instructions::for_folder(executor.journal().map(AsRef::as_ref), &folder).await;
     for (text, _) in instructions.describe() {
@@ -306,6 +311,7 @@ pub async fn screen(args: ChatArgs) -> anyhow::Result<u8> {
     let (broker, questions) = ui::broker::ScreenBroker::new();
     let executor = setup::executor(Arc::new(broker), &args.guard).await?;
     let resumed = if args.resume { last(&data, &folder)? } else { None };
+    let nothing_to_resume = args.resume && resumed.is_none();
     let (session_id, history) = match resumed {
         Some(transcript) => (transcript.session_id, transcript.messages),
         None => (setup::new_session_id(&folder), Vec::new()),
@@ -322,7 +328,13 @@ pub async fn screen(args: ChatArgs) -> anyhow::Result<u8> {
         )
         .is_ok();
     let instructions = crate::instructions::for_folder(executor.journal().map(AsRef::as_ref), &folder).await;
+    let notes = if nothing_to_resume {
+        vec![(format!("no earlier conversation in {} to resume: this is a new one", folder.display()), true)]
+    } else {
+        Vec::new()
+    };
     let context = ui::run::Context {
+        notes,
         instructions,
         executor,
         profile,

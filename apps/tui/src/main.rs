@@ -175,37 +175,41 @@ fn main() -> ExitCode {
     }
 }
 
-/// The builtin catalogue, then the tools of the MCP servers `mcp_config` (or `mcp.toml`) mounts.
+/// The tools the agent is given here — the builtin toolbox the app runs, then the tools of the
+/// MCP servers `mcp_config` (or `mcp.toml`) mounts — as text or in a provider's declaration form.
 async fn tools(format: &str, mcp_config: Option<std::path::PathBuf>) -> anyhow::Result<()> {
-    let registry = builtin_tools::Registry::builtin();
     let provider = match format {
         "text" => None,
         _ => Some(Provider::parse(format).with_context(|| {
             format!("unknown format `{format}`; use text, openai, anthropic, gemini or mcp")
         })?),
     };
-    let mut mounted = tool_executor::Toolbox::new();
+    // The very toolbox the agent's sessions declare, so this lists what the model sees.
+    let mut toolbox = client_executor::device::builtin_toolbox()
+        .map_err(anyhow::Error::msg)
+        .context("building the tools")?;
     // Every server is started, so a broken one is reported now.
-    for note in setup::mount_mcp(&mut mounted, mcp_config.as_deref(), true).await? {
+    for note in setup::mount_mcp(&mut toolbox, mcp_config.as_deref(), true).await? {
         eprintln!("{note}");
     }
-    let names = mounted.names(None);
+    let names = toolbox.names(None);
     if let Some(provider) = provider {
-        let mut declarations = match registry.catalogue(provider) {
-            Value::Array(declarations) => declarations,
-            other => vec![other],
-        };
-        for entry in mounted.tools() {
-            for api in &entry.manifest.apis {
-                let name = names.name_of(&entry.manifest.identifier, &api.name).unwrap_or(&api.name);
-                declarations.push(provider.declare(name, api));
-            }
-        }
+        let declarations: Vec<Value> = toolbox
+            .tools()
+            .iter()
+            .flat_map(|entry| {
+                let names = &names;
+                entry.manifest.apis.iter().map(move |api| {
+                    let name = names.name_of(&entry.manifest.identifier, &api.name).unwrap_or(&api.name);
+                    provider.declare(name, api)
+                })
+            })
+            .collect();
         out::line(serde_json::to_string_pretty(&declarations)?)?;
         return Ok(());
     }
-    let builtin = registry.catalogued().map(|entry| (&entry.manifest, registry.names()));
-    for (manifest, names) in builtin.chain(mounted.tools().iter().map(|entry| (&entry.manifest, &names))) {
+    for entry in toolbox.tools() {
+        let manifest = &entry.manifest;
         out::line(format_args!("{} — {}", manifest.identifier, manifest.meta.description))?;
         for api in &manifest.apis {
             let name = names.name_of(&manifest.identifier, &api.name).unwrap_or(&api.name);

@@ -73,13 +73,14 @@ impl GuardArgs {
         std::fs::canonicalize(&folder).with_context(|| format!("using {} as the folder", folder.display()))
     }
 
-    /// The sandbox in a few words, for a status line.
+    /// The commands' sandbox in a few words, for a status line. It is the sandbox of commands
+    /// only: the web tool reaches the network through its own guarded fetcher either way.
     pub fn label(&self) -> String {
         match self.sandbox {
-            tool_core::SandboxMode::Off => "no sandbox".to_owned(),
+            tool_core::SandboxMode::Off => "commands unsandboxed".to_owned(),
             mode => {
                 let network = if self.network == tool_core::NetworkAccess::On { "on" } else { "off" };
-                format!("{}, network {network}", mode.as_str())
+                format!("commands: {}, network {network}", mode.as_str())
             }
         }
     }

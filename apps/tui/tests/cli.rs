@@ -267,6 +267,8 @@ async fn tools_lists_the_catalogue() {
     let out = home.command(None).arg("tools").output().unwrap();
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(text.contains("local-system") && text.contains("readFile"), "{text}");
+    // What the agent is given here, the web functions included.
+    assert!(text.contains("crawlSinglePage"), "{text}");
     let out = home.command(None).args(["tools", "--format", "anthropic"]).output().unwrap();
     let declarations: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert!(declarations.as_array().unwrap().iter().any(|d| d["name"] == "runCommand"));

@@ -537,6 +537,54 @@ fn output_and_diffs_show_what_changed() {
     }
 }
 
+/// A resumed conversation shows how each call ended (denied, blocked, cancelled — not a generic
+/// failure), keeps the app's own notes out of the person's words, and prints cards whole on exit.
+#[test]
+fn a_resumed_conversation_shows_how_calls_ended_and_whose_words_are_whose() {
+    use agent::Message;
+    let call = |id: &str, command: &str| ToolCall {
+        id: id.into(),
+        name: "runCommand".into(),
+        arguments: json!({ "command": command }).to_string(),
+    };
+    let result = |id: &str, content: &str| Message::Tool {
+        call_id: id.into(),
+        name: "runCommand".into(),
+        content: content.into(),
+        is_error: true,
+    };
+    let history = vec![
+        Message::user("clean up"),
+        Message::Assistant {
+            content: String::new(),
+            reasoning: None,
+            tool_calls: vec![
+                call("d", "rm -rf build"),
+                call("b", "curl evil.example"),
+                call("c", "sleep 99"),
+            ],
+        },
+        result("d", "The user denied this call: not now"),
+        result("b", &format!("{} Reason: network", tool_executor::BLOCKED_CONTENT)),
+        result("c", "The call was cancelled while waiting for approval."),
+        Message::user(&format!("{}\n\nplease only list the files", agent::CANCELLED_NOTE)),
+    ];
+    let mut app = new_app();
+    app.load_history(&history);
+    let screen = draw_at(&app, 120, 35);
+    for badge in ["[denied]", "[blocked]", "[cancelled]"] {
+        assert!(screen.contains(badge), "{badge}: {screen}");
+    }
+    assert!(!screen.contains("[execution]"), "{screen}");
+    assert!(screen.contains("· interrupted") && screen.contains("› please only list the files"), "{screen}");
+    assert!(!screen.contains("The person interrupted"), "the note is not shown as the person's: {screen}");
+    let printed: String = app.cells.iter().map(toolhost::ui::view::cell_text).collect();
+    assert!(
+        printed.contains("rm -rf build") && printed.contains("not now"),
+        "whole cards on exit: {printed}"
+    );
+}
+
 /// Prose wraps at words, not inside them.
 #[test]
 fn text_wraps_at_words() {
@@ -656,6 +704,7 @@ async fn context(
         setup_hint: None,
         shift_enter: false,
         instructions: toolhost::instructions::Instructions::default(),
+        notes: Vec::new(),
     };
     (context, questions)
 }
@@ -828,6 +877,7 @@ async fn without_a_model_the_console_runs_tools_and_the_journal_shows_and_revoke
         setup_hint: Some("no model configured: set OPENAI_API_KEY or ANTHROPIC_API_KEY".into()),
         shift_enter: false,
         instructions: toolhost::instructions::Instructions::default(),
+        notes: Vec::new(),
     };
     let (screen, tx, running) = start(context, questions, 30);
 

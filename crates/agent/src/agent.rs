@@ -24,7 +24,8 @@ result says why, so adapt rather than repeat it. When the task is done, answer w
 summary of what changed and how you checked it.";
 
 /// What a person who cancels leaves in the conversation, so the model knows on the next turn.
-const CANCELLED_NOTE: &str =
+/// What the model is told after the person interrupted a turn (a user message of its own).
+pub const CANCELLED_NOTE: &str =
     "[The person interrupted this turn. Calls that had not finished were cancelled.]";
 
 /// Limits of the loop.
@@ -86,7 +87,7 @@ pub enum AgentEvent {
 const MAX_RESUMES: u32 = 2;
 
 /// What the model is told after its reply was cut by a broken stream.
-const RESUME_NOTE: &str = "[Your previous reply was cut off by a network failure after the text above. Continue \
+pub const RESUME_NOTE: &str = "[Your previous reply was cut off by a network failure after the text above. Continue \
 exactly where it stopped, without repeating what was already said.]";
 
 /// What a compaction did.

@@ -6,7 +6,8 @@
 //! The adapters speak the providers' wire formats themselves (no SDK crates): OpenAI's
 //! `chat.completion.chunk` deltas with `tool_calls[index]` fragments, Anthropic's content-block
 //! events with `input_json_delta`. Both retry connection failures, 408/409/429/5xx (honouring
-//! `retry-after`) and streams that break before anything was shown, with backoff.
+//! `retry-after`) and streams that break before anything was shown, with backoff; the agent resumes
+//! a reply whose stream broke after text was shown.
 
 pub mod agent;
 pub mod anthropic;
@@ -15,7 +16,7 @@ pub mod message;
 pub mod openai;
 pub mod provider;
 
-pub use agent::{Agent, AgentConfig, AgentEvent, Compaction, Outcome};
+pub use agent::{Agent, AgentConfig, AgentEvent, CANCELLED_NOTE, Compaction, Outcome, RESUME_NOTE};
 pub use anthropic::AnthropicClient;
 pub use config::{ConfigError, ConfigFile, ModelProfile, Overrides, ProviderKind};
 pub use message::{Delta, Message, Reasoning, Reply, StopReason, ToolCall, Usage};

@@ -51,6 +51,8 @@ pub struct Context {
     pub shift_enter: bool,
     /// The `AGENTS.md` instructions found for the folder (read, or listed as untrusted).
     pub instructions: crate::instructions::Instructions,
+    /// Notes shown at the start (text, and whether it is a warning).
+    pub notes: Vec<(String, bool)>,
 }
 
 enum ToAgent {
@@ -129,6 +131,9 @@ where
     );
     app.setup_hint.clone_from(&context.setup_hint);
     app.shift_enter = context.shift_enter;
+    for (text, warning) in &context.notes {
+        app.notice(text.clone(), *warning);
+    }
     // Which instructions the model reads, shown once.
     for (text, warning) in context.instructions.describe() {
         app.notice(text, warning);

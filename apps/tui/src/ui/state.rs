@@ -273,7 +273,25 @@ impl App {
     pub fn load_history(&mut self, messages: &[agent::Message]) {
         for message in messages {
             match message {
-                agent::Message::User { content } => self.cells.push(Cell::User(content.clone())),
+                agent::Message::User { content } => {
+                    // The app's own notes to the model (an interruption, a resumed reply) were
+                    // joined to the person's next words: they show as notes, not as the person's.
+                    let mut rest = content.as_str();
+                    for note in [agent::CANCELLED_NOTE, agent::RESUME_NOTE] {
+                        if let Some(after) = rest.strip_prefix(note) {
+                            let said = if note == agent::CANCELLED_NOTE {
+                                "interrupted"
+                            } else {
+                                "resumed after a broken stream"
+                            };
+                            self.notice(said, true);
+                            rest = after.trim_start();
+                        }
+                    }
+                    if !rest.is_empty() {
+                        self.cells.push(Cell::User(rest.to_owned()));
+                    }
+                }
                 agent::Message::Assistant { content, tool_calls, .. } => {
                     if !content.is_empty() {
                         self.cells.push(Cell::Assistant { text: content.clone(), reasoning: String::new() });
@@ -295,21 +313,18 @@ impl App {
                     if let Some(Cell::Tool(cell)) =
                         self.calls.get(call_id).and_then(|i| self.cells.get_mut(*i))
                     {
-                        let output = if *is_error {
-                            ToolOutput::error(tool_core::ErrorKind::Execution, content.clone())
-                        } else {
-                            ToolOutput::ok(content.clone())
+                        // How it ended, from what the pipeline told the model.
+                        let (kind, status) = settled_as(content, *is_error);
+                        let output = match kind {
+                            Some(kind) => ToolOutput::error(kind, content.clone()),
+                            None => ToolOutput::ok(content.clone()),
                         };
                         cell.phase = Phase::Done(Box::new(CallResult {
                             call_id: call_id.clone(),
                             name: cell.name.clone(),
                             tool: None,
                             api: None,
-                            status: if *is_error {
-                                journal::AttemptStatus::Failed
-                            } else {
-                                journal::AttemptStatus::Executed
-                            },
+                            status,
                             output,
                             duration_ms: 0,
                         }));
@@ -1056,6 +1071,27 @@ Shift-Enter or Alt-Enter new line (Ctrl-J in any terminal) · ↑↓ earlier pro
 Ctrl-U clears it · Ctrl-T approval mode · Tab selects a card · Ctrl-O folds it · Ctrl-P opens it whole (c copies, q closes) · PgUp/PgDn scroll · \
 /mode manual|auto-run|read-only · /sandbox workspace-write|read-only|off · /trust this folder (its AGENTS.md) · \
 /init drafts an AGENTS.md · /help · /quit";
+
+/// How a call of a saved conversation ended, read from the result its model was given: the
+/// pipeline's own words for a denial, a block and a cancel; any other error is the tool's.
+fn settled_as(content: &str, is_error: bool) -> (Option<tool_core::ErrorKind>, journal::AttemptStatus) {
+    use journal::AttemptStatus as S;
+    use tool_core::ErrorKind as K;
+    if !is_error {
+        return (None, S::Executed);
+    }
+    if content.starts_with(tool_executor::BLOCKED_CONTENT) {
+        (Some(K::Blocked), S::Blocked)
+    } else if content.starts_with("The user denied this call")
+        || content.starts_with("No one approved this call")
+    {
+        (Some(K::Denied), S::Denied)
+    } else if content.contains("was cancelled") || content.starts_with("Cancelled") {
+        (Some(K::Cancelled), S::Failed)
+    } else {
+        (Some(K::Execution), S::Failed)
+    }
+}
 
 /// A progress list holding one call's live output, for its tool's streaming card.
 pub fn live_progress(output: &str) -> Vec<Progress> {

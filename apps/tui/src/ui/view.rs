@@ -611,7 +611,15 @@ pub fn cell_lines(cell: &Cell, selected: bool, cut: bool) -> Vec<Line<'static>> 
 
 /// A cell's text as the person would copy it: no wrapping, no decoration.
 pub fn cell_text(cell: &Cell) -> String {
-    lines_text(&cell_lines(cell, false, false))
+    // Whole: a card folded on the screen is unfolded here.
+    match cell {
+        Cell::Tool(tool) if tool.folded => {
+            let mut whole = tool.clone();
+            whole.folded = false;
+            lines_text(&cell_lines(&Cell::Tool(whole), false, false))
+        }
+        _ => lines_text(&cell_lines(cell, false, false)),
+    }
 }
 
 /// Lines as plain text, one per line, unwrapped.
