@@ -113,6 +113,66 @@ pub fn save(data: &Path, transcript: &Transcript) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// One saved conversation of a folder, as the `/resume` picker lists it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Saved {
+    /// Its session id (the file's name).
+    pub session_id: String,
+    /// When it was last saved (Unix milliseconds).
+    pub saved_at: i64,
+    /// The person's first request, on one line.
+    pub first: String,
+    /// How many messages it holds.
+    pub messages: usize,
+}
+
+/// The saved conversations of `folder`, newest first (unreadable files left out).
+pub fn conversations(data: &Path, folder: &Path) -> Vec<Saved> {
+    let Ok(entries) = std::fs::read_dir(transcripts_dir(data, folder)) else { return Vec::new() };
+    let mut out: Vec<Saved> = entries
+        .filter_map(Result::ok)
+        .filter(|e| e.path().extension().is_some_and(|x| x == "json"))
+        .filter_map(|entry| {
+            let modified = entry.metadata().ok()?.modified().ok()?;
+            let saved_at = modified.duration_since(std::time::UNIX_EPOCH).ok()?.as_millis();
+            let transcript: Transcript = serde_json::from_slice(&std::fs::read(entry.path()).ok()?).ok()?;
+            let first = transcript
+                .messages
+                .iter()
+                .find_map(|m| match m {
+                    Message::User { content } => Some(content.lines().next().unwrap_or_default().to_owned()),
+                    _ => None,
+                })
+                .unwrap_or_default();
+            Some(Saved {
+                session_id: transcript.session_id,
+                saved_at: i64::try_from(saved_at).unwrap_or(i64::MAX),
+                first,
+                messages: transcript.messages.len(),
+            })
+        })
+        .collect();
+    out.sort_by(|a, b| b.saved_at.cmp(&a.saved_at));
+    out
+}
+
+/// The saved conversation `session_id` of `folder`.
+///
+/// # Errors
+///
+/// No such conversation, or it cannot be read.
+pub fn load(data: &Path, folder: &Path, session_id: &str) -> anyhow::Result<Transcript> {
+    // A session id names a file only as this app wrote it.
+    anyhow::ensure!(
+        !session_id.is_empty()
+            && session_id.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_'),
+        "`{session_id}` is not a conversation of this folder"
+    );
+    let path = transcripts_dir(data, folder).join(format!("{session_id}.json"));
+    let text = std::fs::read(&path).with_context(|| format!("reading {}", path.display()))?;
+    Ok(serde_json::from_slice(&text).with_context(|| format!("reading {}", path.display()))?)
+}
+
 /// The newest saved transcript of `folder`.
 ///
 /// # Errors

@@ -804,6 +804,77 @@ async fn agents_md_reaches_the_model_and_is_shown_once() {
     tokio::time::timeout(Duration::from_secs(10), running).await.unwrap().unwrap().unwrap();
 }
 
+/// `/clear` starts a new conversation, `/resume` picks an earlier one back (the model is sent it
+/// again), `/status` says the model, context and sandbox, `/compact` summarises, `/model` with an
+/// unknown profile says so.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn session_commands_clear_resume_status_and_compact() {
+    let folder = tempfile::tempdir().unwrap();
+    let data = tempfile::tempdir().unwrap();
+    let server = ScriptedModel::start(vec![
+        openai_reply("", "Answer one.", &[], "stop"),
+        openai_reply("", "Answer two.", &[], "stop"),
+        openai_reply("", "Answer three.", &[], "stop"),
+        openai_reply("", "We talked about the first question.", &[], "stop"),
+    ])
+    .await;
+    let (mut context, questions) = context(&server, folder.path(), ApprovalMode::Manual).await;
+    context.data = Some(data.path().to_owned());
+    let (screen, tx, running) = start(context, questions, HEIGHT);
+    let say = |text: &str| {
+        send_text(&tx, text);
+        tx.send(TermEvent::Key(key(KeyCode::Enter))).unwrap();
+    };
+    say("the first question");
+    wait_for(&screen, "Answer one.").await;
+    say("/clear");
+    wait_for(&screen, "a new conversation").await;
+    say("the second question");
+    wait_for(&screen, "Answer two.").await;
+    let second = server.received()[1].body["messages"].to_string();
+    assert!(!second.contains("the first question"), "a new conversation: {second}");
+
+    say("/resume");
+    let picker = wait_for(&screen, "Earlier conversations in this folder").await;
+    // The time each was saved is masked: it is now's.
+    let masked: String = picker
+        .lines()
+        // The status line ends in this run's temp folder.
+        .filter(|line| !line.contains("(ctrl-t)"))
+        .map(|line| match line.get(..19) {
+            Some(time) if time.len() == 19 && time.as_bytes()[4] == b'-' && time.as_bytes()[13] == b':' => {
+                format!("[SAVED AT]{}", &line[19..])
+            }
+            _ => line.to_owned(),
+        })
+        .collect::<Vec<_>>()
+        .join("\n");
+    insta::assert_snapshot!("resume_picker", masked);
+    assert!(picker.contains("the first question") && !picker.contains("the second question"), "{picker}");
+    tx.send(TermEvent::Key(key(KeyCode::Enter))).unwrap();
+    wait_for(&screen, "resumed 2 messages").await;
+    say("the third question");
+    wait_for(&screen, "Answer three.").await;
+    let third = server.received()[2].body["messages"].to_string();
+    assert!(third.contains("the first question") && !third.contains("the second question"), "{third}");
+
+    say("/status");
+    let status = wait_for(&screen, "profile env").await.replace('\n', " ");
+    for part in ["context ~", "tokens used", "approvals manual", "Answer"] {
+        assert!(status.contains(part), "{part}: {status}");
+    }
+    say("/compact");
+    let compacted = wait_for(&screen, "compacted:").await;
+    assert!(compacted.contains("messages summarised"), "{compacted}");
+    let summary_request = server.received()[3].body["messages"].to_string();
+    assert!(summary_request.contains("Summarise the conversation above"), "{summary_request}");
+
+    say("/model no-such-profile");
+    wait_for(&screen, "no-such-profile").await;
+    tx.send(TermEvent::Key(ctrl('c'))).unwrap();
+    tokio::time::timeout(Duration::from_secs(10), running).await.unwrap().unwrap().unwrap();
+}
+
 /// Through the real loop: a sentence typed at the question, starting with `s`, is a reason the
 /// model reads, not "allow for this session".
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

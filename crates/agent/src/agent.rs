@@ -477,6 +477,33 @@ impl Agent {
         Ok(Some(compaction))
     }
 
+    /// Makes the conversation smaller now, whatever its size (the person asked, `/compact`):
+    /// the model writes a summary of all of it, which replaces it.
+    ///
+    /// # Errors
+    ///
+    /// `Err(None)` when cancelled; the provider's error, the conversation kept as it was.
+    pub async fn compact_now(
+        &mut self,
+        cancel: &CancellationToken,
+    ) -> Result<Option<Compaction>, Option<ProviderError>> {
+        let upto = self.messages.len();
+        if upto == 0 {
+            return Ok(None);
+        }
+        let before_tokens = self.estimated_tokens();
+        let summary = self.summarise(upto, cancel).await?;
+        self.messages = vec![Message::user(format!(
+            "[Summary of the conversation so far, written when the person asked to compact it]\n{summary}"
+        ))];
+        Ok(Some(Compaction {
+            before_tokens,
+            after_tokens: self.estimated_tokens(),
+            elided_results: 0,
+            summarised_messages: upto,
+        }))
+    }
+
     async fn summarise(
         &mut self,
         upto: usize,

@@ -60,11 +60,23 @@ enum ToAgent {
     Reopen(ApprovalMode, GuardArgs),
     /// New instructions for the system prompt (the folder was trusted).
     Instructions(String),
+    /// A new conversation under this session id.
+    Clear(String),
+    /// Another model, the conversation kept.
+    Model(Box<ModelProfile>),
+    /// Summarise the conversation now.
+    Compact(CancellationToken),
+    /// An earlier conversation, under its session id.
+    Resume(String, Vec<Message>),
 }
 
 enum FromAgent {
     Session(Arc<Session>),
     Done(Outcome, Vec<Message>),
+    /// A compaction the person asked for ended.
+    Compacted(Result<Option<agent::Compaction>, String>, Vec<Message>),
+    /// Another model could not be used.
+    Failed(String),
 }
 
 /// What the console and journal tasks bring back.
@@ -169,6 +181,9 @@ where
     }
 
     let mut guard = context.guard.clone();
+    // What changes while the app runs: the conversation's id (`/clear`, `/resume`) and the model.
+    let mut session_id = context.session_id.clone();
+    let mut profile = context.profile.clone();
     let mut calls: Option<broadcast::Receiver<Event>> = None;
     let mut answers: HashMap<String, oneshot::Sender<Decided>> = HashMap::new();
     let mut cancel: Option<CancellationToken> = None;
@@ -231,7 +246,7 @@ where
                                     console_runs += 1;
                                     let session = crate::setup::session(
                                         &context.executor,
-                                        format!("{}-console", context.session_id),
+                                        format!("{session_id}-console"),
                                         &context.folder,
                                         app.mode,
                                         false,
@@ -249,6 +264,65 @@ where
                                     });
                                 }
                                 Command::Trust => trust_folder(&context, &pane_results),
+                                Command::Clear => {
+                                    session_id = crate::setup::new_session_id(&context.folder);
+                                    app.clear_conversation();
+                                    app.notice("a new conversation (/resume brings back the earlier one)", false);
+                                    let _ = to_agent.send(ToAgent::Clear(session_id.clone()));
+                                }
+                                Command::ListConversations => {
+                                    let items: Vec<crate::chat::Saved> = context
+                                        .data
+                                        .as_deref()
+                                        .map(|data| crate::chat::conversations(data, &context.folder))
+                                        .unwrap_or_default()
+                                        .into_iter()
+                                        .filter(|saved| saved.session_id != session_id)
+                                        .collect();
+                                    if items.is_empty() {
+                                        app.notice("no earlier conversation in this folder", false);
+                                    } else {
+                                        app.view = View::Resume { items, selected: 0 };
+                                    }
+                                }
+                                Command::Resume(id) => {
+                                    let loaded = context
+                                        .data
+                                        .as_deref()
+                                        .ok_or_else(|| anyhow::anyhow!("this app keeps no conversations"))
+                                        .and_then(|data| crate::chat::load(data, &context.folder, &id));
+                                    match loaded {
+                                        Ok(transcript) => {
+                                            session_id = transcript.session_id.clone();
+                                            app.clear_conversation();
+                                            app.load_history(&transcript.messages);
+                                            app.notice(format!("resumed {} messages", transcript.messages.len()), false);
+                                            let _ = to_agent.send(ToAgent::Resume(session_id.clone(), transcript.messages));
+                                        }
+                                        Err(error) => app.notice(format!("{error:#}"), true),
+                                    }
+                                }
+                                Command::Status => {
+                                    let text = status_text(&app, profile.as_ref(), &context, &guard);
+                                    app.notice(text, false);
+                                }
+                                Command::SwitchModel(name) => {
+                                    let args = crate::setup::ModelArgs { profile: Some(name.clone()), ..Default::default() };
+                                    match crate::setup::model(&args).and_then(|p| p.client().map(|_| p).map_err(Into::into)) {
+                                        Ok(next) => {
+                                            app.model = format!("{} ({})", next.model, next.name);
+                                            app.notice(format!("model: {}", app.model), false);
+                                            profile = Some(next.clone());
+                                            let _ = to_agent.send(ToAgent::Model(Box::new(next)));
+                                        }
+                                        Err(error) => app.notice(format!("{error:#}"), true),
+                                    }
+                                }
+                                Command::Compact => {
+                                    let token = CancellationToken::new();
+                                    cancel = Some(token.clone());
+                                    let _ = to_agent.send(ToAgent::Compact(token));
+                                }
                                 Command::LoadJournal => load_journal(&context, &app, &pane_results, None),
                                 Command::Revoke(id) => load_journal(&context, &app, &pane_results, Some(id)),
                                 Command::Copy(text) => {
@@ -306,6 +380,21 @@ where
             Some(message) = from_agent.recv() => {
                 match message {
                     FromAgent::Session(session) => calls = Some(session.subscribe()),
+                    FromAgent::Failed(error) => app.notice(error, true),
+                    FromAgent::Compacted(result, messages) => {
+                        app.running = false;
+                        app.turn_started = None;
+                        cancel = None;
+                        match result {
+                            Ok(Some(c)) => app.notice(format!(
+                                "compacted: ~{} → ~{} tokens ({} messages summarised)",
+                                c.before_tokens, c.after_tokens, c.summarised_messages
+                            ), false),
+                            Ok(None) => app.notice("nothing to compact yet", false),
+                            Err(error) => app.notice(format!("compacting failed, the conversation is kept: {error}"), true),
+                        }
+                        save_transcript(&context, &session_id, &mut app, messages);
+                    }
                     FromAgent::Done(outcome, messages) => {
                         app.finish(&outcome);
                         cancel = None;
@@ -315,17 +404,7 @@ where
                             cancel = Some(token.clone());
                             let _ = to_agent.send(ToAgent::Turn(text, token));
                         }
-                        if let Some(data) = &context.data {
-                            let transcript = crate::chat::Transcript {
-                                session_id: context.session_id.clone(),
-                                folder: context.folder.clone(),
-                                model: app.model.clone(),
-                                messages,
-                            };
-                            if let Err(error) = crate::chat::save(data, &transcript) {
-                                app.notice(format!("the transcript could not be saved: {error:#}"), true);
-                            }
-                        }
+                        save_transcript(&context, &session_id, &mut app, messages);
                     }
                 }
                 dirty = true;
@@ -427,6 +506,48 @@ fn load_journal(
     });
 }
 
+/// Saves the conversation under `session_id` in the data folder (when there is one).
+fn save_transcript(context: &Context, session_id: &str, app: &mut App, messages: Vec<Message>) {
+    let Some(data) = &context.data else { return };
+    let transcript = crate::chat::Transcript {
+        session_id: session_id.to_owned(),
+        folder: context.folder.clone(),
+        model: app.model.clone(),
+        messages,
+    };
+    if let Err(error) = crate::chat::save(data, &transcript) {
+        app.notice(format!("the transcript could not be saved: {error:#}"), true);
+    }
+}
+
+/// What `/status` says: the model and where it is, the context window, tokens, sandbox, mode.
+fn status_text(app: &App, profile: Option<&ModelProfile>, context: &Context, guard: &GuardArgs) -> String {
+    let mut parts = Vec::new();
+    match profile {
+        Some(p) => {
+            parts.push(format!("model {} (profile {}, {:?} at {})", p.model, p.name, p.provider, p.base_url));
+            let window = p.context_window.max(1);
+            let used = app.context_used.min(window);
+            parts.push(format!(
+                "context ~{} of {} tokens used, ~{} left ({}%)",
+                used,
+                window,
+                window - used,
+                used * 100 / window
+            ));
+        }
+        None => parts.push("no model set up".to_owned()),
+    }
+    parts.push(format!(
+        "this session {} in / {} out tokens (the profile gives no prices)",
+        app.usage.input_tokens, app.usage.output_tokens
+    ));
+    parts.push(format!("approvals {}", app.mode.as_str().replace('_', "-")));
+    parts.push(guard.sandbox().describe());
+    parts.push(format!("folder {}", context.folder.display()));
+    parts.join(" · ")
+}
+
 /// Trusts the folder (remembered in the journal) and reads its instructions again.
 fn trust_folder(context: &Context, results: &mpsc::UnboundedSender<FromPane>) {
     let Some(journal) = context.executor.journal().cloned() else {
@@ -496,6 +617,35 @@ impl AgentTask {
                     self.instructions = instructions;
                     agent = self.agent(agent.messages().to_vec(), current.0, &current.1);
                     let _ = replies.send(FromAgent::Session(agent.session().clone()));
+                }
+                ToAgent::Clear(session_id) => {
+                    self.session_id = session_id;
+                    agent = self.agent(Vec::new(), current.0, &current.1);
+                    let _ = replies.send(FromAgent::Session(agent.session().clone()));
+                }
+                ToAgent::Resume(session_id, history) => {
+                    self.session_id = session_id;
+                    agent = self.agent(history, current.0, &current.1);
+                    let _ = replies.send(FromAgent::Session(agent.session().clone()));
+                }
+                ToAgent::Model(profile) => match profile.client() {
+                    Ok(client) => {
+                        self.client = client;
+                        self.profile = *profile;
+                        agent = self.agent(agent.messages().to_vec(), current.0, &current.1);
+                        let _ = replies.send(FromAgent::Session(agent.session().clone()));
+                    }
+                    Err(error) => {
+                        let _ =
+                            replies.send(FromAgent::Failed(format!("the model could not be used: {error}")));
+                    }
+                },
+                ToAgent::Compact(cancel) => {
+                    let result = agent
+                        .compact_now(&cancel)
+                        .await
+                        .map_err(|error| error.map_or_else(|| "cancelled".to_owned(), |e| e.to_string()));
+                    let _ = replies.send(FromAgent::Compacted(result, agent.messages().to_vec()));
                 }
             }
         }

@@ -124,6 +124,13 @@ pub enum View {
     Console,
     /// The journal.
     Journal,
+    /// The earlier conversations of this folder, to pick one to resume.
+    Resume {
+        /// Newest first.
+        items: Vec<crate::chat::Saved>,
+        /// The highlighted one.
+        selected: usize,
+    },
     /// One journal record whole.
     Record {
         /// The record, pretty JSON.
@@ -164,6 +171,18 @@ pub enum Command {
     LoadJournal,
     /// Trust the folder: its instructions (and later skills and hooks) are used, remembered.
     Trust,
+    /// Start a new conversation in the same folder (the old one stays resumable).
+    Clear,
+    /// Say the model, tokens, sandbox and mode.
+    Status,
+    /// Switch to another profile of config.toml, keeping the conversation.
+    SwitchModel(String),
+    /// Summarise the conversation now to free the context window.
+    Compact,
+    /// List the earlier conversations of the folder (the `/resume` picker).
+    ListConversations,
+    /// Continue this earlier conversation.
+    Resume(String),
     /// Revoke a remembered decision.
     Revoke(String),
     /// Leave.
@@ -206,6 +225,8 @@ pub struct App {
     pub sandbox: String,
     /// Tokens used.
     pub usage: Usage,
+    /// Tokens the conversation took in the latest request (what the context window holds).
+    pub context_used: u64,
     /// A turn is running.
     pub running: bool,
     /// Lines scrolled up from the bottom of the transcript (0 follows it).
@@ -262,6 +283,18 @@ impl App {
             choice_window: CHOICE_WINDOW,
             ..Self::default()
         }
+    }
+
+    /// Empties the screen for a new conversation.
+    pub fn clear_conversation(&mut self) {
+        self.cells.clear();
+        self.calls.clear();
+        self.streaming = None;
+        self.streaming_calls.clear();
+        self.usage = Usage::default();
+        self.context_used = 0;
+        self.selected = None;
+        self.scroll = 0;
     }
 
     /// Adds a notice.
@@ -384,6 +417,7 @@ impl App {
             AgentEvent::Reply { tool_calls, usage, .. } => {
                 self.streaming = None;
                 self.usage.add(usage);
+                self.context_used = usage.input_tokens + usage.output_tokens;
                 // The whole calls replace what streamed (ids may have been filled in late).
                 for (index, call) in tool_calls.iter().enumerate() {
                     if let Some(Cell::Tool(cell)) =
@@ -558,6 +592,22 @@ impl App {
             return None;
         }
         let ctrl = key.modifiers.contains(KeyModifiers::CONTROL);
+        if let View::Resume { items, selected } = &mut self.view {
+            match key.code {
+                KeyCode::Esc | KeyCode::Char('q') => self.view = View::Chat,
+                KeyCode::Down | KeyCode::Char('j') => {
+                    *selected = (*selected + 1).min(items.len().saturating_sub(1))
+                }
+                KeyCode::Up | KeyCode::Char('k') => *selected = selected.saturating_sub(1),
+                KeyCode::Enter => {
+                    let chosen = items.get(*selected).map(|saved| saved.session_id.clone());
+                    self.view = View::Chat;
+                    return chosen.map(Command::Resume);
+                }
+                _ => {}
+            }
+            return None;
+        }
         if let View::Record { scroll, .. } = &mut self.view {
             match key.code {
                 KeyCode::Esc | KeyCode::Char('q') => self.view = View::Journal,
@@ -1009,6 +1059,33 @@ impl App {
                     Some(Command::LoadJournal)
                 }
                 (Some("trust"), _) => Some(Command::Trust),
+                (Some("clear" | "new"), _) if self.running => {
+                    self.notice("a new conversation can start when this turn ends (Esc cancels it)", true);
+                    None
+                }
+                (Some("clear" | "new"), _) => Some(Command::Clear),
+                (Some("status"), _) => Some(Command::Status),
+                (Some("resume"), _) if self.running => {
+                    self.notice("an earlier conversation can be resumed when this turn ends", true);
+                    None
+                }
+                (Some("resume"), _) => Some(Command::ListConversations),
+                (Some("model"), Some(name)) if !self.running => Some(Command::SwitchModel(name.to_owned())),
+                (Some("model"), None) => {
+                    self.notice(
+                        format!(
+                            "the model is {}; /model PROFILE switches to a profile of config.toml",
+                            self.model
+                        ),
+                        false,
+                    );
+                    None
+                }
+                (Some("compact"), _) if !self.running && self.setup_hint.is_none() => {
+                    self.running = true;
+                    self.turn_started = Some(std::time::Instant::now());
+                    Some(Command::Compact)
+                }
                 (Some("init"), _) if !self.running && self.setup_hint.is_none() => {
                     self.start_turn(INIT_PROMPT.to_owned());
                     Some(Command::Submit(INIT_PROMPT.to_owned()))
@@ -1070,7 +1147,7 @@ pub const HELP: &str = "F2 or /console: the tool console · F3 or /journal: the 
 Shift-Enter or Alt-Enter new line (Ctrl-J in any terminal) · ↑↓ earlier prompts · Esc or Ctrl-C cancels the turn; twice clears the prompt · \
 Ctrl-U clears it · Ctrl-T approval mode · Tab selects a card · Ctrl-O folds it · Ctrl-P opens it whole (c copies, q closes) · PgUp/PgDn scroll · \
 /mode manual|auto-run|read-only · /sandbox workspace-write|read-only|off · /trust this folder (its AGENTS.md) · \
-/init drafts an AGENTS.md · /help · /quit";
+/init drafts an AGENTS.md · /clear a new conversation · /resume an earlier one · /compact · /model PROFILE · /status · /help · /quit";
 
 /// How a call of a saved conversation ended, read from the result its model was given: the
 /// pipeline's own words for a denial, a block and a cancel; any other error is the tool's.

@@ -53,9 +53,10 @@ pub fn render(app: &App, frame: &mut Frame<'_>) {
     ])
     .areas(area);
 
-    match app.view {
+    match &app.view {
         View::Console => render_console(app, frame, transcript),
         View::Journal => render_journal(app, frame, transcript),
+        View::Resume { items, selected } => render_resume(items, *selected, frame, transcript),
         _ => render_transcript(app, frame, transcript),
     }
     if let Some(lines) = question {
@@ -162,6 +163,7 @@ fn render_input(app: &App, frame: &mut Frame<'_>, area: Rect) {
             Some("type a value · ↑↓ Tab move · Enter runs · Esc back to the list")
         }
         View::Console => Some("↑↓ choose an API · Enter fills in its arguments · Esc to the conversation"),
+        View::Resume { .. } => Some("↑↓ choose · Enter resumes it · Esc back to this conversation"),
         View::Journal if app.journal.showing_remembered => {
             Some("↑↓ · d revokes · r the calls · Esc to the conversation")
         }
@@ -497,6 +499,30 @@ fn render_console(app: &App, frame: &mut Frame<'_>, area: Rect) {
         lines.extend(card_lines(&card, false, BLOCK_LINES));
     }
     frame.render_widget(Paragraph::new(wrap_all(lines, area.width)), area);
+}
+
+fn render_resume(items: &[crate::chat::Saved], selected: usize, frame: &mut Frame<'_>, area: Rect) {
+    let dim = Style::default().add_modifier(Modifier::DIM);
+    let mut lines = vec![
+        Line::styled("Earlier conversations in this folder", Style::default().add_modifier(Modifier::BOLD)),
+        Line::default(),
+    ];
+    let height = (area.height as usize).saturating_sub(lines.len());
+    let first = window(selected, items.len(), height);
+    for (index, saved) in items.iter().enumerate().skip(first).take(height) {
+        let room = usize::from(area.width).saturating_sub(36);
+        let mut request: String = saved.first.chars().take(room).collect();
+        if saved.first.chars().count() > room && room > 0 {
+            request.pop();
+            request.push('…');
+        }
+        lines.push(Line::from(vec![
+            Span::styled(crate::setup::time_of(saved.saved_at), selected_style(index == selected)),
+            Span::styled(format!("  {:>4} msgs  ", saved.messages), dim),
+            Span::raw(request),
+        ]));
+    }
+    frame.render_widget(Paragraph::new(lines), area);
 }
 
 fn render_journal(app: &App, frame: &mut Frame<'_>, area: Rect) {
