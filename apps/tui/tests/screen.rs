@@ -359,7 +359,18 @@ fn keys_change_the_mode_cancel_a_turn_and_edit_the_prompt() {
     unconfigured.setup_hint = Some("no model configured: set OPENAI_API_KEY".into());
     type_text(&mut unconfigured, "hi");
     assert_eq!(unconfigured.on_key(key(KeyCode::Enter)), None, "nothing to send to");
-    insta::assert_snapshot!("no_model", draw(&unconfigured));
+    let screen = draw(&unconfigured);
+    insta::assert_snapshot!("no_model", screen);
+    assert!(screen.contains("› hi"), "what is typed shows: {screen}");
+    assert!(screen.contains("no model configured") && screen.contains("F2 or /console"), "{screen}");
+    unconfigured.input.clear();
+    unconfigured.cursor = 0;
+    type_text(&mut unconfigured, "/journal");
+    assert_eq!(
+        unconfigured.on_key(key(KeyCode::Enter)),
+        Some(Command::LoadJournal),
+        "commands work without a model"
+    );
 }
 
 fn draw_at(app: &App, width: u16, height: u16) -> String {

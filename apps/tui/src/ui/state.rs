@@ -1115,7 +1115,7 @@ impl App {
             };
         }
         if self.setup_hint.is_some() {
-            self.notice("no model is set up yet: the line above says how; F2 opens the tool console", true);
+            self.notice("nothing was sent: no model is set up yet (how, below)", true);
             return None;
         }
         self.input.clear();

@@ -36,14 +36,11 @@ pub fn render(app: &App, frame: &mut Frame<'_>) {
     let question_height = question.as_ref().map_or(0, |lines| {
         (wrapped_height(lines, area.width.saturating_sub(2)) + 2).min(area.height / 2).max(3)
     });
-    let input_lines = match &app.setup_hint {
-        Some(hint) => wrapped_height(&[Line::raw(hint.clone())], area.width).clamp(1, 4),
-        // The prompt grows with its text up to a third of the screen, then scrolls.
-        None => {
-            let (text, cursor) = prompt_text(app);
-            let rows = PromptLayout::new(text, cursor, prompt_lead(app), usize::from(area.width)).rows.len();
-            (rows as u16).clamp(1, (area.height / 3).max(1))
-        }
+    // The prompt grows with its text up to a third of the screen, then scrolls.
+    let input_lines = {
+        let (text, cursor) = prompt_text(app);
+        let rows = PromptLayout::new(text, cursor, prompt_lead(app), usize::from(area.width)).rows.len();
+        (rows as u16).clamp(1, (area.height / 3).max(1))
     };
     let [transcript, question_area, input_area, status_area] = Layout::vertical([
         Constraint::Min(1),
@@ -111,7 +108,20 @@ fn render_transcript(app: &App, frame: &mut Frame<'_>, area: Rect) {
         tail.push(Line::styled("press Esc (or Ctrl-C) again to clear the prompt; ↑ brings it back", dim));
     }
     lines.extend(wrap_all(tail, width));
-    if lines.is_empty() {
+    // Without a model, what to do about it stays at the end of the conversation, above what is
+    // typed (which shows, and whose `/` commands work).
+    if let Some(hint) = &app.setup_hint {
+        let warn = Style::default().fg(Color::Yellow);
+        let next = "Meanwhile: F2 or /console runs any tool without a model; F3 or /journal shows what ran \
+                    here; /help lists the keys.";
+        lines.extend(wrap_all(
+            vec![
+                Line::styled(hint.clone(), warn),
+                Line::styled(next, Style::default().add_modifier(Modifier::DIM)),
+            ],
+            width,
+        ));
+    } else if lines.is_empty() {
         let newline = if app.shift_enter { "Shift-Enter" } else { "Alt-Enter or Ctrl-J" };
         let hint = Line::styled(
             format!(
@@ -175,13 +185,6 @@ fn render_input(app: &App, frame: &mut Frame<'_>, area: Rect) {
     if let Some(keys) = keys {
         let dim = Style::default().add_modifier(Modifier::DIM);
         frame.render_widget(Paragraph::new(wrap_all(vec![Line::styled(keys, dim)], inner.width)), inner);
-        return;
-    }
-    if let Some(hint) = &app.setup_hint {
-        frame.render_widget(
-            Paragraph::new(Line::styled(hint.clone(), Style::default().fg(Color::Yellow))),
-            inner,
-        );
         return;
     }
     let (text, cursor) = prompt_text(app);
