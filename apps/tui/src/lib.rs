@@ -7,6 +7,7 @@
 //! `out` prints to standard output and ends quietly when its reader went away.
 
 pub mod ask;
+pub mod attach;
 pub mod call;
 pub mod chat;
 pub mod exec;

@@ -886,6 +886,46 @@ async fn session_commands_clear_resume_status_and_compact() {
     tokio::time::timeout(Duration::from_secs(10), running).await.unwrap().unwrap().unwrap();
 }
 
+/// `@` completes the folder's files (Tab takes one) and the file named is attached to the
+/// message the model gets; `/` completes commands.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn at_paths_complete_and_attach_and_slash_commands_complete() {
+    let folder = tempfile::tempdir().unwrap();
+    let folder_path = folder.path().canonicalize().unwrap();
+    std::fs::create_dir_all(folder_path.join("src")).unwrap();
+    std::fs::write(folder_path.join("src/lib.rs"), "pub fn answer() -> u8 { 42 }\n").unwrap();
+    let server = ScriptedModel::start(vec![openai_reply("", "It returns 42.", &[], "stop")]).await;
+    let (context, questions) = context(&server, &folder_path, ApprovalMode::Manual).await;
+    let (screen, tx, running) = start(context, questions, HEIGHT);
+    send_text(&tx, "/co");
+    let commands = wait_for(&screen, "Tab completes").await;
+    assert!(commands.contains("/compact") && commands.contains("/console"), "{commands}");
+    for _ in 0..3 {
+        tx.send(TermEvent::Key(key(KeyCode::Backspace))).unwrap();
+    }
+    // The file list arrives from a background task: wait until `@` offers it.
+    send_text(&tx, "what does @li");
+    let offered = wait_for(&screen, "@src/lib.rs").await;
+    insta::assert_snapshot!(
+        "at_completion",
+        offered.lines().filter(|l| !l.contains("(ctrl-t)")).collect::<Vec<_>>().join("\n")
+    );
+    tx.send(TermEvent::Key(key(KeyCode::Tab))).unwrap();
+    wait_for(&screen, "› what does @src/lib.rs").await;
+    send_text(&tx, "return?");
+    tx.send(TermEvent::Key(key(KeyCode::Enter))).unwrap();
+    let done = wait_for(&screen, "It returns 42.").await;
+    assert!(done.contains("attached src/lib.rs"), "{done}");
+    let sent = server.received()[0].body["messages"].to_string();
+    assert!(sent.contains("what does @src/lib.rs return?"), "{sent}");
+    assert!(
+        sent.contains("<file path=\\\"src/lib.rs\\\">") && sent.contains("pub fn answer() -> u8 { 42 }"),
+        "{sent}"
+    );
+    tx.send(TermEvent::Key(ctrl('c'))).unwrap();
+    tokio::time::timeout(Duration::from_secs(10), running).await.unwrap().unwrap().unwrap();
+}
+
 /// Through the real loop: a sentence typed at the question, starting with `s`, is a reason the
 /// model reads, not "allow for this session".
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -82,6 +82,8 @@ enum FromAgent {
 /// What the console and journal tasks bring back.
 enum FromPane {
     Ran(Box<CallResult>, serde_json::Value),
+    /// The folder's files, for `@` completion.
+    Files(Vec<String>),
     Trusted(crate::instructions::Instructions),
     Journal(Vec<journal::Attempt>, Vec<journal::RememberedDecision>),
     Failed(String),
@@ -161,6 +163,7 @@ where
     }
     let (pane_results, mut from_pane) = mpsc::unbounded_channel::<FromPane>();
     let mut console_runs = 0u64;
+    list_files(&context.folder, &pane_results);
 
     let (agent_events, mut agent_stream) = mpsc::unbounded_channel::<AgentEvent>();
     let (to_agent, from_screen) = mpsc::unbounded_channel::<ToAgent>();
@@ -211,6 +214,7 @@ where
                                 Command::Submit(text) => {
                                     let token = CancellationToken::new();
                                     cancel = Some(token.clone());
+                                    let text = attach_files(&context.folder, &mut app, &text);
                                     let _ = to_agent.send(ToAgent::Turn(text, token));
                                 }
                                 Command::Cancel => {
@@ -402,8 +406,11 @@ where
                         if let Some(Command::Submit(text)) = app.take_queued() {
                             let token = CancellationToken::new();
                             cancel = Some(token.clone());
+                            let text = attach_files(&context.folder, &mut app, &text);
                             let _ = to_agent.send(ToAgent::Turn(text, token));
                         }
+                        // The turn may have made or removed files.
+                        list_files(&context.folder, &pane_results);
                         save_transcript(&context, &session_id, &mut app, messages);
                     }
                 }
@@ -419,6 +426,7 @@ where
                         app.journal.selected = app.journal.selected.min(len.saturating_sub(1));
                     }
                     FromPane::Failed(error) => app.notice(error, true),
+                    FromPane::Files(files) => app.files = files,
                     FromPane::Trusted(instructions) => {
                         app.notice(format!("{} is trusted from now on", context.folder.display()), false);
                         for (text, warning) in instructions.describe() {
@@ -504,6 +512,26 @@ fn load_journal(
             }
         };
     });
+}
+
+/// Lists the folder's files for `@` completion, off the event loop.
+fn list_files(folder: &std::path::Path, results: &mpsc::UnboundedSender<FromPane>) {
+    let (folder, results) = (folder.to_owned(), results.clone());
+    tokio::task::spawn_blocking(move || {
+        let _ = results.send(FromPane::Files(crate::attach::list_files(&folder)));
+    });
+}
+
+/// The message with the files its `@path`s name attached; the screen says what was attached.
+fn attach_files(folder: &std::path::Path, app: &mut App, text: &str) -> String {
+    let attached = crate::attach::expand(folder, text);
+    for (path, bytes) in &attached.files {
+        app.notice(format!("attached {path} ({bytes} bytes)"), false);
+    }
+    for skipped in &attached.skipped {
+        app.notice(format!("not attached: {skipped}"), true);
+    }
+    attached.text
 }
 
 /// Saves the conversation under `session_id` in the data folder (when there is one).

@@ -84,6 +84,34 @@ pub struct Pending {
 /// also the pause after typing into the prompt before a key answers.
 pub const QUESTION_GRACE: std::time::Duration = std::time::Duration::from_millis(600);
 
+/// What the word being typed could become.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Completion {
+    /// The candidates, best first, each with a short description (empty for files).
+    pub items: Vec<(String, String)>,
+    /// The highlighted one.
+    pub selected: usize,
+    /// Where the word starts (a char index into the prompt).
+    pub start: usize,
+}
+
+/// The commands `/` completes, with what each does.
+pub const COMMANDS: &[(&str, &str)] = &[
+    ("/clear", "start a new conversation"),
+    ("/compact", "summarise the conversation to free the context window"),
+    ("/console", "run any tool without a model"),
+    ("/help", "the keys and commands"),
+    ("/init", "draft an AGENTS.md for this folder"),
+    ("/journal", "what ran in this folder"),
+    ("/mode", "manual, auto-run or read-only"),
+    ("/model", "switch to a profile of config.toml"),
+    ("/quit", "leave"),
+    ("/resume", "continue an earlier conversation"),
+    ("/sandbox", "workspace-write, read-only or off"),
+    ("/status", "model, context, tokens, sandbox"),
+    ("/trust", "use this folder's AGENTS.md"),
+];
+
 /// How long a choice key waits for another before it is taken as a choice: typing runs at a key
 /// every 100–250 ms, so a key followed that soon by more is the start of a sentence.
 pub const CHOICE_WINDOW: std::time::Duration = std::time::Duration::from_millis(350);
@@ -251,6 +279,10 @@ pub struct App {
     pub queued: Vec<String>,
     /// Prompts sent since the event loop last saved the history.
     pub unsaved_prompts: Vec<String>,
+    /// The folder's files, for `@` completion (listed by the event loop).
+    pub files: Vec<String>,
+    /// What the word at the cursor could become (`@` files, `/` commands); Tab takes it.
+    pub completion: Option<Completion>,
     /// When Esc or Ctrl-C was pressed over a draft: a second press soon after clears it.
     pub clear_armed: Option<std::time::Instant>,
     /// The terminal tells Shift-Enter from Enter (else Alt-Enter or Ctrl-J make a new line).
@@ -647,6 +679,10 @@ impl App {
             return None;
         }
         let esc = key.code == KeyCode::Esc;
+        if esc && self.completion.is_some() && self.answering.is_none() {
+            self.completion = None;
+            return None;
+        }
         let pane = matches!(self.view, View::Console | View::Journal);
         if ctrl && key.code == KeyCode::Char('c') || esc && (!pane || self.answering.is_some()) {
             // Out of a field the question box opened, back to its choices.
@@ -740,6 +776,37 @@ impl App {
                 super::panes::JournalAction::Revoke(id) => Some(Command::Revoke(id)),
             };
         }
+        if let Some(completion) = &mut self.completion {
+            match key.code {
+                KeyCode::Tab => {
+                    let (choice, _) = completion.items[completion.selected].clone();
+                    let start = completion.start;
+                    let (from, to) = (self.byte_at(start), self.byte_at(self.cursor));
+                    let replacement = format!("{choice} ");
+                    self.input.replace_range(from..to, &replacement);
+                    self.cursor = start + replacement.chars().count();
+                    self.completion = None;
+                    return None;
+                }
+                KeyCode::Down => {
+                    completion.selected = (completion.selected + 1) % completion.items.len();
+                    return None;
+                }
+                KeyCode::Up => {
+                    completion.selected =
+                        completion.selected.checked_sub(1).unwrap_or(completion.items.len() - 1);
+                    return None;
+                }
+                _ => {}
+            }
+        }
+        let command = self.on_prompt_key(key);
+        self.update_completion();
+        command
+    }
+
+    /// A key for the prompt itself (no question, pane or completion took it).
+    fn on_prompt_key(&mut self, key: KeyEvent) -> Option<Command> {
         match key.code {
             KeyCode::Enter
                 if key.modifiers.contains(KeyModifiers::SHIFT)
@@ -1031,6 +1098,33 @@ impl App {
 
     fn byte_at(&self, chars: usize) -> usize {
         self.input.char_indices().nth(chars).map_or(self.input.len(), |(i, _)| i)
+    }
+
+    /// Looks at the word before the cursor: `@…` offers the folder's matching files, a first
+    /// word `/…` the matching commands.
+    pub fn update_completion(&mut self) {
+        let before: Vec<char> = self.input.chars().take(self.cursor).collect();
+        let start = before.iter().rposition(|c| c.is_whitespace()).map_or(0, |i| i + 1);
+        let word: String = before[start..].iter().collect();
+        let items: Vec<(String, String)> = if let Some(typed) = word.strip_prefix('@') {
+            crate::attach::complete(&self.files, typed, 8)
+                .into_iter()
+                .map(|f| (format!("@{f}"), String::new()))
+                .collect()
+        } else if start == 0 && word.starts_with('/') {
+            COMMANDS
+                .iter()
+                .filter(|(name, _)| name.starts_with(&word) && *name != word)
+                .map(|(name, what)| ((*name).to_owned(), (*what).to_owned()))
+                .collect()
+        } else {
+            Vec::new()
+        };
+        let selected = match &self.completion {
+            Some(old) if old.start == start => old.selected.min(items.len().saturating_sub(1)),
+            _ => 0,
+        };
+        self.completion = (!items.is_empty()).then_some(Completion { items, selected, start });
     }
 
     fn insert(&mut self, c: char) {

@@ -56,6 +56,9 @@ pub fn render(app: &App, frame: &mut Frame<'_>) {
         View::Resume { items, selected } => render_resume(items, *selected, frame, transcript),
         _ => render_transcript(app, frame, transcript),
     }
+    if let (Some(completion), View::Chat) = (&app.completion, &app.view) {
+        render_completion(completion, frame, transcript);
+    }
     if let Some(lines) = question {
         let title = if app.approvals.len() > 1 {
             format!(" approval needed (1 of {}) ", app.approvals.len())
@@ -502,6 +505,31 @@ fn render_console(app: &App, frame: &mut Frame<'_>, area: Rect) {
         lines.extend(card_lines(&card, false, BLOCK_LINES));
     }
     frame.render_widget(Paragraph::new(wrap_all(lines, area.width)), area);
+}
+
+/// What the word being typed could become, in a box at the bottom of the conversation.
+fn render_completion(completion: &super::state::Completion, frame: &mut Frame<'_>, area: Rect) {
+    let height = (completion.items.len() as u16 + 2).min(area.height);
+    let box_area = Rect { y: area.y + area.height - height, height, ..area };
+    let dim = Style::default().add_modifier(Modifier::DIM);
+    let lines: Vec<Line<'static>> = completion
+        .items
+        .iter()
+        .enumerate()
+        .map(|(index, (item, what))| {
+            let mut spans = vec![Span::styled(item.clone(), selected_style(index == completion.selected))];
+            if !what.is_empty() {
+                spans.push(Span::styled(format!("  {what}"), dim));
+            }
+            Line::from(spans)
+        })
+        .collect();
+    let block = Block::default()
+        .borders(Borders::ALL)
+        .border_style(dim)
+        .title(" Tab completes · ↑↓ choose · Esc hides ");
+    frame.render_widget(Clear, box_area);
+    frame.render_widget(Paragraph::new(lines).block(block), box_area);
 }
 
 fn render_resume(items: &[crate::chat::Saved], selected: usize, frame: &mut Frame<'_>, area: Rect) {
