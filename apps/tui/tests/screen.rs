@@ -905,7 +905,15 @@ async fn at_paths_complete_and_attach_and_slash_commands_complete() {
     }
     // The file list arrives from a background task: wait until `@` offers it.
     send_text(&tx, "what does @li");
-    let offered = wait_for(&screen, "@src/lib.rs").await;
+    // All typed and the list arrived: the prompt and the box both show.
+    let mut offered = wait_for(&screen, "› what does @li").await;
+    for _ in 0..200 {
+        if offered.contains("│@src/lib.rs") {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        offered = screen.text();
+    }
     insta::assert_snapshot!(
         "at_completion",
         offered.lines().filter(|l| !l.contains("(ctrl-t)")).collect::<Vec<_>>().join("\n")
