@@ -342,3 +342,79 @@ async fn a_device_with_a_person_asks_them_instead_of_blocking() {
     device.await.unwrap().unwrap();
     server.stop().await;
 }
+
+/// The race of issue 25 through a device: a racer swaps a link in the session's folder between an
+/// inside file and one outside while the server sends reads and writes of the link to the device;
+/// the device's runtime opens beneath its pinned folder, so nothing outside is read or written.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_device_cannot_be_raced_out_of_its_folder() {
+    let server = TestServer::start().await;
+    let ws = workspace();
+    let outside_dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let secret = outside_dir.path().join("secret.txt");
+    std::fs::write(&secret, "the outside secret\n").unwrap();
+    std::fs::write(ws.path().join("inside.txt"), "inside\n").unwrap();
+    let link = ws.path().join("link");
+    std::os::unix::fs::symlink(ws.path().join("inside.txt"), &link).unwrap();
+    let (stop, device) = spawn_device(&server.base, None, "laptop");
+    wait_for_device(&server, "laptop").await;
+    let sid = device_session(&server, &ws).await;
+
+    let racing = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(true));
+    let racer = {
+        let (racing, ws, secret) = (racing.clone(), ws.path().to_owned(), secret.clone());
+        std::thread::spawn(move || {
+            let mut swaps = 0u64;
+            let staged = ws.join("link.next");
+            while racing.load(std::sync::atomic::Ordering::Relaxed) {
+                let target = if swaps % 2 == 0 { secret.clone() } else { ws.join("inside.txt") };
+                let _ = std::fs::remove_file(&staged);
+                if std::os::unix::fs::symlink(&target, &staged).is_ok()
+                    && std::fs::rename(&staged, ws.join("link")).is_ok()
+                {
+                    swaps += 1;
+                }
+            }
+            swaps
+        })
+    };
+    let (mut outside_reads, mut inside_reads) = (0, 0);
+    for round in 0..150 {
+        let read = server.call(&sid, &format!("r{round}"), "readFile", json!({"path": "link"})).await;
+        if read.to_string().contains("the outside secret") {
+            outside_reads += 1;
+        }
+        // What the inside file holds: its first text, or what a write through the link left.
+        if read["status"] == "executed"
+            && ["inside", "planted"].contains(&read["output"]["content"].as_str().unwrap_or(""))
+        {
+            inside_reads += 1;
+        }
+        if round % 5 == 0 {
+            server
+                .call(
+                    &sid,
+                    &format!("w{round}"),
+                    "writeFile",
+                    json!({"path": "link", "content": "planted\n"}),
+                )
+                .await;
+        }
+    }
+    racing.store(false, std::sync::atomic::Ordering::Relaxed);
+    let swaps = racer.join().unwrap();
+    assert!(swaps > 1000, "the racer swapped only {swaps} times");
+    assert_eq!(outside_reads, 0, "reads of the outside file through the device");
+    assert!(
+        inside_reads > 0 && inside_reads < 150,
+        "the race was live: {inside_reads} of 150 reads got the inside file"
+    );
+    assert_eq!(
+        std::fs::read_to_string(&secret).unwrap(),
+        "the outside secret\n",
+        "the outside file was written"
+    );
+    stop.cancel();
+    device.await.unwrap();
+    server.stop().await;
+}
