@@ -39,6 +39,8 @@ use crate::error::ComputerError;
 pub struct Opener {
     pinned: Arc<Pinned>,
     outside: OutsideFiles,
+    /// The files a person approved for this call, by device and inode.
+    approved: Arc<[tool_core::ApprovedFile]>,
 }
 
 impl std::fmt::Debug for Opener {
@@ -98,6 +100,8 @@ struct Checks {
     exposed: bool,
     /// It was opened beneath a writable root that holds a read-only one.
     read_only_beneath: bool,
+    /// It was opened outside the roots, exactly as given: an approved file must still be itself.
+    exact: bool,
 }
 
 /// How a path is resolved relative to the handle it is opened from.
@@ -127,7 +131,7 @@ impl Opener {
             .ok()
             .and_then(|any| any.downcast_ref::<Arc<Pinned>>().cloned())
             .unwrap_or_else(|| Arc::new(Pinned::of(boundary)));
-        Self { pinned, outside: boundary.outside }
+        Self { pinned, outside: boundary.outside, approved: boundary.approved.clone().into() }
     }
 
     /// An opener with one writable root and nothing protected (tests, benches, tools that work
@@ -153,6 +157,9 @@ impl Opener {
         })?;
         if checks.exposed {
             self.guard(&fd, None, path)?;
+        }
+        if checks.exact {
+            self.still_approved(path, rustix::fs::fstat(&fd).ok())?;
         }
         Ok(fd)
     }
@@ -202,7 +209,22 @@ impl Opener {
         if checks.exposed {
             self.guard(&fd, Some(name), path)?;
         }
+        if checks.exact {
+            let entry = rustix::fs::statat(&fd, name, rustix::fs::AtFlags::SYMLINK_NOFOLLOW).ok();
+            self.still_approved(path, entry)?;
+        }
         Ok(Parent { fd, name: name.to_owned() })
+    }
+
+    /// Refuses a path a person approved when what is there now (`now`: its status, `None` when
+    /// nothing is) is not the file they were shown. Paths not approved, or that named nothing
+    /// when they were, pass.
+    fn still_approved(&self, path: &Path, now: Option<rustix::fs::Stat>) -> Result<(), ComputerError> {
+        let Some(approved) = self.approved.iter().find(|a| a.path == path) else { return Ok(()) };
+        match now {
+            Some(stat) if stat.st_dev == approved.device && stat.st_ino == approved.inode => Ok(()),
+            _ => Err(ComputerError::Replaced { path: path.to_path_buf() }),
+        }
     }
 
     /// Refuses a handle on one of the protected paths (or, with `name`, an entry of that name in
@@ -274,7 +296,11 @@ impl Opener {
                 Err(errno) => Some(Err(ComputerError::io(path, errno.into()))),
                 Ok(value) => Some(Ok((
                     value,
-                    Checks { exposed: root.holds_protected, read_only_beneath: root.holds_read_only },
+                    Checks {
+                        exposed: root.holds_protected,
+                        read_only_beneath: root.holds_read_only,
+                        exact: false,
+                    },
                 ))),
             }
         };
@@ -301,7 +327,11 @@ impl Opener {
                 Err(errno) => Err(ComputerError::io(path, errno.into())),
                 Ok(value) => Ok((
                     value,
-                    Checks { exposed: !self.pinned.protected.is_empty(), read_only_beneath: false },
+                    Checks {
+                        exposed: !self.pinned.protected.is_empty(),
+                        read_only_beneath: false,
+                        exact: true,
+                    },
                 )),
             };
         }
@@ -581,6 +611,35 @@ mod tests {
         }
         assert!(opener.open(&work.join("door/f"), OFlags::RDONLY).is_ok(), "reading through it is fine");
         assert!(opener.parent(&work.join("elsewhere/new"), true).is_ok());
+    }
+
+    #[test]
+    fn an_approved_file_outside_must_still_be_the_one_shown() {
+        use std::os::unix::fs::MetadataExt;
+        let dir = tempfile::tempdir().unwrap();
+        let base = dir.path().canonicalize().unwrap();
+        let (work, outside) = (base.join("work"), base.join("outside"));
+        fs::create_dir_all(&work).unwrap();
+        fs::create_dir_all(&outside).unwrap();
+        let shown = outside.join("notes.txt");
+        fs::write(&shown, "what was shown").unwrap();
+        let meta = fs::metadata(&shown).unwrap();
+        let mut files = boundary(vec![FileRoot::writable(&work)], OutsideFiles::Exact, vec![]);
+        files.approved =
+            vec![tool_core::ApprovedFile { path: shown.clone(), device: meta.dev(), inode: meta.ino() }];
+        let opener = Opener::new(&files);
+        assert!(opener.open(&shown, OFlags::RDONLY).is_ok(), "the same file opens");
+        assert!(opener.parent(&shown, false).is_ok());
+        // Renamed over by someone who may write there: another file at the same path.
+        fs::write(outside.join("other.txt"), "something else").unwrap();
+        fs::rename(outside.join("other.txt"), &shown).unwrap();
+        assert!(matches!(opener.open(&shown, OFlags::RDONLY), Err(ComputerError::Replaced { .. })));
+        assert!(matches!(opener.parent(&shown, false), Err(ComputerError::Replaced { .. })));
+        fs::remove_file(&shown).unwrap();
+        assert!(matches!(opener.parent(&shown, true), Err(ComputerError::Replaced { .. })), "removed");
+        // A path nobody approved outside is opened as before (exactly, no link).
+        fs::write(outside.join("free.txt"), "x").unwrap();
+        assert!(opener.open(&outside.join("free.txt"), OFlags::RDONLY).is_ok());
     }
 
     #[test]

@@ -126,6 +126,16 @@ pub enum ComputerError {
         /// The path.
         path: PathBuf,
     },
+    /// The file at an approved path is not the one the person was shown (renamed over, removed).
+    #[error(
+        "{} is not the file that was approved: it was replaced or removed since; nothing was done \
+         (call again to be asked about it as it is now)",
+        path.display()
+    )]
+    Replaced {
+        /// The path.
+        path: PathBuf,
+    },
     /// An edit could not be applied.
     #[error(transparent)]
     Edit(#[from] EditError),
@@ -166,6 +176,7 @@ impl ComputerError {
             Self::Outside { .. } | Self::Protected { .. } => ErrorKind::Blocked,
             Self::ReadOnlyRoot { .. } => ErrorKind::PermissionDenied,
             Self::ThroughLink { .. } => ErrorKind::InvalidArguments,
+            Self::Replaced { .. } => ErrorKind::Conflict,
             Self::PermissionDenied { .. } => ErrorKind::PermissionDenied,
             Self::AlreadyExists { .. } | Self::Edit(_) => ErrorKind::Conflict,
             Self::IsDirectory { .. }

@@ -63,8 +63,8 @@ pub use runtime::{
     parse_arguments,
 };
 pub use sandbox::{
-    CallSandbox, FileBoundary, FileRoot, NetworkAccess, OutsideFiles, Pins, ReadAccess, SandboxMode,
-    SandboxPolicy,
+    ApprovedFile, CallSandbox, FileBoundary, FileRoot, NetworkAccess, OutsideFiles, Pins, ReadAccess,
+    SandboxMode, SandboxPolicy,
 };
 pub use services::{AuditFn, AuditInput, AuditVerdict, MissingService, Services};
 

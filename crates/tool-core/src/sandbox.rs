@@ -271,6 +271,22 @@ pub struct FileBoundary {
     pub protected: Vec<PathBuf>,
     /// The handles on `roots`, pinned by the runtime on first use and shared by every call.
     pub pins: Pins,
+    /// For one call a person approved: the files its paths named when they were shown, by device
+    /// and inode. A path opened outside the roots must still be that file (one renamed over it
+    /// since is refused). Empty for sessions, and for calls nobody was asked about.
+    pub approved: Vec<ApprovedFile>,
+}
+
+/// A file as it was when a person approved a call that names it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ApprovedFile {
+    /// The path as the call names it, absolute (relative ones joined to the working directory,
+    /// `.` and `..` taken out).
+    pub path: PathBuf,
+    /// Its device.
+    pub device: u64,
+    /// Its inode.
+    pub inode: u64,
 }
 
 /// A slot for the runtime's pinned handles on a session's roots (`tool-core` does no I/O, so it

@@ -27,6 +27,34 @@ use crate::toolbox::Toolbox;
 /// The content of a call that policy blocked in headless mode (the seeds' wording).
 pub const BLOCKED_CONTENT: &str = "Blocked by security/privacy.";
 
+/// The files `paths` name now (absolute, or joined to `working_directory`; `.` and `..` taken
+/// out lexically), by device and inode; paths that name nothing yet are left out.
+fn approved_files<'a>(
+    paths: impl Iterator<Item = &'a str>,
+    working_directory: Option<&std::path::Path>,
+) -> Vec<tool_core::ApprovedFile> {
+    use std::os::unix::fs::MetadataExt;
+    paths
+        .filter_map(|given| {
+            let given = std::path::Path::new(given);
+            let joined =
+                if given.is_absolute() { given.to_path_buf() } else { working_directory?.join(given) };
+            let mut path = std::path::PathBuf::new();
+            for component in joined.components() {
+                match component {
+                    std::path::Component::ParentDir => {
+                        path.pop();
+                    }
+                    std::path::Component::CurDir => {}
+                    other => path.push(other.as_os_str()),
+                }
+            }
+            let metadata = std::fs::symlink_metadata(&path).ok()?;
+            Some(tool_core::ApprovedFile { path, device: metadata.dev(), inode: metadata.ino() })
+        })
+        .collect()
+}
+
 /// Settings of the executor.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ExecutorConfig {
@@ -137,6 +165,9 @@ struct Prepared {
     /// The cancellation of the batch the call came in, when its caller can cancel the batch: the
     /// call's own token is its child, so a cancel reaches calls that have not started yet.
     batch_cancel: Option<CancellationToken>,
+    /// The files the call's paths named when a person was asked about it: the runtime opens
+    /// those same files or none.
+    approved_files: Vec<tool_core::ApprovedFile>,
 }
 
 /// What is needed to settle a prepared call whose own steps died.
@@ -708,6 +739,7 @@ impl Executor {
             parent_deadline,
             sequential,
             batch_cancel: None,
+            approved_files: Vec::new(),
         })
     }
 
@@ -1040,7 +1072,14 @@ impl Executor {
             .with_progress(progress);
         context.user_id = session.config.user_id.clone();
         context.working_directory = session.config.working_directory.clone();
-        context.sandbox = session.sandbox.clone();
+        context.sandbox = if call.approved_files.is_empty() {
+            session.sandbox.clone()
+        } else {
+            // This call's own copy (the pinned handles stay shared), with what was approved.
+            let mut sandbox = (*session.sandbox).clone();
+            sandbox.files.approved.clone_from(&call.approved_files);
+            Arc::new(sandbox)
+        };
         context.cancel = session.call_token(&call.call_id, call.batch_cancel.as_ref());
         context.nested = Some(nested);
         context
@@ -1281,6 +1320,12 @@ impl Executor {
                 tracing::warn!(%error, "journal insert_approval failed");
             }
         }
+        // What the person is shown is what runs: the files the call's paths name now, by device
+        // and inode, for the runtime to check when it opens them.
+        call.approved_files = approved_files(
+            compiled.spec.path_params.iter().flat_map(|param| param.select(&call.arguments)),
+            session.config.working_directory.as_deref(),
+        );
         session.emit(Event::PermissionRequested {
             call_id: call.call_id.clone(),
             approval_id: request.id.clone(),

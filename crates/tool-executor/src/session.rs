@@ -215,6 +215,7 @@ fn file_boundary(config: &SessionConfig) -> FileBoundary {
         outside: if config.hard_roots.is_some() { OutsideFiles::Refuse } else { OutsideFiles::Exact },
         protected: config.protected_paths.clone(),
         pins: tool_core::Pins::default(),
+        approved: Vec::new(),
     }
 }
 

@@ -182,3 +182,48 @@ async fn the_temp_folder_is_usable_before_any_command() {
     use std::os::unix::fs::PermissionsExt;
     assert_eq!(std::fs::metadata(&temp).unwrap().permissions().mode() & 0o777, 0o700);
 }
+
+/// A person approves a read of a file outside the folder; before the call runs, another file is
+/// renamed over that path. The runtime opens the file that was shown or none.
+#[tokio::test]
+async fn an_approved_outside_file_replaced_before_the_call_runs_is_not_read() {
+    let executor = executor();
+    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let outside = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let shown = outside.path().canonicalize().unwrap().join("report.txt");
+    std::fs::write(&shown, "the report that was shown\n").unwrap();
+    let session = executor.open_session(SessionConfig {
+        id: "s-replaced".into(),
+        tenant: "t".into(),
+        working_directory: Some(dir.path().to_path_buf()),
+        policy: SessionPolicy { mode: ApprovalMode::Manual, exclude_temp: true, ..SessionPolicy::default() },
+        ..SessionConfig::default()
+    });
+    let mut events = session.subscribe();
+    let broker = executor.local_broker().unwrap().clone();
+    let swap = shown.clone();
+    let approver = tokio::spawn(async move {
+        while let Ok(event) = events.recv().await {
+            if let Event::PermissionRequested { approval_id, .. } = event {
+                // Between the question and the answer, another file takes the path.
+                let other = swap.with_file_name("other.txt");
+                std::fs::write(&other, "something else entirely\n").unwrap();
+                std::fs::rename(&other, &swap).unwrap();
+                broker
+                    .decide(
+                        "t",
+                        &approval_id,
+                        Decided { decision: Decision::AllowOnce, by: Some("me".into()) },
+                    )
+                    .unwrap();
+                return;
+            }
+        }
+    });
+    let read =
+        executor.execute(&session, None, call("r1", "readFile", serde_json::json!({"path": shown}))).await;
+    approver.await.unwrap();
+    assert_ne!(read.status, AttemptStatus::Executed, "{}", read.output.content);
+    assert!(!read.output.content.contains("something else"), "{}", read.output.content);
+    assert!(read.output.content.contains("not the file that was approved"), "{}", read.output.content);
+}
