@@ -134,12 +134,36 @@ pub(crate) async fn disk_full(temp: Option<std::path::PathBuf>, cap: u64) -> Dis
     loop {
         tokio::time::sleep(DISK_EVERY).await;
         let dir = temp.clone();
-        let used = tokio::task::spawn_blocking(move || disk_use(&dir)).await.unwrap_or(DiskFull::Bytes(0));
+        let used = tokio::task::spawn_blocking(move || measured(&dir)).await.unwrap_or(DiskFull::Bytes(0));
         match used {
             DiskFull::Bytes(bytes) if bytes <= cap => {}
             full => return full,
         }
     }
+}
+
+/// Recent measurements by folder: the commands of one session share a folder, and one walk of it
+/// each [`DISK_EVERY`] serves them all (32 background commands would otherwise walk it 32 times).
+static MEASURED: std::sync::Mutex<
+    Option<std::collections::HashMap<std::path::PathBuf, (std::time::Instant, DiskFull)>>,
+> = std::sync::Mutex::new(None);
+
+/// The folder's use, walked now unless another command of its session did within the interval.
+fn measured(dir: &std::path::Path) -> DiskFull {
+    let fresh = |at: &std::time::Instant| at.elapsed() < DISK_EVERY;
+    {
+        let cache = MEASURED.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some((_, used)) = cache.as_ref().and_then(|map| map.get(dir)).filter(|(at, _)| fresh(at)) {
+            return *used;
+        }
+    }
+    let used = disk_use(dir);
+    let mut cache = MEASURED.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    let map = cache.get_or_insert_with(std::collections::HashMap::new);
+    // Folders no command measured for a while are forgotten (their sessions ended).
+    map.retain(|_, (at, _)| at.elapsed() < DISK_EVERY * 40);
+    map.insert(dir.to_path_buf(), (std::time::Instant::now(), used));
+    used
 }
 
 /// What a session's temp folder holds: bytes, or more entries than [`MAX_ENTRIES`].

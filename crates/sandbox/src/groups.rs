@@ -523,15 +523,14 @@ fn detect() -> Result<Kind, String> {
 /// cgroup v2: our own group must offer `pids` and `memory`, and be ours to manage.
 fn detect_v2(own: &str, mounts: &str, name: &str) -> Result<Kind, String> {
     let path = own.lines().find_map(|line| line.strip_prefix("0::")).ok_or("no cgroup v2 group")?;
-    let mount = mounts
+    let group = mounts
         .lines()
         .find_map(|line| {
             let (_, after) = line.split_once(" - ")?;
             let fstype = after.split_whitespace().next()?;
-            (fstype == "cgroup2").then(|| line.split_whitespace().nth(4).map(PathBuf::from)).flatten()
+            (fstype == "cgroup2").then(|| group_in(line, path)).flatten()
         })
         .ok_or("no cgroup2 mount")?;
-    let group = mount.join(path.trim_start_matches('/'));
     let controllers = fs::read_to_string(group.join("cgroup.controllers")).unwrap_or_default();
     let offered: Vec<&str> = controllers.split_whitespace().collect();
     if !offered.contains(&"pids") || !offered.contains(&"memory") {
@@ -563,6 +562,21 @@ fn detect_v2(own: &str, mounts: &str, name: &str) -> Result<Kind, String> {
         .map_err(|e| format!("cgroup v2 group {} cannot be managed by this process: {e}", group.display()))
 }
 
+/// Where the group `path` (as `/proc/self/cgroup` names it) is under the mount a
+/// `/proc/self/mountinfo` line describes: the mount point, joined with the path relative to the
+/// mount's root (in a container the hierarchy is often mounted from `/docker/…` or
+/// `/kubepods/…`, and the path starts with that root).
+fn group_in(mountinfo_line: &str, path: &str) -> Option<PathBuf> {
+    let mut fields = mountinfo_line.split_whitespace();
+    let root = fields.nth(3)?;
+    let mount_point = fields.next()?;
+    let relative = match path.strip_prefix(root) {
+        Some(rest) if root != "/" && (rest.is_empty() || rest.starts_with('/')) => rest,
+        _ => path,
+    };
+    Some(PathBuf::from(mount_point).join(relative.trim_start_matches('/')))
+}
+
 /// cgroup v1: the `pids` hierarchy (at least) must be writable where this process sits.
 fn detect_v1(own: &str, mounts: &str, name: &str) -> Result<Kind, String> {
     let hierarchy = |controller: &str| -> Option<PathBuf> {
@@ -571,15 +585,15 @@ fn detect_v1(own: &str, mounts: &str, name: &str) -> Result<Kind, String> {
             let (_, names, path) = (parts.next()?, parts.next()?, parts.next()?);
             names.split(',').any(|n| n == controller).then_some(path)
         })?;
-        let mount = mounts.lines().find_map(|line| {
-            let (before, after) = line.split_once(" - ")?;
+        let group = mounts.lines().find_map(|line| {
+            let (_, after) = line.split_once(" - ")?;
             let mut fields = after.split_whitespace();
             let (fstype, _source, options) = (fields.next()?, fields.next()?, fields.next()?);
             (fstype == "cgroup" && options.split(',').any(|o| o == controller))
-                .then(|| before.split_whitespace().nth(4).map(PathBuf::from))
+                .then(|| group_in(line, path))
                 .flatten()
         })?;
-        let base = mount.join(path.trim_start_matches('/')).join(name);
+        let base = group.join(name);
         match fs::create_dir(&base) {
             Ok(()) => Some(base),
             Err(e) if e.kind() == io::ErrorKind::AlreadyExists => Some(base),
@@ -701,6 +715,19 @@ fn remove_tree(dir: &Path) {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_group_is_found_under_its_mounts_root() {
+        let host = "30 25 0:26 / /sys/fs/cgroup rw,nosuid - cgroup2 cgroup2 rw";
+        assert_eq!(super::group_in(host, "/user.slice/app"), Some("/sys/fs/cgroup/user.slice/app".into()));
+        let container = "41 38 0:31 /docker/abc /sys/fs/cgroup/pids ro - cgroup cgroup rw,pids";
+        assert_eq!(super::group_in(container, "/docker/abc"), Some("/sys/fs/cgroup/pids".into()));
+        assert_eq!(super::group_in(container, "/docker/abc/inner"), Some("/sys/fs/cgroup/pids/inner".into()));
+        assert_eq!(
+            super::group_in(container, "/docker/abcdef"),
+            Some("/sys/fs/cgroup/pids/docker/abcdef".into())
+        );
+    }
+
     use super::*;
 
     #[test]
