@@ -20,6 +20,11 @@ pub struct Cli {
     /// What to do (default: serve).
     #[command(subcommand)]
     pub command: Option<Command>,
+    /// A TOML file of settings, named as the flags are (`workspace-root = ["acme=/srv/acme"]`).
+    /// A flag wins over its environment variable, which wins over the file, which wins over the
+    /// default; a secret may be `{ file = "PATH" }`. See docs/server.example.toml.
+    #[arg(long, env = "TOOLHOST_CONFIG", global = true)]
+    pub config: Option<PathBuf>,
     /// Server settings.
     #[command(flatten)]
     pub serve: ServeArgs,
@@ -47,6 +52,10 @@ pub enum Command {
         #[arg(long, default_value = "manual")]
         approval_mode: ApprovalMode,
     },
+    /// Checks the settings (flags, environment, `--config` file) as the server would at start —
+    /// keys, roots, limits, deny rules, the journal's database — and prints the effective
+    /// settings with secrets masked; exit 0 when they hold, 1 with the reason when not.
+    CheckConfig,
     /// Creates a random key: prints the key (give it to the client) and its stored form.
     NewKey {
         /// The tenant the key belongs to.

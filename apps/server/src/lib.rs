@@ -25,6 +25,7 @@ pub mod limits;
 pub mod mcp;
 pub mod memory;
 pub mod metrics;
+pub mod settings;
 pub mod state;
 pub mod ws;
 

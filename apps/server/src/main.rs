@@ -3,7 +3,6 @@
 use std::io::Read as _;
 
 use anyhow::Context as _;
-use clap::Parser;
 use toolhost_server::{AppState, Cli, Command, auth};
 
 // Many small allocations per call (JSON, rows, futures): mimalloc spends less on them than the
@@ -21,7 +20,20 @@ fn main() -> anyhow::Result<()> {
     // Before the runtime's threads start: mimalloc's options are not synchronised.
     toolhost_server::memory::return_freed_memory_promptly();
     toolhost_server::memory::keep_huge_pages_off();
-    let cli = Cli::parse();
+    let (cli, matches) = match toolhost_server::settings::parse(std::env::args_os()) {
+        Ok(parsed) => parsed,
+        // Help, version and usage errors print themselves, with clap's exit codes.
+        Err(error) => match error.downcast::<clap::Error>() {
+            Ok(clap_error) => clap_error.exit(),
+            Err(error) => {
+                eprintln!("error: {error:#}");
+                std::process::exit(2);
+            }
+        },
+    };
+    if matches!(cli.command, Some(Command::CheckConfig)) {
+        return check_config(&cli, &matches);
+    }
     // On `mcp-stdio`, Tokio reads stdin and writes stdout on the blocking pool, and the read holds
     // its thread while it waits: two threads more, so the file tools keep the ones they were given.
     let stdio = if matches!(cli.command, Some(Command::McpStdio { .. })) { 2 } else { 0 };
@@ -31,6 +43,51 @@ fn main() -> anyhow::Result<()> {
         .build()
         .context("starting the async runtime")?
         .block_on(run(cli))
+}
+
+/// `check-config`: what the server checks at start, then the effective settings.
+fn check_config(cli: &Cli, matches: &clap::ArgMatches) -> anyhow::Result<()> {
+    let args = &cli.serve;
+    let checked = (|| -> anyhow::Result<String> {
+        let keys = args.keys()?;
+        args.validate(&keys)?;
+        args.deny_list()?;
+        args.command_env()?;
+        let url = args.database_url()?;
+        // SQLite: the folder it lives in must be there to make it (nothing is created here);
+        // Postgres: the server must answer.
+        let database = if let Some(path) = url.strip_prefix("sqlite://") {
+            let path = std::path::Path::new(path.split('?').next().unwrap_or(path));
+            let folder = path.parent().unwrap_or(std::path::Path::new("."));
+            anyhow::ensure!(folder.is_dir(), "the journal's folder {} does not exist", folder.display());
+            format!("SQLite at {}", path.display())
+        } else {
+            tokio::runtime::Builder::new_current_thread().enable_all().build()?.block_on(async {
+                tokio::time::timeout(std::time::Duration::from_secs(10), journal::open(&url))
+                    .await
+                    .map_err(|_| anyhow::anyhow!("the journal's database did not answer within 10 s"))?
+                    .map_err(|e| anyhow::anyhow!("the journal's database cannot be used: {e}"))
+            })?;
+            "a database that answers".to_owned()
+        };
+        let tenants = if keys.is_open() {
+            "no keys: an open server (loopback only)".to_owned()
+        } else {
+            "keys given".to_owned()
+        };
+        Ok(format!("journal: {database}; {tenants}"))
+    })();
+    println!("{}", toolhost_server::settings::effective(matches));
+    match checked {
+        Ok(summary) => {
+            println!("# ok: {summary}");
+            Ok(())
+        }
+        Err(error) => {
+            eprintln!("error: {error:#}");
+            std::process::exit(1);
+        }
+    }
 }
 
 async fn run(cli: Cli) -> anyhow::Result<()> {
@@ -59,6 +116,8 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             return Ok(());
         }
         Some(Command::McpStdio { .. }) | None => {}
+        // Checked in `main` before the runtime starts.
+        Some(Command::CheckConfig) => return Ok(()),
     }
     // Logs go to stderr: on `mcp-stdio`, stdout carries the protocol.
     tracing_subscriber::fmt()

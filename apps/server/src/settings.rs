@@ -1,0 +1,184 @@
+//! The configuration file (`--config FILE`, `TOOLHOST_CONFIG`): every setting a flag holds, under
+//! the flag's long name (`workspace-root` or `workspace_root`), in TOML. A flag wins over its
+//! environment variable, which wins over the file, which wins over the default. A list is a TOML
+//! array; a secret may be read from a file instead of written inline (`database-url = { file =
+//! "/run/secrets/db" }`). A key that names no setting is an error naming the closest one.
+
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context as _, bail};
+use clap::parser::ValueSource;
+use clap::{ArgAction, ArgMatches, CommandFactory as _, FromArgMatches as _};
+
+use crate::config::Cli;
+
+/// The command line parsed, with the configuration file's settings where neither a flag nor an
+/// environment variable gave one; with the matches (for printing the effective settings).
+///
+/// # Errors
+///
+/// A bad command line (a `clap::Error`, which prints itself with `exit()`), an unreadable or
+/// invalid file, a key that names no setting, or a value the setting refuses.
+pub fn parse<I, T>(args: I) -> anyhow::Result<(Cli, ArgMatches)>
+where
+    I: IntoIterator<Item = T>,
+    T: Into<OsString> + Clone,
+{
+    let argv: Vec<OsString> = args.into_iter().map(Into::into).collect();
+    let first = Cli::command().try_get_matches_from(&argv)?;
+    let Some(path) = first.get_one::<PathBuf>("config").cloned() else {
+        return Ok((Cli::from_arg_matches(&first)?, first));
+    };
+    let from_file = file_args(&path, &first)?;
+    let mut combined = Vec::with_capacity(argv.len() + from_file.len());
+    combined.extend(argv.first().cloned());
+    // Before the command line's own arguments (and any subcommand), which they never repeat.
+    combined.extend(from_file);
+    combined.extend(argv.into_iter().skip(1));
+    let matches = Cli::command().try_get_matches_from(&combined).map_err(|error| {
+        anyhow::anyhow!("in the configuration file {}: {}", path.display(), error.render())
+    })?;
+    Ok((Cli::from_arg_matches(&matches)?, matches))
+}
+
+/// The file's settings as command-line arguments, for the settings `given` has from neither a
+/// flag nor an environment variable.
+fn file_args(path: &Path, given: &ArgMatches) -> anyhow::Result<Vec<OsString>> {
+    let text = std::fs::read_to_string(path)
+        .with_context(|| format!("reading the configuration file {}", path.display()))?;
+    let table: toml::Table = toml::from_str(&text)
+        .map_err(|e| anyhow::anyhow!("the configuration file {} is not valid TOML: {e}", path.display()))?;
+    let command = Cli::command();
+    let known: Vec<&clap::Arg> =
+        command.get_arguments().filter(|arg| arg.get_long().is_some_and(|l| l != "config")).collect();
+    let mut out = Vec::new();
+    for (key, value) in &table {
+        let long = key.replace('_', "-");
+        let Some(arg) = known.iter().find(|arg| arg.get_long() == Some(long.as_str())) else {
+            let closest = known
+                .iter()
+                .filter_map(|arg| arg.get_long())
+                .min_by_key(|name| distance(name, &long))
+                .unwrap_or_default();
+            bail!(
+                "the configuration file {} names no setting `{key}` (did you mean `{closest}`?)",
+                path.display()
+            );
+        };
+        if matches!(
+            given.value_source(arg.get_id().as_str()),
+            Some(ValueSource::CommandLine | ValueSource::EnvVariable)
+        ) {
+            continue;
+        }
+        let values = values_of(path, key, value)?;
+        let is_switch =
+            matches!(arg.get_action(), ArgAction::SetTrue | ArgAction::SetFalse | ArgAction::Count);
+        for value in values {
+            if is_switch {
+                match value.as_str() {
+                    "true" => out.push(OsString::from(format!("--{long}"))),
+                    "false" => {}
+                    other => bail!(
+                        "in the configuration file {}: `{key}` is true or false, not `{other}`",
+                        path.display()
+                    ),
+                }
+            } else {
+                out.push(OsString::from(format!("--{long}={value}")));
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// A setting's values as text: a string, number or boolean; an array of those; or `{ file =
+/// "…" }`, whose content (trimmed) is the value.
+fn values_of(path: &Path, key: &str, value: &toml::Value) -> anyhow::Result<Vec<String>> {
+    let one = |value: &toml::Value| -> anyhow::Result<String> {
+        Ok(match value {
+            toml::Value::String(text) => text.clone(),
+            toml::Value::Integer(n) => n.to_string(),
+            toml::Value::Float(x) => x.to_string(),
+            toml::Value::Boolean(b) => b.to_string(),
+            toml::Value::Table(table)
+                if table.len() == 1 && table.get("file").is_some_and(toml::Value::is_str) =>
+            {
+                let file = table["file"].as_str().unwrap_or_default();
+                std::fs::read_to_string(file)
+                    .with_context(|| format!("reading `{key}` from {file} (named in {})", path.display()))?
+                    .trim()
+                    .to_owned()
+            }
+            _ => bail!(
+                "in the configuration file {}: `{key}` must be a string, number, true/false, a list of those, \
+                 or {{ file = \"PATH\" }}",
+                path.display()
+            ),
+        })
+    };
+    match value {
+        toml::Value::Array(items) => items.iter().map(one).collect(),
+        other => Ok(vec![one(other)?]),
+    }
+}
+
+/// Edit distance, to name the setting a mistyped key meant.
+fn distance(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut row: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut previous = row[0];
+        row[0] = i + 1;
+        for (j, cb) in b.iter().enumerate() {
+            let current = row[j + 1];
+            row[j + 1] = (previous + usize::from(ca != *cb)).min(row[j] + 1).min(current + 1);
+            previous = current;
+        }
+    }
+    row[b.len()]
+}
+
+/// Settings whose values are secrets: shown masked.
+const SECRETS: &[&str] = &["api-key", "database-url", "redis-url"];
+
+/// The effective settings, one `name = value` a line, secrets masked; defaults marked.
+pub fn effective(matches: &ArgMatches) -> String {
+    let command = Cli::command();
+    let mut lines = Vec::new();
+    for arg in command.get_arguments() {
+        let Some(long) = arg.get_long() else { continue };
+        let id = arg.get_id().as_str();
+        let Some(raw) = matches.get_raw(id) else { continue };
+        let values: Vec<String> = raw.map(|v| v.to_string_lossy().into_owned()).collect();
+        if values.is_empty() {
+            continue;
+        }
+        let shown = if SECRETS.contains(&long) {
+            "\"****\"".to_owned()
+        } else if values.len() == 1 && arg.get_num_args().is_none_or(|n| n.max_values() <= 1) {
+            format!("{:?}", values[0])
+        } else {
+            format!("[{}]", values.iter().map(|v| format!("{v:?}")).collect::<Vec<_>>().join(", "))
+        };
+        let source = match matches.value_source(id) {
+            Some(ValueSource::DefaultValue) => "  # default",
+            Some(ValueSource::EnvVariable) => "  # from the environment",
+            _ => "",
+        };
+        lines.push(format!("{long} = {shown}{source}"));
+    }
+    lines.join("\n")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_closest_setting_is_named() {
+        assert_eq!(distance("workspace-roots", "workspace-root"), 1);
+        assert_eq!(distance("listen", "listen"), 0);
+    }
+}

@@ -1,0 +1,167 @@
+//! The configuration file against the real binary: a file alone starts a keyed server with its
+//! workspace roots; a flag wins over the file; a key that names no setting and a value a setting
+//! refuses are errors that name them; `check-config` says what holds and masks secrets.
+
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+/// The binary with a clean environment (no `TOOLHOST_*` of the machine running the tests).
+fn server() -> Command {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_toolhost-server"));
+    command
+        .env_clear()
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        .env("RUST_LOG", "warn")
+        .stdin(Stdio::null());
+    command
+}
+
+struct Setup {
+    _dir: tempfile::TempDir,
+    root: std::path::PathBuf,
+    file: std::path::PathBuf,
+}
+
+/// A folder with a workspace, a state folder, a secret file and a configuration file naming them.
+fn setup(port: u16, extra: &str) -> Setup {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().canonicalize().unwrap();
+    std::fs::create_dir_all(root.join("acme")).unwrap();
+    std::fs::create_dir_all(root.join("state")).unwrap();
+    std::fs::write(root.join("acme/notes.txt"), "from the file's root\n").unwrap();
+    std::fs::write(root.join("db-url"), format!("sqlite://{}/journal.db\n", root.join("state").display()))
+        .unwrap();
+    let key = toolhost_server::auth::stored_form("acme", "key-acme");
+    let file = root.join("server.toml");
+    std::fs::write(
+        &file,
+        format!(
+            "listen = \"127.0.0.1:{port}\"\n\
+             database_url = {{ file = \"{db}\" }}\n\
+             state-dir = \"{state}\"\n\
+             api-key = [\"{key}\"]\n\
+             workspace-root = [\"acme={acme}\"]\n\
+             command-max-processes = 128\n\
+             {extra}\n",
+            db = root.join("db-url").display(),
+            state = root.join("state").display(),
+            acme = root.join("acme").display(),
+        ),
+    )
+    .unwrap();
+    Setup { _dir: dir, root, file }
+}
+
+async fn wait_up(base: &str) -> bool {
+    let client = reqwest::Client::builder().no_proxy().build().unwrap();
+    for _ in 0..400 {
+        if client.get(format!("{base}/healthz")).send().await.is_ok() {
+            return true;
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    false
+}
+
+#[tokio::test]
+async fn a_configuration_file_alone_starts_a_keyed_server_and_a_flag_wins_over_it() {
+    let (file_port, flag_port) = (free_port(), free_port());
+    let setup = setup(file_port, "");
+    let mut child = server()
+        .arg("--config")
+        .arg(&setup.file)
+        .arg("--listen")
+        .arg(format!("127.0.0.1:{flag_port}"))
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let base = format!("http://127.0.0.1:{flag_port}");
+    assert!(wait_up(&base).await, "the flag's address is served");
+    let client = reqwest::Client::builder().no_proxy().build().unwrap();
+    assert!(
+        client.get(format!("http://127.0.0.1:{file_port}/healthz")).send().await.is_err(),
+        "not the file's: the flag wins"
+    );
+    // The file's keys and roots hold: no key, 401; the key opens a session on the file's root.
+    let anonymous = client.get(format!("{base}/v1/journal")).send().await.unwrap();
+    assert_eq!(anonymous.status().as_u16(), 401);
+    let created = client
+        .post(format!("{base}/v1/sessions"))
+        .bearer_auth("key-acme")
+        .json(&serde_json::json!({"working_directory": setup.root.join("acme")}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(created.status().as_u16(), 201, "{:?}", created.text().await);
+    let ready: serde_json::Value = client
+        .get(format!("{base}/readyz"))
+        .bearer_auth("key-acme")
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let limits = ready["command_limits"]["detail"].as_str().unwrap_or_default();
+    assert!(limits.contains("128 processes"), "the file's limit: {ready}");
+    child.kill().unwrap();
+    child.wait().unwrap();
+    assert!(setup.root.join("state/journal.db").exists(), "the database URL came from its file");
+}
+
+#[test]
+fn unknown_keys_and_bad_values_are_refused_with_their_names() {
+    let unknown = setup(free_port(), "workspace_roots = [\"x\"]");
+    let out = server().arg("--config").arg(&unknown.file).output().unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("`workspace_roots`") && err.contains("did you mean `workspace-root`"), "{err}");
+
+    let bad = setup(free_port(), "command-cpu-weight = \"heavy\"");
+    let out = server().arg("--config").arg(&bad.file).output().unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("configuration file") && err.contains("--command-cpu-weight") && err.contains("heavy"),
+        "{err}"
+    );
+}
+
+#[test]
+fn check_config_prints_the_effective_settings_masked_and_says_what_fails() {
+    let setup = setup(free_port(), "");
+    let out = server().arg("--config").arg(&setup.file).arg("check-config").output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{text}{}", String::from_utf8_lossy(&out.stderr));
+    assert!(text.contains("command-max-processes = \"128\""), "{text}");
+    assert!(text.contains("api-key = \"****\"") && text.contains("database-url = \"****\""), "{text}");
+    assert!(!text.contains("key-acme") && !text.contains("sqlite://"), "secrets stay masked: {text}");
+    assert!(text.contains("approval-timeout-secs = \"600\"  # default"), "{text}");
+    assert!(text.contains("# ok:"), "{text}");
+    // An environment variable wins over the file.
+    let out = server()
+        .env("TOOLHOST_COMMAND_MAX_PROCESSES", "96")
+        .arg("--config")
+        .arg(&setup.file)
+        .arg("check-config")
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("command-max-processes = \"96\"  # from the environment"), "{text}");
+    // The example file in the docs is a valid configuration.
+    let example = concat!(env!("CARGO_MANIFEST_DIR"), "/../../docs/server.example.toml");
+    let out = server().arg("--config").arg(example).arg("check-config").output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!err.contains("names no setting") && !err.contains("not valid TOML"), "{err}");
+
+    std::fs::remove_dir_all(setup.root.join("acme")).unwrap();
+    let out = server().arg("--config").arg(&setup.file).arg("check-config").output().unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("workspace root") && err.contains("acme"), "{err}");
+}
