@@ -15,7 +15,7 @@ use crate::auth::Keys;
 
 /// toolhost-server: tool schemas, guarded execution, approvals and a journal for AI agents.
 #[derive(Debug, Parser)]
-#[command(name = "toolhost-server", version, about)]
+#[command(name = "toolhost-server", version = concat!(env!("CARGO_PKG_VERSION"), " (commit ", env!("TOOLHOST_COMMIT"), ")"), about)]
 pub struct Cli {
     /// What to do (default: serve).
     #[command(subcommand)]
@@ -56,6 +56,14 @@ pub enum Command {
     /// keys, roots, limits, deny rules, the journal's database — and prints the effective
     /// settings with secrets masked; exit 0 when they hold, 1 with the reason when not.
     CheckConfig,
+    /// Copies the live SQLite journal to a new file, consistently, while the server runs (writers
+    /// go on); restore by stopping the server and putting the copy in the journal's place. For
+    /// Postgres use `pg_dump`.
+    Backup {
+        /// The copy to make (must not exist).
+        #[arg(long)]
+        to: PathBuf,
+    },
     /// Creates a random key: prints the key (give it to the client) and its stored form.
     NewKey {
         /// The tenant the key belongs to.

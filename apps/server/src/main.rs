@@ -34,6 +34,13 @@ fn main() -> anyhow::Result<()> {
     if matches!(cli.command, Some(Command::CheckConfig)) {
         return check_config(&cli, &matches);
     }
+    if let Some(Command::Backup { to }) = &cli.command {
+        let url = cli.serve.database_url()?;
+        let bytes = journal::backup(&url, to)
+            .with_context(|| format!("backing up the journal to {}", to.display()))?;
+        println!("backed up the journal to {} ({bytes} bytes)", to.display());
+        return Ok(());
+    }
     // On `mcp-stdio`, Tokio reads stdin and writes stdout on the blocking pool, and the read holds
     // its thread while it waits: two threads more, so the file tools keep the ones they were given.
     let stdio = if matches!(cli.command, Some(Command::McpStdio { .. })) { 2 } else { 0 };
@@ -116,14 +123,16 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             return Ok(());
         }
         Some(Command::McpStdio { .. }) | None => {}
-        // Checked in `main` before the runtime starts.
-        Some(Command::CheckConfig) => return Ok(()),
+        // Done in `main` before the runtime starts.
+        Some(Command::CheckConfig | Command::Backup { .. }) => return Ok(()),
     }
-    // Logs go to stderr: on `mcp-stdio`, stdout carries the protocol.
+    // Logs go to stderr: on `mcp-stdio`, stdout carries the protocol. Colours only on a terminal,
+    // never into a log system's files.
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()),
         )
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .with_writer(std::io::stderr)
         .init();
     if let Some(Command::McpStdio { working_directory, approval_mode }) = cli.command {

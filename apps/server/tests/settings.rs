@@ -109,6 +109,24 @@ async fn a_configuration_file_alone_starts_a_keyed_server_and_a_flag_wins_over_i
         .unwrap();
     let limits = ready["command_limits"]["detail"].as_str().unwrap_or_default();
     assert!(limits.contains("128 processes"), "the file's limit: {ready}");
+    // A backup of the live journal, by the same configuration.
+    let copy = setup.root.join("backup.db");
+    let out =
+        server().arg("--config").arg(&setup.file).arg("backup").arg("--to").arg(&copy).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let copied = rusqlite::Connection::open(&copy).unwrap();
+    let check: String = copied.query_row("PRAGMA integrity_check", [], |row| row.get(0)).unwrap();
+    assert_eq!(check, "ok");
+    let tables: i64 = copied
+        .query_row(
+            "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'sessions'",
+            [],
+            |row| row.get(0),
+        )
+        .unwrap();
+    assert_eq!(tables, 1, "the copy is a journal");
+    let sessions: i64 = copied.query_row("SELECT count(*) FROM sessions", [], |row| row.get(0)).unwrap();
+    assert_eq!(sessions, 1, "with the session opened above");
     child.kill().unwrap();
     child.wait().unwrap();
     assert!(setup.root.join("state/journal.db").exists(), "the database URL came from its file");
@@ -164,4 +182,23 @@ fn check_config_prints_the_effective_settings_masked_and_says_what_fails() {
     assert_eq!(out.status.code(), Some(1));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("workspace root") && err.contains("acme"), "{err}");
+}
+
+#[test]
+fn version_names_the_commit() {
+    let out = server().arg("--version").output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    let head = Command::new("git")
+        .args(["rev-parse", "--short=12", "HEAD"])
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .ok()
+        .filter(|out| out.status.success())
+        .map_or_else(|| "unknown".to_owned(), |out| String::from_utf8_lossy(&out.stdout).trim().to_owned());
+    assert!(text.starts_with("toolhost-server "), "{text}");
+    // Built from this checkout (the build script runs again when HEAD moves).
+    assert!(
+        text.contains("(commit ") && (text.contains(&head) || text.contains("unknown")),
+        "{text} vs {head}"
+    );
 }

@@ -626,6 +626,33 @@ impl Default for Restart {
     }
 }
 
+/// Copies a live SQLite journal to `to` (which must not exist), consistently, with `VACUUM INTO`:
+/// one read transaction of the whole database, which the write-ahead log lets writers go on
+/// beside. The copy is a plain, compact database that opens as a journal. Returns its size.
+///
+/// # Errors
+///
+/// Not an SQLite file URL, the journal cannot be read, or `to` exists or cannot be written.
+pub fn backup(url: &str, to: &std::path::Path) -> Result<u64, JournalError> {
+    let Some(path) = sqlite_path(url) else {
+        return Err(JournalError::UnsupportedUrl(
+            "a backup copies an SQLite file journal; for Postgres use pg_dump".into(),
+        ));
+    };
+    if to.exists() {
+        return Err(JournalError::Corrupt(format!("{} exists; a backup never overwrites", to.display())));
+    }
+    let conn = rusqlite::Connection::open_with_flags(
+        &path,
+        rusqlite::OpenFlags::SQLITE_OPEN_READ_WRITE | rusqlite::OpenFlags::SQLITE_OPEN_NO_MUTEX,
+    )
+    .map_err(|e| JournalError::Sqlite(Arc::new(e)))?;
+    conn.busy_timeout(BUSY_TIMEOUT).map_err(|e| JournalError::Sqlite(Arc::new(e)))?;
+    conn.execute("VACUUM INTO ?1", [to.to_string_lossy().as_ref()])
+        .map_err(|e| JournalError::Sqlite(Arc::new(e)))?;
+    Ok(std::fs::metadata(to).map(|m| m.len()).unwrap_or(0))
+}
+
 /// The file of a `sqlite://PATH[?…]` (or `sqlite:PATH`) URL; `None` for another URL or an
 /// in-memory database. (Its write-ahead log is `PATH-wal`, its shared memory `PATH-shm`.)
 pub fn sqlite_path(url: &str) -> Option<std::path::PathBuf> {

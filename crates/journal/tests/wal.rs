@@ -77,3 +77,48 @@ async fn the_write_ahead_log_stays_bounded_under_load() {
     let largest = largest_wal(SqliteTuning { wal_truncate_bytes: bound }, 5_000).await;
     assert!(largest < 6 * bound, "the write-ahead log reached {largest} bytes with a bound of {bound}");
 }
+
+/// A backup of the live journal under write load: writers go on, and the copy opens as a
+/// journal holding every call settled before the backup started.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_backup_under_write_load_holds_every_call_settled_before_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!("sqlite://{}", dir.path().join("journal.db").display());
+    let journal: Arc<dyn Journal> = Arc::new(SqliteJournal::open(&url).await.unwrap());
+    let settle = |journal: Arc<dyn Journal>, id: String| async move {
+        let mut attempt = common::read_call(&id, json!({"path": "a.txt"}));
+        attempt.tenant = "tenant-a".into();
+        let key = journal.propose(&attempt).await.unwrap().key;
+        assert!(journal.settle("tenant-a", &key, &common::executed(json!({"content": "x"}))).await.unwrap());
+    };
+    for i in 0..200 {
+        settle(journal.clone(), format!("before-{i}")).await;
+    }
+    let done = Arc::new(AtomicBool::new(false));
+    let writer = {
+        let (journal, done) = (journal.clone(), done.clone());
+        tokio::spawn(async move {
+            let mut i = 0;
+            while !done.load(Ordering::Relaxed) {
+                settle(journal.clone(), format!("during-{i}")).await;
+                i += 1;
+            }
+            i
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let copy = dir.path().join("backup.db");
+    let (url2, copy2) = (url.clone(), copy.clone());
+    let size = tokio::task::spawn_blocking(move || journal::backup(&url2, &copy2)).await.unwrap().unwrap();
+    done.store(true, Ordering::Relaxed);
+    let during = writer.await.unwrap();
+    assert!(size > 0 && during > 0, "writers went on during the backup ({during} calls)");
+    assert!(journal::backup(&url, &copy).is_err(), "a backup never overwrites");
+    let restored = SqliteJournal::open(&format!("sqlite://{}", copy.display())).await.unwrap();
+    let rows = restored
+        .query("tenant-a", &AttemptFilter { limit: Some(100_000), ..AttemptFilter::default() })
+        .await
+        .unwrap();
+    let before = rows.iter().filter(|row| row.call_id.starts_with("before-")).count();
+    assert_eq!(before, 200, "every call settled before the backup is in it");
+}
