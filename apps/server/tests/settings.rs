@@ -199,3 +199,31 @@ fn version_names_the_commit() {
     // Built from this checkout (the build script runs again when HEAD moves).
     assert!(text.contains(&format!("(commit {head})")), "{text} vs {head}");
 }
+
+/// The service unit in `deploy/` is one systemd accepts (`systemd-analyze verify`, with the
+/// binary this build made in place of the installed one).
+#[test]
+fn the_service_unit_verifies() {
+    let unit =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../deploy/toolhost-server.service"))
+            .unwrap();
+    assert!(
+        unit.contains("Delegate=yes")
+            && unit.contains("Restart=on-failure")
+            && unit.contains("NoNewPrivileges=yes")
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("toolhost-server.service");
+    std::fs::write(
+        &path,
+        unit.replace("/usr/local/bin/toolhost-server", env!("CARGO_BIN_EXE_toolhost-server")),
+    )
+    .unwrap();
+    let out = Command::new("systemd-analyze")
+        .arg("verify")
+        .arg(&path)
+        .output()
+        .expect("systemd-analyze is installed (.ci/run installs systemd)");
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success() && !said.contains("toolhost-server.service:"), "{said}");
+}
