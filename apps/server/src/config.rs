@@ -235,6 +235,11 @@ pub struct ServeArgs {
     /// A file of `TENANT[/ROLE[/NAME]]:SHA256HEX` lines (`#` starts a comment).
     #[arg(long, env = "TOOLHOST_API_KEYS_FILE")]
     pub api_keys_file: Option<PathBuf>,
+    /// Logs as `text` (colours only on a terminal) or `json` (one object a line, with span
+    /// fields, for a log system).
+    #[arg(long, env = "TOOLHOST_LOG_FORMAT", default_value = "text", value_parser = ["text", "json"])]
+    pub log_format: String,
+
     /// Seconds calls in flight may take to finish at shutdown before they are cancelled.
     #[arg(long, env = "TOOLHOST_SHUTDOWN_GRACE_SECS", default_value_t = 30)]
     pub shutdown_grace_secs: u64,

@@ -128,13 +128,22 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
     }
     // Logs go to stderr: on `mcp-stdio`, stdout carries the protocol. Colours only on a terminal,
     // never into a log system's files.
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()),
-        )
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        .with_writer(std::io::stderr)
-        .init();
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into());
+    if cli.serve.log_format == "json" {
+        tracing_subscriber::fmt()
+            .json()
+            .flatten_event(true)
+            .with_current_span(true)
+            .with_env_filter(filter)
+            .with_writer(std::io::stderr)
+            .init();
+    } else {
+        tracing_subscriber::fmt()
+            .with_env_filter(filter)
+            .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+            .with_writer(std::io::stderr)
+            .init();
+    }
     if let Some(Command::McpStdio { working_directory, approval_mode }) = cli.command {
         return mcp_stdio(cli.serve, working_directory, approval_mode).await;
     }

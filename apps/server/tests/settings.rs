@@ -227,3 +227,29 @@ fn the_service_unit_verifies() {
     let said = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success() && !said.contains("toolhost-server.service:"), "{said}");
 }
+
+/// `--log-format json`: every line a log system reads is one JSON object with its level.
+#[tokio::test]
+async fn json_logs_are_one_object_a_line() {
+    let port = free_port();
+    let setup = setup(port, "log-format = \"json\"");
+    let mut child = server()
+        .env("RUST_LOG", "info")
+        .arg("--config")
+        .arg(&setup.file)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    assert!(wait_up(&format!("http://127.0.0.1:{port}")).await);
+    child.kill().unwrap();
+    let out = child.wait_with_output().unwrap();
+    let text = String::from_utf8_lossy(&out.stderr);
+    let lines: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
+    assert!(!lines.is_empty(), "the server logged at start");
+    for line in lines {
+        let object: serde_json::Value = serde_json::from_str(line).unwrap_or_else(|e| panic!("{e}: {line}"));
+        assert!(object["level"].is_string() && object["timestamp"].is_string(), "{line}");
+    }
+    assert!(text.contains("toolhost-server listening"), "{text}");
+}
