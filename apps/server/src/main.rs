@@ -82,7 +82,9 @@ fn check_config(cli: &Cli, matches: &clap::ArgMatches) -> anyhow::Result<()> {
         } else {
             "keys given".to_owned()
         };
-        Ok(format!("journal: {database}; {tenants}"))
+        // What this kernel enforces for commands (the start-up log says whether the default holds).
+        let support = sandbox::Support::probe();
+        Ok(format!("journal: {database}; {tenants}; the kernel's sandbox: {support}"))
     })();
     println!("{}", toolhost_server::settings::effective(matches));
     match checked {

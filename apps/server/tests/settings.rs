@@ -160,7 +160,7 @@ fn check_config_prints_the_effective_settings_masked_and_says_what_fails() {
     assert!(text.contains("api-key = \"****\"") && text.contains("database-url = \"****\""), "{text}");
     assert!(!text.contains("key-acme") && !text.contains("sqlite://"), "secrets stay masked: {text}");
     assert!(text.contains("approval-timeout-secs = \"600\"  # default"), "{text}");
-    assert!(text.contains("# ok:"), "{text}");
+    assert!(text.contains("# ok:") && text.contains("the kernel's sandbox:"), "{text}");
     // An environment variable wins over the file.
     let out = server()
         .env("TOOLHOST_COMMAND_MAX_PROCESSES", "96")

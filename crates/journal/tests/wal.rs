@@ -122,3 +122,23 @@ async fn a_backup_under_write_load_holds_every_call_settled_before_it() {
     let before = rows.iter().filter(|row| row.call_id.starts_with("before-")).count();
     assert_eq!(before, 200, "every call settled before the backup is in it");
 }
+
+/// A journal migrated by a newer version (a migration this build does not know) is refused at
+/// open, naming the migration, rather than misread.
+#[tokio::test]
+async fn a_journal_newer_than_this_build_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("journal.db");
+    let url = format!("sqlite://{}", path.display());
+    drop(SqliteJournal::open(&url).await.unwrap());
+    let conn = rusqlite::Connection::open(&path).unwrap();
+    conn.execute(
+        "INSERT INTO _sqlx_migrations (version, description, installed_on, success, checksum, execution_time) \
+         VALUES (29991231000000, 'from a newer toolhost', CURRENT_TIMESTAMP, 1, x'00', 0)",
+        [],
+    )
+    .unwrap();
+    drop(conn);
+    let error = SqliteJournal::open(&url).await.err().expect("a newer journal is refused");
+    assert!(error.to_string().contains("29991231000000"), "{error}");
+}
