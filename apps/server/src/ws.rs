@@ -131,7 +131,12 @@ async fn serve_device(state: Arc<AppState>, tenant: String, socket: WebSocket) {
                     if sink.send(Message::Ping(Vec::new().into())).await.is_err() { break }
                 }
                 () = state.closing.cancelled() => {
-                    let _ = sink.send(Message::Close(None)).await;
+                    // "Going away": the device reconnects (to another instance, behind a balancer).
+                    let frame = axum::extract::ws::CloseFrame {
+                        code: axum::extract::ws::close_code::AWAY,
+                        reason: "the server is shutting down".into(),
+                    };
+                    let _ = sink.send(Message::Close(Some(frame))).await;
                     break;
                 }
             }

@@ -418,3 +418,27 @@ async fn a_device_cannot_be_raced_out_of_its_folder() {
     device.await.unwrap();
     server.stop().await;
 }
+
+/// At shutdown a device is told the server is going away (close code 1001 with the reason), so
+/// it reconnects — to another instance behind a balancer — instead of guessing at a lost link.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_device_is_told_when_the_server_shuts_down() {
+    use futures::StreamExt as _;
+    use tokio_tungstenite::tungstenite::Message;
+    let server = TestServer::start().await;
+    let mut socket = raw_device(&server.base, None, "laptop", &["local-system"]).await;
+    wait_for_device(&server, "laptop").await;
+    let stopping = tokio::spawn(server.stop());
+    loop {
+        match tokio::time::timeout(Duration::from_secs(15), socket.next()).await.expect("a frame in time") {
+            Some(Ok(Message::Close(Some(frame)))) => {
+                assert_eq!(u16::from(frame.code), 1001);
+                assert!(frame.reason.contains("shutting down"), "{}", frame.reason);
+                break;
+            }
+            Some(Ok(Message::Ping(_) | Message::Pong(_) | Message::Text(_))) => {}
+            other => panic!("not told: {other:?}"),
+        }
+    }
+    stopping.await.unwrap();
+}
