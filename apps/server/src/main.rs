@@ -170,7 +170,28 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
     let listener =
         tokio::net::TcpListener::bind(listen).await.with_context(|| format!("listening on {listen}"))?;
     tracing::info!(address = %listener.local_addr()?, open = state.keys.is_open(), "toolhost-server listening");
+    // The journal is open, the sandbox probed, the port bound: what `/readyz` checks holds, so a
+    // service manager waiting for readiness (systemd `Type=notify`) may send traffic now.
+    notify_ready();
     toolhost_server::serve(state, listener, shutdown_signal()).await
+}
+
+/// Tells systemd (or any manager that set `NOTIFY_SOCKET`) the server is ready; nothing without
+/// one. A path starting with `@` is an abstract socket, as systemd's protocol says.
+fn notify_ready() {
+    use std::os::linux::net::SocketAddrExt as _;
+    let Some(target) = std::env::var_os("NOTIFY_SOCKET") else { return };
+    let target = target.to_string_lossy().into_owned();
+    let address = match target.strip_prefix('@') {
+        Some(name) => std::os::unix::net::SocketAddr::from_abstract_name(name.as_bytes()),
+        None => std::os::unix::net::SocketAddr::from_pathname(&target),
+    };
+    let sent = address.and_then(|address| {
+        std::os::unix::net::UnixDatagram::unbound()?.send_to_addr(b"READY=1\nSTATUS=serving\n", &address)
+    });
+    if let Err(error) = sent {
+        tracing::warn!(%error, socket = %target, "could not tell the service manager the server is ready");
+    }
 }
 
 /// One local MCP client over stdin and stdout.

@@ -253,3 +253,32 @@ async fn json_logs_are_one_object_a_line() {
     }
     assert!(text.contains("toolhost-server listening"), "{text}");
 }
+
+/// Readiness for systemd (`Type=notify`): `READY=1` comes once the server serves, and `/readyz`
+/// answers ready at that moment.
+#[tokio::test]
+async fn the_server_tells_systemd_when_it_is_ready() {
+    let port = free_port();
+    let setup = setup(port, "");
+    let socket_path = setup.root.join("notify.sock");
+    let socket = std::os::unix::net::UnixDatagram::bind(&socket_path).unwrap();
+    socket.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+    let mut child = server()
+        .env("NOTIFY_SOCKET", &socket_path)
+        .arg("--config")
+        .arg(&setup.file)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut message = [0u8; 256];
+    let size = socket.recv(&mut message).expect("READY=1 within 30 s");
+    let message = String::from_utf8_lossy(&message[..size]).into_owned();
+    assert!(message.lines().any(|line| line == "READY=1"), "{message}");
+    let client = reqwest::Client::builder().no_proxy().build().unwrap();
+    let ready =
+        client.get(format!("http://127.0.0.1:{port}/readyz")).bearer_auth("key-acme").send().await.unwrap();
+    assert_eq!(ready.status().as_u16(), 200, "ready when it said so");
+    child.kill().unwrap();
+    child.wait().unwrap();
+}
