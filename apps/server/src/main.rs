@@ -63,9 +63,13 @@ fn check_config(cli: &Cli, matches: &clap::ArgMatches) -> anyhow::Result<()> {
         let url = args.database_url()?;
         // SQLite: the folder it lives in must be there to make it (nothing is created here);
         // Postgres: the server must answer.
-        let database = if let Some(path) = url.strip_prefix("sqlite://") {
-            let path = std::path::Path::new(path.split('?').next().unwrap_or(path));
-            let folder = path.parent().unwrap_or(std::path::Path::new("."));
+        let database = if url.starts_with("sqlite:") && journal::sqlite_path(&url).is_none() {
+            "SQLite in memory (nothing is kept)".to_owned()
+        } else if let Some(path) = journal::sqlite_path(&url) {
+            let folder = match path.parent() {
+                Some(folder) if !folder.as_os_str().is_empty() => folder.to_path_buf(),
+                _ => std::path::PathBuf::from("."),
+            };
             anyhow::ensure!(folder.is_dir(), "the journal's folder {} does not exist", folder.display());
             format!("SQLite at {}", path.display())
         } else {

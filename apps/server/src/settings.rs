@@ -105,8 +105,11 @@ fn values_of(path: &Path, key: &str, value: &toml::Value) -> anyhow::Result<Vec<
             toml::Value::Table(table)
                 if table.len() == 1 && table.get("file").is_some_and(toml::Value::is_str) =>
             {
-                let file = table["file"].as_str().unwrap_or_default();
-                std::fs::read_to_string(file)
+                // Relative to the configuration file's folder, as a reader of the file expects.
+                let named = table["file"].as_str().unwrap_or_default();
+                let file = path.parent().unwrap_or(Path::new(".")).join(named);
+                let file = file.display().to_string();
+                std::fs::read_to_string(&file)
                     .with_context(|| format!("reading `{key}` from {file} (named in {})", path.display()))?
                     .trim()
                     .to_owned()
@@ -141,7 +144,7 @@ fn distance(a: &str, b: &str) -> usize {
 }
 
 /// Settings whose values are secrets: shown masked.
-const SECRETS: &[&str] = &["api-key", "database-url", "redis-url"];
+const SECRETS: &[&str] = &["api-key", "database-url", "redis-url", "command-set-env"];
 
 /// The effective settings, one `name = value` a line, secrets masked; defaults marked.
 pub fn effective(matches: &ArgMatches) -> String {

@@ -294,6 +294,50 @@ fn a_reason_starting_with_a_choice_key_is_never_taken_as_that_key() {
     );
 }
 
+/// The review's cases: Esc drops a choice key instead of letting the timer take it; keys in the
+/// journal or console are theirs, not answers; the next queued question gets its own grace; a
+/// completion left over after Ctrl-U cannot put the cursor past the text.
+#[test]
+fn a_choice_is_dropped_by_esc_panes_keep_their_keys_and_each_question_gets_its_grace() {
+    let mut app = new_app();
+    app.choice_window = Duration::from_secs(60);
+    app.running = true;
+    app.ask(question("q1", "make"));
+    assert_eq!(app.on_key(key(KeyCode::Char('y'))), None);
+    assert_eq!(app.on_key(key(KeyCode::Esc)), None, "Esc drops the choice (and does not cancel the turn)");
+    app.choice_window = Duration::ZERO;
+    assert_eq!(app.commit_due(), None, "nothing left for the timer to take");
+    assert_eq!(app.approvals.len(), 1);
+
+    // In the journal, `s` is its status filter, not "allow for this session".
+    app.view = toolhost::ui::View::Journal;
+    let command = app.on_key(key(KeyCode::Char('s')));
+    assert!(!matches!(command, Some(Command::Decide { .. })), "{command:?}");
+    assert!(draw(&app).contains("Esc back to the conversation to answer"));
+    app.view = toolhost::ui::View::Chat;
+
+    // Answered: the next question's grace starts now, not when it was queued.
+    app.ask(question("q2", "make"));
+    app.question_grace = Duration::from_millis(600);
+    app.approvals[0].arrived -= Duration::from_secs(5);
+    app.approvals[1].arrived -= Duration::from_secs(5);
+    app.last_typed = None;
+    assert!(matches!(app.on_key(key(KeyCode::Char('y'))), Some(Command::Decide { .. })));
+    assert_eq!(app.on_key(key(KeyCode::Char('y'))), None, "too soon for the next question");
+    assert_eq!(app.approvals.len(), 1);
+
+    // A completion cleared with its text cannot leave the cursor past it.
+    let mut typing = new_app();
+    typing.files = vec!["src/lib.rs".into()];
+    type_text(&mut typing, "look at @sr");
+    assert!(typing.completion.is_some());
+    typing.on_key(ctrl('u'));
+    typing.on_key(key(KeyCode::Tab));
+    typing.on_key(key(KeyCode::Backspace));
+    assert!(typing.cursor <= typing.input.chars().count());
+    draw(&typing);
+}
+
 #[test]
 fn a_question_ignores_keys_typed_as_it_appears_and_while_the_prompt_has_text() {
     let mut app = App::new("m", "/f", ApprovalMode::Manual, "s");

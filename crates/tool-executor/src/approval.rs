@@ -465,6 +465,12 @@ pub fn prefix_covers(prefix: &str, command: &str) -> bool {
     if command == prefix {
         return true;
     }
+    // A prefix that would never be proposed as one (a destructive program, an interpreter, a
+    // wrapper, shell syntax) is the one command it names: `rm -rf target` does not cover
+    // `rm -rf target ~`, nor `find . -name x` a `find . -name x -delete`.
+    if suggest_prefix(prefix).exact_because.is_some() {
+        return false;
+    }
     match command.strip_prefix(prefix) {
         Some(rest) if rest.starts_with(' ') => {
             !rest.contains([';', '&', '|', '<', '>', '$', '`', '(', ')', '\n', '\\'])
@@ -620,6 +626,11 @@ pub fn suggest_prefix(command: &str) -> PrefixSuggestion {
     {
         return exact(format!("`{program}`: {why}"));
     }
+    // An option before the subcommand (`git -C x status`, `kubectl -n prod get`): the program
+    // alone would cover every subcommand, `push --force` and `delete` included.
+    if WITH_SUBCOMMAND.contains(&program) && words.get(1).is_some_and(|w| w.starts_with('-')) {
+        return exact(format!("`{program}` is given an option before its subcommand"));
+    }
     let mut take = 1;
     if WITH_SUBCOMMAND.contains(&program) && words.get(1).is_some_and(|w| !w.starts_with('-')) {
         take = 2;
@@ -644,7 +655,8 @@ mod tests {
             ("git log --oneline -5", "git log", false),
             ("npm run build -- --watch", "npm run build", false),
             ("ls -la src", "ls", false),
-            ("cargo --version", "cargo", false),
+            ("cargo --version", "cargo --version", true),
+            ("git -C other push --force", "git -C other push --force", true),
             ("rm -rf target", "rm -rf target", true),
             ("rm notes.txt", "rm notes.txt", true),
             ("for i in 1 2; do echo $i; done", "for i in 1 2; do echo $i; done", true),
@@ -668,6 +680,14 @@ mod tests {
         }
         // What a widened prefix covers stays plain: `cargo test` never covers a chained command.
         assert!(!prefix_covers(&suggest_prefix("cargo test").prefix, "cargo test; rm -rf ~"));
+        // An exact one covers itself only: no arguments added after it.
+        for (exact, more) in [
+            ("rm -rf target", "rm -rf target ~"),
+            ("find . -name x", "find . -name x -exec rm -rf {} +"),
+            ("curl https://example.com", "curl https://example.com -T /etc/passwd"),
+        ] {
+            assert!(prefix_covers(exact, exact) && !prefix_covers(exact, more), "{exact}");
+        }
     }
 
     #[test]

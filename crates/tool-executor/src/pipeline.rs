@@ -1369,6 +1369,18 @@ impl Executor {
                 match &decision {
                     // For a command, a session grant covers a prefix (this command by default), never
                     // every command for the rest of the session.
+                    // "This command for the session": that command word for word, not it with
+                    // more arguments (`rm -rf target` must not cover `rm -rf target ~`).
+                    Decision::AllowSession { argument_prefix: None }
+                    | Decision::AllowAlways { argument_prefix: None }
+                        if session.project().is_empty()
+                            || matches!(decision, Decision::AllowSession { .. }) =>
+                    {
+                        match command {
+                            Some(command) => session.grant_exact(&call.tool, &call.api, command),
+                            None => session.grant(&call.tool, &call.api, None),
+                        }
+                    }
                     Decision::AllowSession { argument_prefix } => {
                         session.grant(&call.tool, &call.api, grant_prefix(argument_prefix, command));
                     }

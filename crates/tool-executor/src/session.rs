@@ -174,6 +174,8 @@ pub(crate) struct Grant {
     api: String,
     /// For commands: only those this prefix covers.
     prefix: Option<String>,
+    /// The prefix is the whole command: only it, word for word.
+    exact: bool,
 }
 
 /// Where a session's file calls may open files: its working directory and temp folder, the
@@ -349,6 +351,7 @@ impl Session {
                 && grant.api == api
                 && match (&grant.prefix, command) {
                     (None, _) => true,
+                    (Some(exact), Some(command)) if grant.exact => exact == command.trim(),
                     (Some(prefix), Some(command)) => crate::approval::prefix_covers(prefix, command),
                     (Some(_), None) => false,
                 }
@@ -356,7 +359,16 @@ impl Session {
     }
 
     pub(crate) fn grant(&self, tool: &str, api: &str, prefix: Option<String>) {
-        let grant = Grant { tool: tool.to_owned(), api: api.to_owned(), prefix };
+        self.add_grant(Grant { tool: tool.to_owned(), api: api.to_owned(), prefix, exact: false });
+    }
+
+    /// A grant of this one command only: the same command again, never it with more arguments.
+    pub(crate) fn grant_exact(&self, tool: &str, api: &str, command: &str) {
+        let prefix = Some(command.trim().to_owned());
+        self.add_grant(Grant { tool: tool.to_owned(), api: api.to_owned(), prefix, exact: true });
+    }
+
+    fn add_grant(&self, grant: Grant) {
         let mut grants = self.grants.lock().unwrap_or_else(|p| p.into_inner());
         if !grants.contains(&grant) {
             grants.push(grant);

@@ -227,3 +227,41 @@ async fn an_approved_outside_file_replaced_before_the_call_runs_is_not_read() {
     assert!(!read.output.content.contains("something else"), "{}", read.output.content);
     assert!(read.output.content.contains("not the file that was approved"), "{}", read.output.content);
 }
+
+/// "This command for this session" grants that command word for word: the same command runs
+/// without asking again, the same command with more arguments is asked about.
+#[tokio::test]
+async fn a_session_grant_of_a_command_is_that_command_only() {
+    let executor = executor();
+    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let session = open(&executor, dir.path(), ApprovalMode::Manual);
+    let mut events = session.subscribe();
+    let broker = executor.local_broker().unwrap().clone();
+    let answers = tokio::spawn(async move {
+        let mut asked = Vec::new();
+        while let Ok(event) = events.recv().await {
+            if let Event::PermissionRequested { approval_id, call_id, .. } = event {
+                asked.push(call_id.clone());
+                let decision = if call_id == "c1" {
+                    Decision::AllowSession { argument_prefix: None }
+                } else {
+                    Decision::Deny
+                };
+                broker.decide("t", &approval_id, Decided { decision, by: Some("me".into()) }).unwrap();
+                if asked.len() == 2 {
+                    return asked;
+                }
+            }
+        }
+        asked
+    });
+    let run = |id: &str, command: &str| call(id, "runCommand", serde_json::json!({"command": command}));
+    let first = executor.execute(&session, None, run("c1", "touch granted.txt")).await;
+    assert_eq!(first.status, AttemptStatus::Executed, "{}", first.output.content);
+    let again = executor.execute(&session, None, run("c2", "touch granted.txt")).await;
+    assert_eq!(again.status, AttemptStatus::Executed, "the same command is not asked again");
+    let more = executor.execute(&session, None, run("c3", "touch granted.txt extra.txt")).await;
+    assert_eq!(more.status, AttemptStatus::Denied, "more arguments are asked about: {}", more.output.content);
+    assert_eq!(answers.await.unwrap(), ["c1", "c3"]);
+    assert!(!dir.path().join("extra.txt").exists());
+}

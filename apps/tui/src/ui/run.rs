@@ -398,6 +398,13 @@ where
                             Err(error) => app.notice(format!("compacting failed, the conversation is kept: {error}"), true),
                         }
                         save_transcript(&context, &session_id, &mut app, messages);
+                        // What was typed meanwhile goes now, as after a turn.
+                        if let Some(Command::Submit(text)) = app.take_queued() {
+                            let token = CancellationToken::new();
+                            cancel = Some(token.clone());
+                            let text = attach_files(&context.folder, &mut app, &text);
+                            let _ = to_agent.send(ToAgent::Turn(text, token));
+                        }
                     }
                     FromAgent::Done(outcome, messages) => {
                         app.finish(&outcome);
@@ -426,7 +433,11 @@ where
                         app.journal.selected = app.journal.selected.min(len.saturating_sub(1));
                     }
                     FromPane::Failed(error) => app.notice(error, true),
-                    FromPane::Files(files) => app.files = files,
+                    FromPane::Files(files) => {
+                        app.files = files;
+                        // An `@` typed before the list came is offered its files now.
+                        app.update_completion();
+                    }
                     FromPane::Trusted(instructions) => {
                         app.notice(format!("{} is trusted from now on", context.folder.display()), false);
                         for (text, warning) in instructions.describe() {

@@ -442,6 +442,13 @@ impl App {
                     && matches!(&self.cells[index], Cell::Assistant { .. })
                 {
                     self.cells.truncate(index);
+                    // Nothing may point past the cells that are left.
+                    if self.selected.is_some_and(|selected| selected >= index) {
+                        self.selected = None;
+                    }
+                    if matches!(self.view, View::Pager { cell, .. } if cell >= index) {
+                        self.view = View::Chat;
+                    }
                 }
                 self.streaming_calls.clear();
                 self.notice(format!("retrying (try {attempt} in {delay_ms} ms): {reason}"), true);
@@ -685,6 +692,11 @@ impl App {
         }
         let pane = matches!(self.view, View::Console | View::Journal);
         if ctrl && key.code == KeyCode::Char('c') || esc && (!pane || self.answering.is_some()) {
+            self.completion = None;
+            // A choice key just pressed is dropped, never taken later by the timer.
+            if self.pending_choice.take().is_some() {
+                return None;
+            }
             // Out of a field the question box opened, back to its choices.
             if self.answering.is_some() {
                 self.answering = None;
@@ -711,6 +723,7 @@ impl App {
         }
         self.clear_armed = None;
         if ctrl {
+            self.completion = None;
             return match key.code {
                 // A new line in every terminal (Shift-Enter needs one that reports it).
                 KeyCode::Char('j') if self.view == View::Chat => {
@@ -744,7 +757,11 @@ impl App {
                 _ => None,
             };
         }
-        if let Some(command) = self.on_question_key(key) {
+        // Questions take keys in the conversation only: in the console and the journal, `s` or
+        // `y` are a filter or a value, never an answer (the box says to go back to answer).
+        if self.view == View::Chat
+            && let Some(command) = self.on_question_key(key)
+        {
             return command;
         }
         if self.view == View::Console {
@@ -780,7 +797,9 @@ impl App {
             match key.code {
                 KeyCode::Tab => {
                     let (choice, _) = completion.items[completion.selected].clone();
-                    let start = completion.start;
+                    let length = self.input.chars().count();
+                    self.cursor = self.cursor.min(length);
+                    let start = completion.start.min(self.cursor);
                     let (from, to) = (self.byte_at(start), self.byte_at(self.cursor));
                     let replacement = format!("{choice} ");
                     self.input.replace_range(from..to, &replacement);
@@ -878,11 +897,11 @@ impl App {
                     self.pending_choice = None;
                     return Some(self.choose(choice));
                 }
-                KeyCode::Esc => {
+                // Anything else (Esc, Backspace, an arrow…) drops the choice.
+                _ => {
                     self.pending_choice = None;
                     return Some(None);
                 }
-                _ => return Some(None),
             }
         }
         if let Some(field) = &mut self.answering {
@@ -918,6 +937,10 @@ impl App {
             return Some(Some(self.decided(id, decision)));
         }
         let draft = !self.input.is_empty();
+        // Over a draft whose word is being completed, Tab completes it.
+        if key.code == KeyCode::Tab && draft && !self.question_focus && self.completion.is_some() {
+            return None;
+        }
         if key.code == KeyCode::Tab {
             // Over a draft, Tab moves to the question (the draft is kept); on the question, it
             // opens the reason field.
@@ -937,6 +960,8 @@ impl App {
             return if key.code == KeyCode::Enter { Some(None) } else { None };
         };
         let quiet = self.last_typed.is_none_or(|at| at.elapsed() >= self.question_grace);
+        // Keys the box takes count as typing too: a choice must follow a pause in all typing.
+        self.last_typed = Some(std::time::Instant::now());
         if pending.arrived.elapsed() < self.question_grace || !quiet {
             self.question_hint =
                 Some("that key came as the question appeared or amid typing: press it again");
@@ -993,7 +1018,13 @@ impl App {
     fn decided(&mut self, approval_id: String, decision: Decision) -> Command {
         self.question_focus = false;
         self.question_hint = None;
-        if let Some(pending) = self.approvals.pop_front() {
+        self.pending_choice = None;
+        let answered = self.approvals.pop_front();
+        // The next question is new to the person now: its grace starts now.
+        if let Some(next) = self.approvals.front_mut() {
+            next.arrived = std::time::Instant::now();
+        }
+        if let Some(pending) = answered {
             let what = format!("{}/{}", pending.request.tool, pending.request.api);
             let said = match &decision {
                 Decision::AllowOnce => "allowed once".to_owned(),

@@ -70,10 +70,11 @@ pub fn render(app: &App, frame: &mut Frame<'_>) {
             .border_style(Style::default().fg(Color::Yellow))
             .title(title);
         frame.render_widget(Clear, question_area);
-        frame.render_widget(
-            Paragraph::new(wrap_all(lines, question_area.width.saturating_sub(2))).block(block),
-            question_area,
+        let lines = fit_question(
+            wrap_all(lines, question_area.width.saturating_sub(2)),
+            usize::from(question_area.height.saturating_sub(2)),
         );
+        frame.render_widget(Paragraph::new(lines).block(block), question_area);
     }
     render_input(app, frame, input_area);
     frame.render_widget(Paragraph::new(status_line(app)), status_area);
@@ -381,7 +382,12 @@ fn question_lines(app: &App, pending: &super::state::Pending) -> Vec<Line<'stati
             ] {
                 lines.push(Line::from(vec![Span::styled(format!("{k} "), key), Span::raw(text)]));
             }
-            if !app.input.is_empty() && !app.question_focus {
+            if app.view != View::Chat {
+                lines.push(Line::styled(
+                    "Esc back to the conversation to answer",
+                    Style::default().fg(Color::Magenta),
+                ));
+            } else if !app.input.is_empty() && !app.question_focus {
                 lines.push(Line::styled(
                     "your draft keeps the keys: Tab answers this question (the draft is kept)",
                     Style::default().fg(Color::Magenta),
@@ -393,6 +399,24 @@ fn question_lines(app: &App, pending: &super::state::Pending) -> Vec<Line<'stati
         lines.push(Line::styled(hint, Style::default().fg(Color::Magenta)));
     }
     lines
+}
+
+/// A question's lines in `height` rows: when they do not fit, the middle gives way, so the head
+/// (what would run) and the end (why, and the keys) both stay in view.
+fn fit_question(lines: Vec<Line<'static>>, height: usize) -> Vec<Line<'static>> {
+    if lines.len() <= height || height < 3 {
+        return lines;
+    }
+    let tail = (height - 1) / 2 + 1;
+    let head = height - 1 - tail;
+    let hidden = lines.len() - head - tail;
+    let mut out: Vec<Line<'static>> = lines[..head].to_vec();
+    out.push(Line::styled(
+        format!("… {hidden} more lines (Ctrl-P on the call's card shows it whole)"),
+        Style::default().add_modifier(Modifier::DIM),
+    ));
+    out.extend(lines[lines.len() - tail..].iter().cloned());
+    out
 }
 
 fn render_pager(lines: Vec<Line<'static>>, scroll: usize, keys: &str, frame: &mut Frame<'_>, area: Rect) {
