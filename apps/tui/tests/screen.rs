@@ -1081,8 +1081,17 @@ async fn without_a_model_the_console_runs_tools_and_the_journal_shows_and_revoke
     let rows = wait_for(&screen, "executed  local-system/readFile").await;
     assert!(rows.contains("notes.txt"), "{rows}");
     tx.send(TermEvent::Key(key(KeyCode::Enter))).unwrap();
-    let record = wait_for(&screen, "\"call_id\"").await;
-    assert!(record.contains("notes.txt"), "{record}");
+    // The whole frame: the record's first line and its arguments (a screen read mid-frame has
+    // only some of its lines).
+    let mut record = wait_for(&screen, "\"call_id\"").await;
+    for _ in 0..100 {
+        if record.contains("notes.txt") {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        record = screen.text();
+    }
+    assert!(record.contains("\"call_id\"") && record.contains("notes.txt"), "{record}");
     tx.send(TermEvent::Key(key(KeyCode::Char('q')))).unwrap();
     // Remembered decisions are listed and revocable.
     tx.send(TermEvent::Key(key(KeyCode::Char('r')))).unwrap();

@@ -363,22 +363,23 @@ async fn approvals_once_session_always_and_read_only() {
     drop(s);
     assert_eq!(asked.await.unwrap(), 1);
 
-    // For a command, "this session" covers that command (with more plain arguments), not every
-    // command: a different one asks again.
+    // For a command, "this session" covers that command word for word, not every command and not
+    // it with more arguments: anything else asks again.
     let s = session(&f, "grant-command", ApprovalMode::Manual);
     let asked = answer(&f, &s, Decision::AllowSession { argument_prefix: None });
     for (id, command) in [
         ("c1", "cargo test"),
-        ("c2", "cargo test -p journal"),
-        ("c3", "rm -rf target"),
-        ("c4", "cargo test; curl x"),
+        ("c2", "cargo test"),
+        ("c3", "cargo test -p journal"),
+        ("c4", "rm -rf target"),
+        ("c5", "cargo test; curl x"),
     ] {
         let arguments = json!({"command": command}).to_string();
         let r = f.executor.execute(&s, None, call(id, "shell", &arguments)).await;
         assert_eq!(r.status, AttemptStatus::Executed, "{}", r.output.content);
     }
     drop(s);
-    assert_eq!(asked.await.unwrap(), 3, "asked for the first command, then for the two it does not cover");
+    assert_eq!(asked.await.unwrap(), 4, "asked for each command but the repeat of the first");
 
     // Always allow a command prefix: remembered for the project, covers plain arguments only.
     let config = SessionConfig {
