@@ -262,7 +262,8 @@ pub enum Decision {
     /// Run this call.
     AllowOnce,
     /// Run this and later calls of the same API in this session; for commands, only those that
-    /// start with `argument_prefix` (default: this very command), as "always" does.
+    /// start with `argument_prefix`, as "always" does — or, without one, this very command word
+    /// for word (not it with more arguments).
     AllowSession {
         /// For commands: the prefix allowed for the rest of the session (`cargo test`).
         #[serde(default)]
