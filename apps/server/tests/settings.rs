@@ -5,9 +5,9 @@
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
-}
+mod common;
+
+use common::{free_port, wait_healthy as wait_up};
 
 /// The binary with a clean environment (no `TOOLHOST_*` of the machine running the tests).
 fn server() -> Command {
@@ -54,17 +54,6 @@ fn setup(port: u16, extra: &str) -> Setup {
     )
     .unwrap();
     Setup { _dir: dir, root, file }
-}
-
-async fn wait_up(base: &str) -> bool {
-    let client = reqwest::Client::builder().no_proxy().build().unwrap();
-    for _ in 0..400 {
-        if client.get(format!("{base}/healthz")).send().await.is_ok() {
-            return true;
-        }
-        tokio::time::sleep(Duration::from_millis(25)).await;
-    }
-    false
 }
 
 #[tokio::test]

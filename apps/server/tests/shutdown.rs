@@ -7,9 +7,9 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
-}
+mod common;
+
+use common::{free_port, wait_healthy};
 
 struct Running {
     child: std::process::Child,
@@ -36,14 +36,9 @@ async fn start() -> Running {
         .spawn()
         .unwrap();
     let base = format!("http://127.0.0.1:{port}");
+    assert!(wait_healthy(&base).await, "the server did not start");
     let client = reqwest::Client::builder().no_proxy().build().unwrap();
-    for _ in 0..400 {
-        if client.get(format!("{base}/healthz")).send().await.is_ok() {
-            return Running { child, base, client, work, _state: state };
-        }
-        tokio::time::sleep(Duration::from_millis(25)).await;
-    }
-    panic!("the server did not start");
+    Running { child, base, client, work, _state: state }
 }
 
 impl Running {

@@ -79,8 +79,15 @@ pub struct Attached {
     pub skipped: Vec<String>,
 }
 
-/// Attaches every `@path` of `message` that names a text file inside `folder`.
+/// Attaches every `@path` of `message` that names a text file inside `folder`. Each is opened
+/// once beneath a handle on the folder (the runtime's `Opener`, nothing outside it), so a link
+/// cannot lead the read elsewhere.
 pub fn expand(folder: &Path, message: &str) -> Attached {
+    let opener = computer_runtime::beneath::Opener::new(&tool_core::FileBoundary {
+        roots: vec![tool_core::FileRoot::read_only(folder)],
+        outside: tool_core::OutsideFiles::Refuse,
+        ..tool_core::FileBoundary::default()
+    });
     let mut out = Attached { text: message.to_owned(), ..Attached::default() };
     let mut total = 0;
     let mut seen: Vec<String> = Vec::new();
@@ -91,17 +98,16 @@ pub fn expand(folder: &Path, message: &str) -> Attached {
             continue;
         }
         seen.push(named.to_owned());
-        let path = folder.join(named);
-        let inside = path.canonicalize().ok().filter(|real| real.starts_with(folder) && real.is_file());
-        let Some(real) = inside else {
-            if path.exists() {
+        let path = computer_runtime::scope::lexical(&folder.join(named));
+        let bytes = match opener.read_prefix(&path, TOTAL_LIMIT + 1) {
+            Ok(bytes) => bytes,
+            // A word that only looks like a path (`@team`) is left as it is.
+            Err(computer_runtime::ComputerError::NotFound { .. }) => continue,
+            Err(_) if !path.starts_with(folder) || std::fs::symlink_metadata(&path).is_ok() => {
                 out.skipped.push(format!("@{named}: not a file inside this folder"));
+                continue;
             }
-            continue;
-        };
-        let Ok(bytes) = std::fs::read(&real) else {
-            out.skipped.push(format!("@{named}: cannot be read"));
-            continue;
+            Err(_) => continue,
         };
         let Ok(text) = String::from_utf8(bytes) else {
             out.skipped.push(format!("@{named}: not text"));
@@ -118,7 +124,7 @@ pub fn expand(folder: &Path, message: &str) -> Attached {
             end -= 1;
         }
         let cut = if end < text.len() {
-            format!("\n[… {} more bytes left out; read the file for the rest]", text.len() - end)
+            format!("\n[… the rest ({} bytes shown) was left out; read the file for it]", end)
         } else {
             String::new()
         };
@@ -156,6 +162,11 @@ mod tests {
         assert!(attached.text.starts_with("explain @src/lib.rs, and @../outside-secret.txt please\n\n<file path=\"src/lib.rs\">\npub fn answer()"));
         assert!(!attached.text.contains("secret\n"), "{}", attached.text);
         assert_eq!(attached.skipped, ["@../outside-secret.txt: not a file inside this folder"]);
+        // A link inside that leads out is not followed out.
+        std::os::unix::fs::symlink(&outside, root.join("peek.txt")).unwrap();
+        let linked = expand(&root, "see @peek.txt");
+        assert!(linked.files.is_empty() && !linked.text.contains("secret"), "{linked:?}");
+        assert_eq!(linked.skipped, ["@peek.txt: not a file inside this folder"]);
         std::fs::remove_file(outside).ok();
     }
 }

@@ -39,8 +39,9 @@ use crate::error::ComputerError;
 pub struct Opener {
     pinned: Arc<Pinned>,
     outside: OutsideFiles,
-    /// The files a person approved for this call, by device and inode.
-    approved: Arc<[tool_core::ApprovedFile]>,
+    /// The files a person approved for this call, by device and inode (usually none: an empty
+    /// `Vec` costs no allocation on each file call).
+    approved: Vec<tool_core::ApprovedFile>,
 }
 
 impl std::fmt::Debug for Opener {
@@ -131,7 +132,7 @@ impl Opener {
             .ok()
             .and_then(|any| any.downcast_ref::<Arc<Pinned>>().cloned())
             .unwrap_or_else(|| Arc::new(Pinned::of(boundary)));
-        Self { pinned, outside: boundary.outside, approved: boundary.approved.clone().into() }
+        Self { pinned, outside: boundary.outside, approved: boundary.approved.clone() }
     }
 
     /// An opener with one writable root and nothing protected (tests, benches, tools that work
@@ -142,6 +143,31 @@ impl Opener {
             ..FileBoundary::default()
         };
         Self::new(&boundary)
+    }
+
+    /// The first `limit` bytes of the regular file at `path`, opened once beneath the roots (for
+    /// a front end that reads a file a person named, such as an `@path` in a prompt).
+    ///
+    /// # Errors
+    ///
+    /// As [`Opener::open`], and a path that is not a regular file.
+    pub fn read_prefix(&self, path: &Path, limit: usize) -> Result<Vec<u8>, ComputerError> {
+        use std::io::Read as _;
+        let fd = self.open(path, OFlags::RDONLY)?;
+        let stat = rustix::fs::fstat(&fd).map_err(|e| ComputerError::io(path, e.into()))?;
+        match rustix::fs::FileType::from_raw_mode(stat.st_mode) {
+            rustix::fs::FileType::RegularFile => {}
+            rustix::fs::FileType::Directory => {
+                return Err(ComputerError::IsDirectory { path: path.to_path_buf() });
+            }
+            _ => return Err(ComputerError::NotRegular { path: path.to_path_buf(), what: "special file" }),
+        }
+        let mut bytes = Vec::new();
+        std::fs::File::from(fd)
+            .take(limit as u64)
+            .read_to_end(&mut bytes)
+            .map_err(|e| ComputerError::io(path, e))?;
+        Ok(bytes)
     }
 
     /// Opens `path` with `flags` (`O_CLOEXEC` is added). The final component is followed when it

@@ -256,3 +256,20 @@ pub fn submit(server: &TestServer, session: &str, calls: Value) -> tokio::task::
         response.json::<Value>().await.unwrap()
     })
 }
+
+/// A loopback port nothing listens on (for a server binary started by the test).
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+/// Waits until a server at `base` answers `/healthz` (10 s at most); whether it did.
+pub async fn wait_healthy(base: &str) -> bool {
+    let client = reqwest::Client::builder().no_proxy().build().unwrap();
+    for _ in 0..400 {
+        if client.get(format!("{base}/healthz")).send().await.is_ok() {
+            return true;
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    false
+}
