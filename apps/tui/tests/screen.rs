@@ -338,6 +338,27 @@ fn a_choice_is_dropped_by_esc_panes_keep_their_keys_and_each_question_gets_its_g
     draw(&typing);
 }
 
+/// A question taller than its box keeps what would run at its head and the keys at its end.
+#[test]
+fn a_long_question_keeps_its_head_and_its_keys() {
+    let mut app = new_app();
+    let content: String = (1..=60).map(|n| format!("line {n}\n")).collect();
+    app.ask(ApprovalRequest {
+        id: "w".into(),
+        tenant: "local".into(),
+        session_id: "s".into(),
+        call_id: "call-w".into(),
+        tool: "local-system".into(),
+        api: "writeFile".into(),
+        arguments: json!({ "path": "/etc/motd", "content": content }),
+        reason: "outside the folder".into(),
+    });
+    let screen = draw(&app);
+    assert!(screen.contains("Allow: Write /etc/motd"), "{screen}");
+    assert!(screen.contains("more lines (Ctrl-P"), "{screen}");
+    assert!(screen.contains("y yes, this once") && screen.contains("n no, and say why"), "{screen}");
+}
+
 #[test]
 fn a_question_ignores_keys_typed_as_it_appears_and_while_the_prompt_has_text() {
     let mut app = App::new("m", "/f", ApprovalMode::Manual, "s");
@@ -812,6 +833,7 @@ async fn a_question_is_answered_on_screen_and_escape_cancels_a_running_command()
     tx.send(TermEvent::Key(key(KeyCode::Enter))).unwrap();
     let asked = wait_for(&screen, "approval needed").await;
     assert!(asked.contains("touch made-here"), "{asked}");
+    assert_eq!(screen.bells(), 1, "the bell rang for the question");
     assert!(!folder.path().join("made-here").exists());
     // A new question ignores keys for a moment (a word being typed as it appears is not an answer).
     tokio::time::sleep(toolhost::ui::state::QUESTION_GRACE).await;

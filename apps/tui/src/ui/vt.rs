@@ -11,10 +11,20 @@ use ratatui::layout::{Position, Size};
 
 /// The emulator, shared by the backend's writer and whoever reads the screen.
 #[derive(Clone)]
-struct Shared(Arc<Mutex<vt100::Parser>>);
+struct Shared(Arc<Mutex<vt100::Parser<Bells>>>);
+
+/// Counts the terminal bell (`^G`), so tests can see a question rang it.
+#[derive(Debug, Default)]
+struct Bells(usize);
+
+impl vt100::Callbacks for Bells {
+    fn audible_bell(&mut self, _: &mut vt100::Screen) {
+        self.0 += 1;
+    }
+}
 
 impl Shared {
-    fn lock(&self) -> MutexGuard<'_, vt100::Parser> {
+    fn lock(&self) -> MutexGuard<'_, vt100::Parser<Bells>> {
         self.0.lock().unwrap_or_else(|p| p.into_inner())
     }
 }
@@ -53,7 +63,7 @@ impl Vt100Backend {
         let (Some(rows), Some(columns)) = (NonZeroU16::new(height), NonZeroU16::new(width)) else {
             panic!("a screen has at least one row and one column");
         };
-        let parser = Shared(Arc::new(Mutex::new(vt100::Parser::new(rows, columns, 0))));
+        let parser = Shared(Arc::new(Mutex::new(vt100::Parser::new_with_callbacks(rows, columns, 0, Bells::default()))));
         Self { inner: CrosstermBackend::new(parser.clone()), parser, size: Size { width, height } }
     }
 
@@ -101,6 +111,11 @@ impl ScreenHandle {
     /// Where the cursor is: (row, column).
     pub fn cursor(&self) -> (u16, u16) {
         self.parser.lock().screen().cursor_position()
+    }
+
+    /// How often the terminal's bell rang.
+    pub fn bells(&self) -> usize {
+        self.parser.lock().callbacks().0
     }
 }
 
