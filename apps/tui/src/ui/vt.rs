@@ -63,7 +63,12 @@ impl Vt100Backend {
         let (Some(rows), Some(columns)) = (NonZeroU16::new(height), NonZeroU16::new(width)) else {
             panic!("a screen has at least one row and one column");
         };
-        let parser = Shared(Arc::new(Mutex::new(vt100::Parser::new_with_callbacks(rows, columns, 0, Bells::default()))));
+        let parser = Shared(Arc::new(Mutex::new(vt100::Parser::new_with_callbacks(
+            rows,
+            columns,
+            0,
+            Bells::default(),
+        ))));
         Self { inner: CrosstermBackend::new(parser.clone()), parser, size: Size { width, height } }
     }
 
