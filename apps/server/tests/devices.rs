@@ -350,7 +350,9 @@ async fn a_device_with_a_person_asks_them_instead_of_blocking() {
 async fn a_device_cannot_be_raced_out_of_its_folder() {
     let server = TestServer::start().await;
     let ws = workspace();
-    let outside_dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    // Outside the session's folders, the system temp folders included (a device's session counts
+    // those as its own, and a clone of the repository may itself live under /tmp).
+    let outside_dir = tempfile::tempdir_in("/dev/shm").unwrap();
     let secret = outside_dir.path().join("secret.txt");
     std::fs::write(&secret, "the outside secret\n").unwrap();
     std::fs::write(ws.path().join("inside.txt"), "inside\n").unwrap();
