@@ -32,6 +32,7 @@ pub mod env;
 mod error;
 pub mod files;
 pub mod format;
+pub mod interactive;
 pub mod ledger;
 mod limits;
 mod local;
@@ -106,8 +107,15 @@ pub trait ComputerRuntime: Send + Sync + std::fmt::Debug {
     async fn command_output(&self, owner: &str, command_id: &str) -> Result<OutputState, ComputerError>;
     /// Kills a background command's whole process group; only its `owner` may.
     async fn kill_command(&self, owner: &str, command_id: &str) -> Result<KillState, ComputerError>;
-    /// Kills every background command of `owner` (a session that ended); returns how many.
+    /// Kills every background command of `owner` (a session that ended) and its long-lived
+    /// programs; returns how many background commands.
     async fn end_owner(&self, owner: &str) -> usize;
+    /// Starts a long-lived program (an interpreter) for a session, in its sandbox and control
+    /// group, talked to through pipes.
+    async fn start_interactive(
+        &self,
+        spec: interactive::InteractiveSpec,
+    ) -> Result<interactive::Interactive, ComputerError>;
 }
 
 /// Edits to one file.

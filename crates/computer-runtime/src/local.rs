@@ -205,6 +205,13 @@ impl ComputerRuntime for LocalComputer {
     async fn end_owner(&self, owner: &str) -> usize {
         self.processes.kill_owner(owner).await
     }
+
+    async fn start_interactive(
+        &self,
+        spec: crate::interactive::InteractiveSpec,
+    ) -> Result<crate::interactive::Interactive, ComputerError> {
+        Ok(self.processes.start_interactive(spec)?)
+    }
 }
 
 #[cfg(test)]

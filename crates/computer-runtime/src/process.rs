@@ -250,7 +250,7 @@ impl From<ExitStatus> for ExitInfo {
 
 impl ExitInfo {
     /// The process is gone but its status could not be collected.
-    fn unknown() -> Self {
+    pub(crate) fn unknown() -> Self {
         Self { code: None, signal: None, success: false }
     }
 }
@@ -431,7 +431,7 @@ fn io_error(context: impl Into<String>) -> impl FnOnce(io::Error) -> ProcessErro
 /// Dropping it sends `SIGKILL` to the process group of every background job.
 #[derive(Debug)]
 pub struct ProcessManager {
-    config: ProcessConfig,
+    pub(crate) config: ProcessConfig,
     sandbox: Sandbox,
     /// The environment every command starts from, filtered once.
     env: Vec<(OsString, OsString)>,
@@ -439,7 +439,9 @@ pub struct ProcessManager {
     /// Held from counting a new background command against its budgets until it is in `jobs`,
     /// so that two started at once on two threads cannot both take the last place.
     admission: Mutex<()>,
-    ledger: Option<crate::ledger::Ledger>,
+    ledger: Option<Arc<crate::ledger::Ledger>>,
+    /// Long-lived programs (interpreters) still running, killed with their owner's session.
+    pub(crate) interactive: crate::interactive::Registry,
     /// The lazily created default output directory (see [`ProcessConfig::output_dir`]).
     default_dir: Mutex<Option<tempfile::TempDir>>,
     /// The sessions' control groups and the resource-limit floor.
@@ -498,14 +500,14 @@ enum Outcome {
 type ExitWatch = watch::Receiver<Option<ExitInfo>>;
 
 /// A freshly started command.
-struct Spawned {
-    child: Child,
-    pid: u32,
-    pgid: i32,
-    file: Arc<File>,
-    output_path: PathBuf,
-    sandbox: Option<Report>,
-    placed: Option<Placed>,
+pub(crate) struct Spawned {
+    pub(crate) child: Child,
+    pub(crate) pid: u32,
+    pub(crate) pgid: i32,
+    pub(crate) file: Arc<File>,
+    pub(crate) output_path: PathBuf,
+    pub(crate) sandbox: Option<Report>,
+    pub(crate) placed: Option<Placed>,
 }
 
 impl ProcessManager {
@@ -519,7 +521,9 @@ impl ProcessManager {
             ledger: config
                 .ledger
                 .as_ref()
-                .and_then(|(root, instance)| crate::ledger::Ledger::open(root, instance).ok()),
+                .and_then(|(root, instance)| crate::ledger::Ledger::open(root, instance).ok())
+                .map(Arc::new),
+            interactive: crate::interactive::Registry::default(),
             groups: SessionGroups::new(config.limits, config.enforce_limits),
             config,
             jobs: Mutex::new(HashMap::new()),
@@ -541,7 +545,11 @@ impl ProcessManager {
 
     /// The ledger of live process groups, when one was asked for and could be opened.
     pub fn ledger(&self) -> Option<&crate::ledger::Ledger> {
-        self.ledger.as_ref()
+        self.ledger.as_deref()
+    }
+
+    pub(crate) fn ledger_arc(&self) -> Option<Arc<crate::ledger::Ledger>> {
+        self.ledger.clone()
     }
 
     /// The sandbox commands are run in (what the kernel offers, what the operator requires).
@@ -588,7 +596,7 @@ impl ProcessManager {
     ) -> Result<RunState, ProcessError> {
         let started = Instant::now();
         let Spawned { mut child, pid, pgid, file, output_path, sandbox, placed } =
-            self.spawn(&spec, "run")?;
+            self.spawn(&spec, "run", None)?;
         // If this future is dropped mid-wait, take the whole group down with it.
         let mut guard = GroupGuard { pgid, armed: true, group: placed.as_ref().map(|p| p.group.clone()) };
 
@@ -671,7 +679,8 @@ impl ProcessManager {
         }
         let id = job_id()?;
         let started = Instant::now();
-        let Spawned { mut child, pid, pgid, file, output_path, sandbox, placed } = self.spawn(&spec, &id)?;
+        let Spawned { mut child, pid, pgid, file, output_path, sandbox, placed } =
+            self.spawn(&spec, &id, None)?;
         let lifetime_group = placed.clone();
 
         // A task reaps the child as soon as it exits (no zombie lingers until
@@ -871,6 +880,7 @@ impl ProcessManager {
         let ids: Vec<String> =
             self.jobs().iter().filter(|(_, job)| job.owner == owner).map(|(id, _)| id.clone()).collect();
         let results = futures::future::join_all(ids.iter().map(|id| self.kill(owner, id))).await;
+        self.interactive.kill_owner(owner);
         // Whatever its commands left running dies with the session, and its groups go.
         self.groups.end(owner).await;
         results.into_iter().filter(Result::is_ok).count()
@@ -904,7 +914,7 @@ impl ProcessManager {
         }
     }
 
-    fn trim_for(&self, file: &Arc<File>) -> Trim {
+    pub(crate) fn trim_for(&self, file: &Arc<File>) -> Trim {
         Trim {
             file: Arc::clone(file),
             cap: self.config.max_output_bytes.max(2 * KEEP_HEAD),
@@ -912,7 +922,7 @@ impl ProcessManager {
         }
     }
 
-    fn forget_group(&self, pgid: i32) {
+    pub(crate) fn forget_group(&self, pgid: i32) {
         if let Some(ledger) = &self.ledger {
             ledger.forget(pgid);
         }
@@ -950,7 +960,14 @@ impl ProcessManager {
         Ok(path)
     }
 
-    fn spawn(&self, spec: &CommandSpec, label: &str) -> Result<Spawned, ProcessError> {
+    /// Starts `spec`: its shell command, or `program` with pipes on its standard input and output
+    /// (standard error still goes to the spill file).
+    pub(crate) fn spawn(
+        &self,
+        spec: &CommandSpec,
+        label: &str,
+        program: Option<&crate::interactive::Program>,
+    ) -> Result<Spawned, ProcessError> {
         // Checked up front: a missing cwd would otherwise surface as a
         // confusing "No such file or directory" about the shell.
         match std::fs::metadata(&spec.cwd) {
@@ -986,17 +1003,24 @@ impl ProcessManager {
         };
         let prepared = self.sandbox.prepare(&spec.sandbox.policy, &layout)?;
 
-        let mut command = Command::new(&self.config.shell);
+        let mut command = match program {
+            Some(program) => {
+                let mut command = Command::new(&program.path);
+                command.args(&program.args).stdin(Stdio::piped()).stdout(Stdio::piped());
+                command
+            }
+            None => {
+                let mut command = Command::new(&self.config.shell);
+                command.arg("-c").arg(&spec.command).stdin(Stdio::null()).stdout(stdout);
+                command
+            }
+        };
         command
-            .arg("-c")
-            .arg(&spec.command)
             .current_dir(&spec.cwd)
             .env_clear()
             .envs(self.env.iter().map(|(key, value)| (key, value)))
             .envs(spec.sandbox.temp_directory.iter().map(|dir| ("TMPDIR", dir)))
             .envs(spec.env.iter().map(|(key, value)| (key, value)))
-            .stdin(Stdio::null())
-            .stdout(stdout)
             .stderr(stderr)
             // Own group, so that killing reaches everything the shell starts.
             .process_group(0)
@@ -1077,7 +1101,7 @@ fn owned_ids(jobs: &HashMap<String, Job>, owner: &str) -> Vec<String> {
 }
 
 /// A job id nobody can guess: 96 bits from the system's random source.
-fn job_id() -> Result<String, ProcessError> {
+pub(crate) fn job_id() -> Result<String, ProcessError> {
     let mut bytes = [0u8; 12];
     getrandom::fill(&mut bytes).map_err(|error| ProcessError::Io {
         context: "drawing a random job id".into(),
@@ -1123,7 +1147,7 @@ const TRIM_EVERY: Duration = Duration::from_millis(250);
 /// [`KEEP_HEAD`] bytes and the last `cap - KEEP_HEAD`. The command writes on undisturbed (the
 /// file's length and offset do not change); readers skip the hole.
 #[derive(Debug, Clone)]
-struct Trim {
+pub(crate) struct Trim {
     file: Arc<File>,
     cap: u64,
     /// Where the punched-out region ends (0: nothing punched).
@@ -1131,7 +1155,7 @@ struct Trim {
 }
 
 impl Trim {
-    async fn watch(&self) {
+    pub(crate) async fn watch(&self) {
         loop {
             tokio::time::sleep(TRIM_EVERY).await;
             self.check();
@@ -1189,7 +1213,7 @@ fn punch_hole(file: &File, offset: u64, len: u64) -> io::Result<()> {
 ///
 /// `exited` resolves once the direct child has been reaped, with its exit
 /// status if known. Returns that status, or `None` if it never came.
-async fn terminate_group<F>(pgid: i32, grace: Duration, exited: F) -> Option<ExitInfo>
+pub(crate) async fn terminate_group<F>(pgid: i32, grace: Duration, exited: F) -> Option<ExitInfo>
 where
     F: Future<Output = Option<ExitInfo>>,
 {
@@ -1233,14 +1257,14 @@ impl Drop for GroupGuard {
 
 /// Kills what is left in a command's control group (processes that left its process group),
 /// off the async threads.
-async fn kill_placed(placed: Option<&Placed>) {
+pub(crate) async fn kill_placed(placed: Option<&Placed>) {
     if let Some(group) = placed.map(|p| p.group.clone()) {
         let _ = tokio::task::spawn_blocking(move || group.kill()).await;
     }
 }
 
 /// Whether any process (zombies included) is still in the group.
-fn group_exists(pgid: i32) -> bool {
+pub(crate) fn group_exists(pgid: i32) -> bool {
     match signal_group(pgid, 0) {
         Ok(()) => true,
         // Exists, but we may not signal it.

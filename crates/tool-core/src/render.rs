@@ -116,6 +116,16 @@ pub enum Block {
     },
     /// A standalone badge.
     Badge(Badge),
+    /// A file the call produced (a chart, a table written out): front ends that can show its
+    /// type (`image/png`, `image/svg+xml`) show it, others name it.
+    File {
+        /// Where it is, as the session's file tools read it.
+        path: String,
+        /// Its media type.
+        mime: String,
+        /// Its size in bytes.
+        bytes: u64,
+    },
 }
 
 /// A label and its value.

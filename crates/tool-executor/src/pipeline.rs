@@ -1095,7 +1095,14 @@ impl Executor {
         parent_deadline: Option<Instant>,
     ) -> Option<Duration> {
         let config = &self.inner.config;
-        let asked = arguments.get("timeout").and_then(Value::as_u64).map(Duration::from_millis);
+        // `timeout` in milliseconds (commands), or `timeoutSecs` in seconds (code).
+        let asked =
+            arguments.get("timeout").and_then(Value::as_u64).map(Duration::from_millis).or_else(|| {
+                arguments
+                    .get("timeoutSecs")
+                    .and_then(Value::as_u64)
+                    .map(|s| Duration::from_secs(s.min(86_400)))
+            });
         let wanted =
             asked.or(spec.default_timeout_ms.map(Duration::from_millis)).unwrap_or(config.default_timeout);
         let max = spec
