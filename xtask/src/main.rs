@@ -62,6 +62,7 @@ fn run() -> Result<()> {
                 ("builtin-tool-web-browsing", "extraction"),
                 ("journal", "journal"),
                 ("tool-executor", "pipeline"),
+                ("tool-executor", "code"),
                 ("toolhost-server", "load"),
                 ("toolhost-server", "mcp"),
                 ("toolhost", "frame"),

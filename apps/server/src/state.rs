@@ -367,6 +367,12 @@ impl AppState {
         for (name, audit) in builtin_tools::audits() {
             toolbox.add_audit(*name, *audit);
         }
+        for (name, tier) in builtin_tools::tiers() {
+            toolbox.add_tier(*name, *tier);
+        }
+        for (tool, api, prepare) in builtin_tools::preparations() {
+            toolbox.add_prepare(tool, api, *prepare);
+        }
         if let Some(path) = &args.mcp_config {
             // A mounted server runs beside this process, never on a device: its runtime is not
             // routed (a device offers only its own tools).

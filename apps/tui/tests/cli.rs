@@ -399,6 +399,24 @@ fn one_call_runs_through_the_pipeline_without_a_model() {
     assert!(stderr(&touch).starts_with("blocked"), "{}", stderr(&touch));
     assert!(!home.folder.path().join("made-by-call").exists());
 
+    // The calculator and in-process code run without asking; the full interpreter would ask.
+    let calc = run(&["calculate", r#"{"expression": "1/3 + 1/6 to fraction"}"#]);
+    assert_eq!(calc.status.code(), Some(0), "{}", stderr(&calc));
+    assert!(
+        String::from_utf8_lossy(&calc.stdout).contains("1/2"),
+        "{}",
+        String::from_utf8_lossy(&calc.stdout)
+    );
+    let code = run(&["runCode", r#"{"language": "python", "code": "sorted({3, 1, 2})"}"#]);
+    assert_eq!(code.status.code(), Some(0), "{}", stderr(&code));
+    assert!(
+        String::from_utf8_lossy(&code.stdout).contains("Out: [1, 2, 3]"),
+        "{}",
+        String::from_utf8_lossy(&code.stdout)
+    );
+    let full = run(&["runCode", r#"{"language": "python", "code": "import os"}"#]);
+    assert_eq!(full.status.code(), Some(3), "{}", stderr(&full));
+
     let unknown = run(&["noSuchTool"]);
     assert_eq!(unknown.status.code(), Some(1));
     assert!(stderr(&unknown).contains("`noSuchTool` is not a tool"), "{}", stderr(&unknown));

@@ -26,6 +26,12 @@ fn executor() -> Executor {
     for (name, audit) in builtin_tools::audits() {
         toolbox.add_audit(*name, *audit);
     }
+    for (name, tier) in builtin_tools::tiers() {
+        toolbox.add_tier(*name, *tier);
+    }
+    for (tool, api, prepare) in builtin_tools::preparations() {
+        toolbox.add_prepare(tool, api, *prepare);
+    }
     Executor::builder(Arc::new(toolbox)).build()
 }
 

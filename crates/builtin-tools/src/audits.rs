@@ -13,6 +13,23 @@ pub fn audits() -> &'static [(&'static str, AuditFn)] {
     &[(PATH_SCOPE, path_scope)]
 }
 
+/// A tier computed from a call's arguments (the pipeline's `TierFn`).
+pub type TierFn = fn(&serde_json::Value) -> tool_core::Tier;
+
+/// An argument preparation run before validation (the pipeline's `PrepareFn`).
+pub type PrepareFn = fn(serde_json::Value) -> serde_json::Value;
+
+/// Every computed tier by the name manifests use.
+pub fn tiers() -> &'static [(&'static str, TierFn)] {
+    &[(builtin_tool_code_interpreter::TIER, builtin_tool_code_interpreter::tier_of)]
+}
+
+/// Every argument preparation: tool, API, function. `runCode`'s writes the engine it chose into
+/// the call, so the approval, the journal and the run all see the same one.
+pub fn preparations() -> &'static [(&'static str, &'static str, PrepareFn)] {
+    &[(builtin_tool_code_interpreter::IDENTIFIER, "runCode", builtin_tool_code_interpreter::prepare_run_code)]
+}
+
 /// The audit of this name.
 pub fn audit(name: &str) -> Option<AuditFn> {
     audits().iter().find(|(n, _)| *n == name).map(|(_, f)| *f)

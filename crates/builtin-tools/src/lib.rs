@@ -36,7 +36,7 @@ use serde_json::{Value, json};
 use tool_core::provider::Provider;
 use tool_core::{ApiSpec, ToolManifest, ToolNames};
 
-pub use audits::{audit, audits};
+pub use audits::{audit, audits, preparations, tiers};
 pub use registry::builtin_tools;
 
 /// Flags of a registered tool.

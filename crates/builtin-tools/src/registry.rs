@@ -33,6 +33,8 @@ static TOOLS: LazyLock<Vec<BuiltinTool>> = LazyLock::new(|| {
             builtin_tool_web_browsing,
             ToolFlags::DEFAULT.on_by_default_if(builtin_tool_web_browsing::search_configured_in_env())
         ),
+        tool!(builtin_tool_calculator),
+        tool!(builtin_tool_code_interpreter),
         // new-tool: register
     ]
 });

@@ -158,6 +158,12 @@ pub fn builtin_toolbox() -> Result<Toolbox, String> {
     for (name, audit) in builtin_tools::audits() {
         toolbox.add_audit(*name, *audit);
     }
+    for (name, tier) in builtin_tools::tiers() {
+        toolbox.add_tier(*name, *tier);
+    }
+    for (tool, api, prepare) in builtin_tools::preparations() {
+        toolbox.add_prepare(tool, api, *prepare);
+    }
     Ok(toolbox)
 }
 

@@ -22,6 +22,12 @@ fn executor() -> Executor {
     for (name, audit) in builtin_tools::audits() {
         toolbox.add_audit(*name, *audit);
     }
+    for (name, tier) in builtin_tools::tiers() {
+        toolbox.add_tier(*name, *tier);
+    }
+    for (tool, api, prepare) in builtin_tools::preparations() {
+        toolbox.add_prepare(tool, api, *prepare);
+    }
     Executor::builder(Arc::new(toolbox)).build()
 }
 
@@ -264,4 +270,54 @@ async fn a_session_grant_of_a_command_is_that_command_only() {
     assert_eq!(more.status, AttemptStatus::Denied, "more arguments are asked about: {}", more.output.content);
     assert_eq!(answers.await.unwrap(), ["c1", "c3"]);
     assert!(!dir.path().join("extra.txt").exists());
+}
+
+#[tokio::test]
+async fn the_engine_the_pipeline_chooses_decides_whether_code_asks() {
+    let executor = executor();
+    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    // Read-only sessions run in-process code (it only computes) and block the full interpreter.
+    let read_only = open(&executor, dir.path(), ApprovalMode::ReadOnly);
+    let pure = executor
+        .execute(
+            &read_only,
+            None,
+            call("c1", "runCode", serde_json::json!({"language": "python", "code": "3 * 14"})),
+        )
+        .await;
+    assert_eq!(pure.status, AttemptStatus::Executed, "{}", pure.output.content);
+    assert!(pure.output.content.contains("Out: 42"), "{}", pure.output.content);
+    let full = executor
+        .execute(
+            &read_only,
+            None,
+            call("c2", "runCode", serde_json::json!({"language": "python", "code": "import os"})),
+        )
+        .await;
+    assert_eq!(full.status, AttemptStatus::Blocked, "{}", full.output.content);
+    // A model that names the in-process engine for code needing the machine gets the subset's
+    // error, never the machine.
+    let named = executor
+        .execute(
+            &read_only,
+            None,
+            call("c3", "runCode", serde_json::json!({"language": "python", "code": "import os\nos.listdir('/')", "engine": "in-process"})),
+        )
+        .await;
+    assert_ne!(named.status, AttemptStatus::Executed, "{}", named.output.content);
+    assert!(!named.output.content.contains("etc"), "{}", named.output.content);
+    // Headless: in-process code runs, the full interpreter would ask and is blocked.
+    let headless = open(&executor, dir.path(), ApprovalMode::Headless);
+    let full = executor
+        .execute(
+            &headless,
+            None,
+            call(
+                "c4",
+                "runCode",
+                serde_json::json!({"language": "python", "code": "import os", "engine": null}),
+            ),
+        )
+        .await;
+    assert_eq!(full.status, AttemptStatus::Blocked, "{}", full.output.content);
 }
