@@ -26,7 +26,7 @@ const NODE: &str = include_str!("drivers/node.js");
 const START_TIMEOUT: Duration = Duration::from_secs(20);
 
 /// How long an interrupted run has to answer before its interpreter is killed.
-const INTERRUPT_GRACE: Duration = Duration::from_secs(2);
+const INTERRUPT_GRACE: Duration = Duration::from_secs(5);
 
 /// The longest reply line read (head and tail, value and traceback are each capped far below).
 const MAX_REPLY: usize = 4 << 20;

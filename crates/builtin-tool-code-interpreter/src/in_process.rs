@@ -269,6 +269,9 @@ mod tests {
             ("def f(n):\n    return f(n + 1)\nf(0)", "RecursionError"),
             ("import os\nos.listdir('/')", ""),
             ("(7).bit_length()", "engine \"full\""),
+            ("10 ** 10 ** 10", "MemoryError"),
+            ("x = 2 ** (10 ** 10)", "MemoryError"),
+            ("x = 7 << (10 ** 11)", "MemoryError"),
             ("open('/etc/passwd').read()", ""),
         ];
         for (code, needle) in cases {

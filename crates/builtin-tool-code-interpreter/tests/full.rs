@@ -273,6 +273,13 @@ async fn javascript_keeps_its_state_too() {
         )
         .await;
     assert!(!spin.success, "{}", spin.content);
+    assert!(spin.content.contains("timed out") || spin.content.contains("interrupted"), "{}", spin.content);
+    assert_eq!(state(&spin)["state_lost"], false, "{}", spin.content);
+    let thrown = f
+        .runtime
+        .execute("runCode", json!({"language": "javascript", "code": "missing + 1"}), &context)
+        .await;
+    assert!(thrown.content.contains("ReferenceError: missing is not defined"), "{}", thrown.content);
     let after =
         f.runtime.execute("runCode", json!({"language": "javascript", "code": "xs.length"}), &context).await;
     assert_eq!(state(&after)["value"], "3", "{}", after.content);

@@ -68,10 +68,13 @@ const context = vm.createContext(sandbox);
 let number = 0;
 
 function describe(error) {
-  if (error && error.stack) {
-    const lines = String(error.stack).split("\n");
-    const mine = lines.filter((l, i) => i === 0 || l.includes("cell-"));
-    return mine.join("\n");
+  // Errors from the context are of another realm: read their fields, not `instanceof`.
+  if (error && typeof error === "object" && "message" in error) {
+    const head = `${error.name || "Error"}: ${error.message}`;
+    const frames = String(error.stack || "")
+      .split("\n")
+      .filter((line) => /^\s+at .*cell-\d+/.test(line));
+    return [head, ...frames].join("\n");
   }
   return String(error);
 }
@@ -85,7 +88,8 @@ async function run(request) {
   try {
     let result = vm.runInContext(request.code, context, {
       filename: `cell-${number}`,
-      timeout: Math.max(1, Number(request.timeout_ms || 60000)),
+      // A little before the host interrupts, so the driver answers first.
+      timeout: Math.max(1, Number(request.timeout_ms || 60000) - 250),
       breakOnSigint: true,
     });
     if (result && typeof result.then === "function") result = await result;
