@@ -122,6 +122,8 @@ use serde_json::Value;
 
 mod instance;
 mod pack;
+#[macro_use]
+mod records;
 mod postgres;
 mod rows;
 mod sqlite;
@@ -150,6 +152,27 @@ pub async fn open(url: &str) -> Result<Arc<dyn Journal>, JournalError> {
         Ok(Arc::new(PostgresJournal::open(url).await?))
     } else {
         // Keep credentials out of the error: only the scheme is shown.
+        let scheme = url.split_once(':').map_or(url, |(scheme, _)| scheme);
+        Err(JournalError::UnsupportedUrl(format!("{scheme}:…")))
+    }
+}
+
+/// Opens the journal a URL names (as [`open`]) and the record store on the same database, which
+/// tools that keep data receive (`tool_core::storage::RecordStore`).
+///
+/// # Errors
+///
+/// As [`open`].
+pub async fn open_with_records(
+    url: &str,
+) -> Result<(Arc<dyn Journal>, Arc<dyn tool_core::storage::RecordStore>), JournalError> {
+    if url.starts_with("sqlite:") {
+        let journal = Arc::new(SqliteJournal::open(url).await?);
+        Ok((journal.clone(), journal))
+    } else if url.starts_with("postgres://") || url.starts_with("postgresql://") {
+        let journal = Arc::new(PostgresJournal::open(url).await?);
+        Ok((journal.clone(), journal))
+    } else {
         let scheme = url.split_once(':').map_or(url, |(scheme, _)| scheme);
         Err(JournalError::UnsupportedUrl(format!("{scheme}:…")))
     }

@@ -528,3 +528,188 @@ impl Journal for PostgresJournal {
         Ok(deleted)
     }
 }
+
+const INSERT_RECORD: &str = "INSERT INTO records (tenant, id, collection, person, project, tag, title, body, \
+     metadata, created_at, updated_at) SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9::jsonb, $10, $10 \
+     WHERE (SELECT count(*) FROM records WHERE tenant = $1 AND collection = $3 AND person = $4) < $11";
+const UPDATE_RECORD: &str = "UPDATE records SET tag = COALESCE($5, tag), title = COALESCE($6, title), \
+     body = COALESCE($7, body), metadata = COALESCE($8::jsonb, metadata), updated_at = $9 \
+     WHERE tenant = $1 AND person = $2 AND collection = $3 AND id = $4";
+const REMOVE_RECORD: &str =
+    "DELETE FROM records WHERE tenant = $1 AND person = $2 AND collection = $3 AND id = $4";
+const GET_RECORD: &str = concat!(
+    "SELECT ",
+    record_columns!(),
+    " FROM records r WHERE r.tenant = $1 AND r.person = $2 AND r.collection = $3 AND r.id = $4"
+);
+const LIST_RECORDS: &str = concat!(
+    "SELECT ",
+    record_columns!(),
+    ", 0.0::float8 AS score FROM records r WHERE r.tenant = $1 AND r.collection = $2 AND r.person = $3 \
+     AND ($4 = 'any' OR r.project IS NULL OR ($4 = 'with' AND r.project = $5)) AND ($6::text IS NULL OR r.tag = $6) \
+     ORDER BY r.updated_at DESC, r.id LIMIT $7"
+);
+const SEARCH_RECORDS: &str = concat!(
+    "SELECT ",
+    record_columns!(),
+    ", ts_rank(r.search, to_tsquery('english', $8))::float8 AS score FROM records r \
+     WHERE r.search @@ to_tsquery('english', $8) AND r.tenant = $1 AND r.collection = $2 AND r.person = $3 \
+     AND ($4 = 'any' OR r.project IS NULL OR ($4 = 'with' AND r.project = $5)) AND ($6::text IS NULL OR r.tag = $6) \
+     ORDER BY score DESC, r.updated_at DESC LIMIT $7"
+);
+
+impl tool_core::storage::RecordStore for PostgresJournal {
+    fn insert_record(
+        &self,
+        record: tool_core::storage::NewRecord,
+        limit: u64,
+    ) -> futures::future::BoxFuture<'_, Result<tool_core::storage::Record, tool_core::storage::StorageError>>
+    {
+        Box::pin(async move {
+            use crate::records::{sqlx_backend, text};
+            let id = crate::records::new_id()?;
+            let owner = tool_core::storage::Owner {
+                tenant: text(&record.owner.tenant),
+                person: text(&record.owner.person),
+            };
+            let collection = text(&record.collection);
+            let limit_i = i64::try_from(limit).unwrap_or(i64::MAX);
+            // Counted and inserted under a lock per owner and collection, so that instances racing
+            // for the last place cannot both take it.
+            let mut tx = self.pool.begin().await.map_err(sqlx_backend)?;
+            sqlx::query("SELECT pg_advisory_xact_lock(hashtextextended($1, 0))")
+                .bind(format!("records/{}/{}/{}", owner.tenant, owner.person, collection))
+                .execute(&mut *tx)
+                .await
+                .map_err(sqlx_backend)?;
+            let done = sqlx::query(INSERT_RECORD)
+                .bind(&owner.tenant)
+                .bind(&id)
+                .bind(&collection)
+                .bind(&owner.person)
+                .bind(record.project.as_deref().map(text))
+                .bind(text(&record.tag))
+                .bind(text(&record.title))
+                .bind(text(&record.body))
+                .bind(record.metadata.to_string())
+                .bind(crate::rows::now_ms())
+                .bind(limit_i)
+                .execute(&mut *tx)
+                .await
+                .map_err(sqlx_backend)?;
+            tx.commit().await.map_err(sqlx_backend)?;
+            if done.rows_affected() != 1 {
+                return Err(tool_core::storage::StorageError::Full { limit });
+            }
+            self.get_record(&owner, &collection, &id)
+                .await?
+                .ok_or_else(|| tool_core::storage::StorageError::Backend("the stored record is gone".into()))
+        })
+    }
+
+    fn update_record<'a>(
+        &'a self,
+        owner: &'a tool_core::storage::Owner,
+        collection: &'a str,
+        id: &'a str,
+        patch: tool_core::storage::RecordPatch,
+    ) -> futures::future::BoxFuture<'a, Result<tool_core::storage::Record, tool_core::storage::StorageError>>
+    {
+        Box::pin(async move {
+            use crate::records::{sqlx_backend, text};
+            let done = sqlx::query(UPDATE_RECORD)
+                .bind(text(&owner.tenant))
+                .bind(text(&owner.person))
+                .bind(text(collection))
+                .bind(text(id))
+                .bind(patch.tag.as_deref().map(text))
+                .bind(patch.title.as_deref().map(text))
+                .bind(patch.body.as_deref().map(text))
+                .bind(patch.metadata.map(|m| m.to_string()))
+                .bind(crate::rows::now_ms())
+                .execute(&self.pool)
+                .await
+                .map_err(sqlx_backend)?;
+            if done.rows_affected() != 1 {
+                return Err(tool_core::storage::StorageError::NotFound(id.to_owned()));
+            }
+            self.get_record(owner, collection, id)
+                .await?
+                .ok_or_else(|| tool_core::storage::StorageError::NotFound(id.to_owned()))
+        })
+    }
+
+    fn remove_record<'a>(
+        &'a self,
+        owner: &'a tool_core::storage::Owner,
+        collection: &'a str,
+        id: &'a str,
+    ) -> futures::future::BoxFuture<'a, Result<bool, tool_core::storage::StorageError>> {
+        Box::pin(async move {
+            use crate::records::{sqlx_backend, text};
+            let done = sqlx::query(REMOVE_RECORD)
+                .bind(text(&owner.tenant))
+                .bind(text(&owner.person))
+                .bind(text(collection))
+                .bind(text(id))
+                .execute(&self.pool)
+                .await
+                .map_err(sqlx_backend)?;
+            Ok(done.rows_affected() == 1)
+        })
+    }
+
+    fn get_record<'a>(
+        &'a self,
+        owner: &'a tool_core::storage::Owner,
+        collection: &'a str,
+        id: &'a str,
+    ) -> futures::future::BoxFuture<
+        'a,
+        Result<Option<tool_core::storage::Record>, tool_core::storage::StorageError>,
+    > {
+        Box::pin(async move {
+            use crate::records::{sqlx_backend, text};
+            let row: Option<crate::records::RecordRow> = sqlx::query_as(GET_RECORD)
+                .bind(text(&owner.tenant))
+                .bind(text(&owner.person))
+                .bind(text(collection))
+                .bind(text(id))
+                .fetch_optional(&self.pool)
+                .await
+                .map_err(sqlx_backend)?;
+            Ok(row.map(crate::records::RecordRow::into_record))
+        })
+    }
+
+    fn find_records(
+        &self,
+        query: tool_core::storage::RecordQuery,
+    ) -> futures::future::BoxFuture<
+        '_,
+        Result<Vec<tool_core::storage::RecordHit>, tool_core::storage::StorageError>,
+    > {
+        Box::pin(async move {
+            use crate::records::{sqlx_backend, text};
+            let (mode, project) = crate::records::project_params(&query.project);
+            let words = query.text.as_deref().map(tool_core::storage::query_words).unwrap_or_default();
+            if query.text.is_some() && words.is_empty() {
+                return Ok(Vec::new());
+            }
+            let sql = if query.text.is_some() { SEARCH_RECORDS } else { LIST_RECORDS };
+            let mut statement = sqlx::query_as::<_, crate::records::ScoredRow>(sql)
+                .bind(text(&query.owner.tenant))
+                .bind(text(&query.collection))
+                .bind(text(&query.owner.person))
+                .bind(mode)
+                .bind(project)
+                .bind(query.tag.as_deref().map(text))
+                .bind(i64::from(query.limit));
+            if query.text.is_some() {
+                statement = statement.bind(words.join(" | "));
+            }
+            let rows = statement.fetch_all(&self.pool).await.map_err(sqlx_backend)?;
+            Ok(rows.into_iter().map(crate::records::ScoredRow::into_hit).collect())
+        })
+    }
+}

@@ -162,6 +162,35 @@ const PUT_SESSION: &str = "INSERT INTO sessions (id, tenant, user_id, config, st
 const END_SESSION: &str = "UPDATE sessions SET status = 'ended', ended_at = ?3 \
      WHERE tenant = ?1 AND id = ?2 AND status = 'active'";
 
+const INSERT_RECORD: &str = "INSERT INTO records (tenant, id, collection, person, project, tag, title, body, \
+     metadata, created_at, updated_at) SELECT ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?10 \
+     WHERE (SELECT count(*) FROM records WHERE tenant = ?1 AND collection = ?3 AND person = ?4) < ?11";
+const UPDATE_RECORD: &str = "UPDATE records SET tag = COALESCE(?5, tag), title = COALESCE(?6, title), \
+     body = COALESCE(?7, body), metadata = COALESCE(?8, metadata), updated_at = ?9 \
+     WHERE tenant = ?1 AND person = ?2 AND collection = ?3 AND id = ?4";
+const REMOVE_RECORD: &str =
+    "DELETE FROM records WHERE tenant = ?1 AND person = ?2 AND collection = ?3 AND id = ?4";
+const GET_RECORD: &str = concat!(
+    "SELECT ",
+    record_columns!(),
+    " FROM records r WHERE r.tenant = ?1 AND r.person = ?2 AND r.collection = ?3 AND r.id = ?4"
+);
+const LIST_RECORDS: &str = concat!(
+    "SELECT ",
+    record_columns!(),
+    ", 0.0 AS score FROM records r WHERE r.tenant = ?1 AND r.collection = ?2 AND r.person = ?3 \
+     AND (?4 = 'any' OR r.project IS NULL OR (?4 = 'with' AND r.project = ?5)) AND (?6 IS NULL OR r.tag = ?6) \
+     ORDER BY r.updated_at DESC, r.id LIMIT ?7"
+);
+const SEARCH_RECORDS: &str = concat!(
+    "SELECT ",
+    record_columns!(),
+    ", -bm25(records_fts, 2.0, 1.0) AS score FROM records_fts JOIN records r ON r.rowid = records_fts.rowid \
+     WHERE records_fts MATCH ?8 AND r.tenant = ?1 AND r.collection = ?2 AND r.person = ?3 \
+     AND (?4 = 'any' OR r.project IS NULL OR (?4 = 'with' AND r.project = ?5)) AND (?6 IS NULL OR r.tag = ?6) \
+     ORDER BY score DESC, r.updated_at DESC LIMIT ?7"
+);
+
 const PRUNE_ATTEMPTS: &str = "DELETE FROM tool_call_attempts WHERE rowid IN (SELECT rowid FROM tool_call_attempts \
      WHERE status IN ('executed', 'confirmed', 'compensated', 'failed', 'blocked', 'denied', 'abandoned') \
      AND attempted_at < ?1 LIMIT ?2)";
@@ -436,6 +465,22 @@ enum Op {
     CutResults {
         rows: Vec<(String, String, String)>,
         now: i64,
+    },
+    /// A record, unless its owner holds `limit` of its collection already (`Moved(false)`).
+    InsertRecord {
+        record: [Option<String>; 9],
+        now: i64,
+        limit: i64,
+    },
+    /// A record's changes (`None` keeps a field): tenant, person, collection, id, then tag,
+    /// title, body, metadata.
+    UpdateRecord {
+        key: [String; 4],
+        patch: [Option<String>; 4],
+        now: i64,
+    },
+    RemoveRecord {
+        key: [String; 4],
     },
 }
 
@@ -970,6 +1015,13 @@ fn run_one(conn: &rusqlite::Connection, op: &Op) -> rusqlite::Result<Outcome> {
     let run = |sql: &str, values: &[&dyn ToSql]| conn.prepare_cached(sql)?.execute(values);
     let moved = |changed: usize| Outcome::Moved(changed == 1);
     Ok(match op {
+        Op::InsertRecord { record: [a, b, c, d, e, f, g, h, i], now, limit } => {
+            moved(run(INSERT_RECORD, &[a, b, c, d, e, f, g, h, i, now, limit])?)
+        }
+        Op::UpdateRecord { key: [a, b, c, d], patch: [e, f, g, h], now } => {
+            moved(run(UPDATE_RECORD, &[a, b, c, d, e, f, g, h, now])?)
+        }
+        Op::RemoveRecord { key: [a, b, c, d] } => moved(run(REMOVE_RECORD, &[a, b, c, d])?),
         Op::Propose(v) => {
             let [a, b, c, d, e, f, g, h, i, j, k, l, m, n] = attempt_values(v);
             moved(run(PROPOSE, &[a, b, c, d, e, f, g, h, i, j, k, l, m, n, &v.now])?)
@@ -1686,5 +1738,145 @@ mod tests {
             "the abandon ran first"
         );
         assert_eq!(status(&conn, "t", "dead").await.unwrap().0, "abandoned");
+    }
+}
+
+impl tool_core::storage::RecordStore for SqliteJournal {
+    fn insert_record(
+        &self,
+        record: tool_core::storage::NewRecord,
+        limit: u64,
+    ) -> futures::future::BoxFuture<'_, Result<tool_core::storage::Record, tool_core::storage::StorageError>>
+    {
+        Box::pin(async move {
+            use crate::records::text;
+            let id = crate::records::new_id()?;
+            let now = crate::rows::now_ms();
+            let values = [
+                Some(text(&record.owner.tenant)),
+                Some(id.clone()),
+                Some(text(&record.collection)),
+                Some(text(&record.owner.person)),
+                record.project.as_deref().map(text),
+                Some(text(&record.tag)),
+                Some(text(&record.title)),
+                Some(text(&record.body)),
+                Some(record.metadata.to_string()),
+            ];
+            let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+            let stored = self
+                .write_moved(Op::InsertRecord { record: values, now, limit })
+                .await
+                .map_err(crate::records::backend)?;
+            if !stored {
+                return Err(tool_core::storage::StorageError::Full { limit: limit as u64 });
+            }
+            let owner = tool_core::storage::Owner {
+                tenant: text(&record.owner.tenant),
+                person: text(&record.owner.person),
+            };
+            self.get_record(&owner, &text(&record.collection), &id)
+                .await?
+                .ok_or_else(|| tool_core::storage::StorageError::Backend("the stored record is gone".into()))
+        })
+    }
+
+    fn update_record<'a>(
+        &'a self,
+        owner: &'a tool_core::storage::Owner,
+        collection: &'a str,
+        id: &'a str,
+        patch: tool_core::storage::RecordPatch,
+    ) -> futures::future::BoxFuture<'a, Result<tool_core::storage::Record, tool_core::storage::StorageError>>
+    {
+        Box::pin(async move {
+            use crate::records::text;
+            let key = [text(&owner.tenant), text(&owner.person), text(collection), text(id)];
+            let patch = [
+                patch.tag.as_deref().map(text),
+                patch.title.as_deref().map(text),
+                patch.body.as_deref().map(text),
+                patch.metadata.map(|m| m.to_string()),
+            ];
+            let now = crate::rows::now_ms();
+            let moved = self
+                .write_moved(Op::UpdateRecord { key, patch, now })
+                .await
+                .map_err(crate::records::backend)?;
+            if !moved {
+                return Err(tool_core::storage::StorageError::NotFound(id.to_owned()));
+            }
+            self.get_record(owner, collection, id)
+                .await?
+                .ok_or_else(|| tool_core::storage::StorageError::NotFound(id.to_owned()))
+        })
+    }
+
+    fn remove_record<'a>(
+        &'a self,
+        owner: &'a tool_core::storage::Owner,
+        collection: &'a str,
+        id: &'a str,
+    ) -> futures::future::BoxFuture<'a, Result<bool, tool_core::storage::StorageError>> {
+        Box::pin(async move {
+            use crate::records::text;
+            let key = [text(&owner.tenant), text(&owner.person), text(collection), text(id)];
+            self.write_moved(Op::RemoveRecord { key }).await.map_err(crate::records::backend)
+        })
+    }
+
+    fn get_record<'a>(
+        &'a self,
+        owner: &'a tool_core::storage::Owner,
+        collection: &'a str,
+        id: &'a str,
+    ) -> futures::future::BoxFuture<
+        'a,
+        Result<Option<tool_core::storage::Record>, tool_core::storage::StorageError>,
+    > {
+        Box::pin(async move {
+            use crate::records::text;
+            let row: Option<crate::records::RecordRow> = sqlx::query_as(GET_RECORD)
+                .bind(text(&owner.tenant))
+                .bind(text(&owner.person))
+                .bind(text(collection))
+                .bind(text(id))
+                .fetch_optional(&self.reads)
+                .await
+                .map_err(crate::records::sqlx_backend)?;
+            Ok(row.map(crate::records::RecordRow::into_record))
+        })
+    }
+
+    fn find_records(
+        &self,
+        query: tool_core::storage::RecordQuery,
+    ) -> futures::future::BoxFuture<
+        '_,
+        Result<Vec<tool_core::storage::RecordHit>, tool_core::storage::StorageError>,
+    > {
+        Box::pin(async move {
+            use crate::records::text;
+            let (mode, project) = crate::records::project_params(&query.project);
+            let words = query.text.as_deref().map(tool_core::storage::query_words).unwrap_or_default();
+            let sql = if query.text.is_some() { SEARCH_RECORDS } else { LIST_RECORDS };
+            if query.text.is_some() && words.is_empty() {
+                return Ok(Vec::new());
+            }
+            let matching = words.iter().map(|w| format!("\"{w}\"")).collect::<Vec<_>>().join(" OR ");
+            let mut statement = sqlx::query_as::<_, crate::records::ScoredRow>(sql)
+                .bind(text(&query.owner.tenant))
+                .bind(text(&query.collection))
+                .bind(text(&query.owner.person))
+                .bind(mode)
+                .bind(project)
+                .bind(query.tag.as_deref().map(text))
+                .bind(i64::from(query.limit));
+            if query.text.is_some() {
+                statement = statement.bind(matching);
+            }
+            let rows = statement.fetch_all(&self.reads).await.map_err(crate::records::sqlx_backend)?;
+            Ok(rows.into_iter().map(crate::records::ScoredRow::into_hit).collect())
+        })
     }
 }

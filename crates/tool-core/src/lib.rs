@@ -51,6 +51,7 @@ pub mod render;
 pub mod runtime;
 pub mod sandbox;
 pub mod services;
+pub mod storage;
 
 pub use manifest::{
     ApiSpec, DisplayControl, ExecutionMode, Executor, Intervention, InterventionPolicy, InterventionRule,
