@@ -41,6 +41,8 @@ pub fn routes() -> AppRouter {
         .routes(routes!(list_approvals))
         .routes(routes!(decide_approval))
         .routes(routes!(list_remembered))
+        .routes(routes!(list_memories))
+        .routes(routes!(get_memory, remove_memory))
         .routes(routes!(revoke_remembered))
         .routes(routes!(list_journal))
         .routes(routes!(get_attempt))
@@ -335,7 +337,16 @@ pub async fn open_session(
         )));
     }
     view.time_budget_ms = request.time_budget_ms;
-    view.user_id = request.user_id;
+    // With keys the person is the key's name: their memories are theirs, whatever a body says.
+    view.user_id = match (principal.person(), request.user_id) {
+        (Some(person), Some(asked)) if asked != person => {
+            return Err(ApiError::bad_request(format!(
+                "user_id `{asked}` is not this key's person (`{person}`); leave it out, or use that person's key"
+            )));
+        }
+        (Some(person), _) => Some(person.to_owned()),
+        (None, asked) => asked,
+    };
     view.agent_id = request.agent_id;
     view.sequential = request.sequential;
     view.project = request.project;
@@ -929,6 +940,161 @@ async fn revoke_remembered(
         Ok(StatusCode::NO_CONTENT)
     } else {
         Err(ApiError::not_found("remembered decision", &id))
+    }
+}
+
+// ---------------------------------------------------------------- memories
+
+/// Whose memories, and which.
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct MemoryQuery {
+    /// The person (default: the key's own; another person's needs an approver key; on an open
+    /// server, `local` by default).
+    #[serde(default)]
+    pub person: Option<String>,
+    /// Words to look for (best first); without, the newest first.
+    #[serde(default)]
+    pub query: Option<String>,
+    /// Only this category (`identity`, `preferences`, `experiences`, `notes`).
+    #[serde(default)]
+    pub category: Option<String>,
+    /// How many (default 100, at most 1000).
+    #[serde(default)]
+    pub limit: Option<u32>,
+}
+
+/// A memory, as people see it.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct MemoryView {
+    /// Its id.
+    pub id: String,
+    /// Whose it is.
+    pub person: String,
+    /// Its category.
+    pub category: String,
+    /// Its title.
+    pub title: String,
+    /// What is remembered.
+    pub content: String,
+    /// The project it is tied to, if any.
+    pub project: Option<String>,
+    /// When it was made (Unix milliseconds).
+    pub created_at: i64,
+    /// When it last changed.
+    pub updated_at: i64,
+}
+
+impl From<tool_core::storage::Record> for MemoryView {
+    fn from(record: tool_core::storage::Record) -> Self {
+        Self {
+            id: record.id,
+            person: record.owner.person,
+            category: record.tag,
+            title: record.title,
+            content: record.body,
+            project: record.project,
+            created_at: record.created_at,
+            updated_at: record.updated_at,
+        }
+    }
+}
+
+/// Whose memories a request may see: a key's own person; another's only with a key that decides
+/// approvals; agent keys none (they act for whoever their sessions name, not a person).
+fn memory_owner(principal: &Principal, asked: Option<&str>) -> Result<tool_core::storage::Owner, ApiError> {
+    let forbidden = |message: String| ApiError::new(StatusCode::FORBIDDEN, "forbidden", message);
+    let person = match (principal.person(), asked) {
+        (None, asked) => asked.unwrap_or("local").to_owned(),
+        (Some(own), None) => own.to_owned(),
+        (Some(own), Some(asked)) if asked == own => own.to_owned(),
+        (Some(_), Some(asked)) if principal.role == crate::auth::Role::Approver => asked.to_owned(),
+        (Some(own), Some(asked)) => {
+            return Err(forbidden(format!(
+                "`{own}` may see only their own memories, not `{asked}`'s; an approver key may see anyone's"
+            )));
+        }
+    };
+    if principal.role == crate::auth::Role::Agent && principal.person().is_some() {
+        return Err(forbidden(
+            "an agent key may not read or change memories; use a person or approver key".into(),
+        ));
+    }
+    check_text("person", &person, 200)?;
+    Ok(tool_core::storage::Owner { tenant: principal.tenant.clone(), person })
+}
+
+fn storage_error(error: tool_core::storage::StorageError) -> ApiError {
+    ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "storage", error.to_string())
+}
+
+/// A person's memories (what the memory tool keeps about them), newest first or by a search.
+#[utoipa::path(get, path = "/v1/memories", tag = "memories", params(MemoryQuery),
+    responses((status = 200, body = Vec<MemoryView>), (status = 403, body = ErrorBody)))]
+async fn list_memories(
+    State(state): State<Arc<AppState>>,
+    principal: Principal,
+    Query(query): Query<MemoryQuery>,
+) -> Result<Json<Vec<MemoryView>>, ApiError> {
+    let owner = memory_owner(&principal, query.person.as_deref())?;
+    if let Some(text) = &query.query {
+        check_text("query", text, 500)?;
+    }
+    let found = state
+        .records
+        .find_records(tool_core::storage::RecordQuery {
+            collection: builtin_tool_memory::COLLECTION.into(),
+            owner,
+            project: tool_core::storage::ProjectScope::Any,
+            tag: query.category,
+            text: query.query.filter(|q| !q.trim().is_empty()),
+            limit: query.limit.unwrap_or(100).clamp(1, 1000),
+        })
+        .await
+        .map_err(storage_error)?;
+    Ok(Json(found.into_iter().map(|hit| MemoryView::from(hit.record)).collect()))
+}
+
+/// One memory.
+#[utoipa::path(get, path = "/v1/memories/{id}", tag = "memories", params(("id" = String, Path), MemoryQuery),
+    responses((status = 200, body = MemoryView), (status = 403, body = ErrorBody), (status = 404, body = ErrorBody)))]
+async fn get_memory(
+    State(state): State<Arc<AppState>>,
+    principal: Principal,
+    Path(id): Path<String>,
+    Query(query): Query<MemoryQuery>,
+) -> Result<Json<MemoryView>, ApiError> {
+    let owner = memory_owner(&principal, query.person.as_deref())?;
+    match state
+        .records
+        .get_record(&owner, builtin_tool_memory::COLLECTION, &id)
+        .await
+        .map_err(storage_error)?
+    {
+        Some(record) => Ok(Json(MemoryView::from(record))),
+        None => Err(ApiError::not_found("memory", &id)),
+    }
+}
+
+/// Forgets a memory.
+#[utoipa::path(delete, path = "/v1/memories/{id}", tag = "memories", params(("id" = String, Path), MemoryQuery),
+    responses((status = 204), (status = 403, body = ErrorBody), (status = 404, body = ErrorBody)))]
+async fn remove_memory(
+    State(state): State<Arc<AppState>>,
+    principal: Principal,
+    Path(id): Path<String>,
+    Query(query): Query<MemoryQuery>,
+) -> Result<StatusCode, ApiError> {
+    let owner = memory_owner(&principal, query.person.as_deref())?;
+    if state
+        .records
+        .remove_record(&owner, builtin_tool_memory::COLLECTION, &id)
+        .await
+        .map_err(storage_error)?
+    {
+        Ok(StatusCode::NO_CONTENT)
+    } else {
+        Err(ApiError::not_found("memory", &id))
     }
 }
 

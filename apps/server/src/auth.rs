@@ -280,6 +280,15 @@ impl FromRequestParts<Arc<AppState>> for Principal {
 }
 
 impl Principal {
+    /// The person a key names (its name), on a server with keys; `None` on an open server.
+    pub fn person(&self) -> Option<&str> {
+        let mut parts = self.id.splitn(3, '/');
+        match (parts.next(), parts.next(), parts.next()) {
+            (Some(_), Some(_), Some(name)) => Some(name),
+            _ => None,
+        }
+    }
+
     /// Refuses a key that may not open sessions or propose calls.
     ///
     /// # Errors

@@ -318,6 +318,9 @@ pub struct ServeArgs {
     /// command running when it passes this is stopped, and its result says why.
     #[arg(long, env = "TOOLHOST_SESSION_TEMP_MAX_MIB", default_value_t = 1024)]
     pub session_temp_max_mib: u64,
+    /// Memories one person may keep (the memory tool refuses more, saying so).
+    #[arg(long, env = "TOOLHOST_MAX_MEMORIES_PER_PERSON", default_value_t = 1000)]
+    pub max_memories_per_person: u64,
     /// Files one command's process may hold open.
     #[arg(long, env = "TOOLHOST_COMMAND_MAX_OPEN_FILES", default_value_t = 4096)]
     pub command_max_open_files: u64,

@@ -717,6 +717,8 @@ pub struct Routed {
     local: Arc<dyn ToolRuntime>,
     devices: Arc<Devices>,
     limits: Arc<crate::limits::Limits>,
+    /// The tool's data lives on the server (memories): it runs here even in a device's session.
+    server_only: bool,
 }
 
 impl std::fmt::Debug for Routed {
@@ -733,9 +735,13 @@ impl Routed {
         devices: Arc<Devices>,
         limits: Arc<crate::limits::Limits>,
     ) -> Self {
-        Self { tool, local, devices, limits }
+        let server_only = SERVER_ONLY.contains(&tool.as_str());
+        Self { tool, local, devices, limits, server_only }
     }
 }
+
+/// Tools whose data is the server's (the person's memories): never sent to a device.
+const SERVER_ONLY: &[&str] = &[builtin_tool_memory::IDENTIFIER];
 
 impl ToolRuntime for Routed {
     fn execute<'a>(
@@ -744,7 +750,11 @@ impl ToolRuntime for Routed {
         arguments: Value,
         context: &'a CallContext,
     ) -> BoxFuture<'a, ToolOutput> {
-        match self.devices.route(&context.session_id) {
+        let route = match self.devices.route(&context.session_id) {
+            Some(Route::Device { tenant, .. }) if self.server_only => Some(Route::Server { tenant }),
+            route => route,
+        };
+        match route {
             Some(Route::Device { tenant, device_id }) => Box::pin(async move {
                 self.devices
                     .dispatch(&tenant, device_id.as_deref(), &self.tool, api, arguments, context)

@@ -119,6 +119,8 @@ pub struct AppState {
     pub executor: Executor,
     /// The journal.
     pub journal: Arc<dyn Journal>,
+    /// The records tools keep (memories), on the journal's database.
+    pub records: Arc<dyn tool_core::storage::RecordStore>,
     /// Questions waiting at this instance.
     pub broker: Arc<LocalBroker>,
     /// The pipeline's broker: asks MCP clients that can elicit, and `broker` for the rest.
@@ -280,7 +282,7 @@ impl AppState {
         let database_url = args.database_url()?;
         // Where the journal lives, without the credentials a Postgres URL may carry.
         let journal_at = database_url.split('@').next_back().unwrap_or("").to_owned();
-        let journal = journal::open(&database_url)
+        let (journal, records) = journal::open_with_records(&database_url)
             .await
             .with_context(|| format!("opening the journal ({journal_at})"))?;
         tracing::info!(journal = %journal_at, retention_days = args.journal_retention_days, "journal open");
@@ -353,8 +355,10 @@ impl AppState {
                  killed at the next start (only the shell dies with the server)"
             );
         }
-        let services =
-            tool_core::Services::new().with(computer.clone() as Arc<dyn computer_runtime::ComputerRuntime>);
+        let services = tool_core::Services::new()
+            .with(computer.clone() as Arc<dyn computer_runtime::ComputerRuntime>)
+            .with(records.clone())
+            .with(builtin_tool_memory::MemorySettings { max_per_person: args.max_memories_per_person });
         let mut toolbox = Toolbox::new();
         for (manifest, runtime) in Registry::builtin().runtimes(&services)? {
             if !tools.contains(&manifest.identifier) {
@@ -406,6 +410,7 @@ impl AppState {
             instance_id,
             executor,
             journal,
+            records,
             broker,
             elicitation,
             keys,

@@ -375,7 +375,7 @@ async fn a_device_cannot_be_raced_out_of_its_folder() {
             let mut swaps = 0u64;
             let staged = ws.join("link.next");
             while racing.load(std::sync::atomic::Ordering::Relaxed) {
-                let target = if swaps % 2 == 0 { secret.clone() } else { ws.join("inside.txt") };
+                let target = if swaps.is_multiple_of(2) { secret.clone() } else { ws.join("inside.txt") };
                 let _ = std::fs::remove_file(&staged);
                 if std::os::unix::fs::symlink(&target, &staged).is_ok()
                     && std::fs::rename(&staged, ws.join("link")).is_ok()

@@ -152,7 +152,7 @@ pub fn conversations(data: &Path, folder: &Path) -> Vec<Saved> {
             })
         })
         .collect();
-    out.sort_by(|a, b| b.saved_at.cmp(&a.saved_at));
+    out.sort_by_key(|b| std::cmp::Reverse(b.saved_at));
     out
 }
 
@@ -170,7 +170,7 @@ pub fn load(data: &Path, folder: &Path, session_id: &str) -> anyhow::Result<Tran
     );
     let path = transcripts_dir(data, folder).join(format!("{session_id}.json"));
     let text = std::fs::read(&path).with_context(|| format!("reading {}", path.display()))?;
-    Ok(serde_json::from_slice(&text).with_context(|| format!("reading {}", path.display()))?)
+    serde_json::from_slice(&text).with_context(|| format!("reading {}", path.display()))
 }
 
 /// The newest saved transcript of `folder`.

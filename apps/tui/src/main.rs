@@ -61,6 +61,8 @@ enum Command {
     Call(call::CallArgs),
     /// The calls made in this folder, newest first.
     Journal(JournalArgs),
+    /// What the agent remembers about you: `list`, `show ID`, `rm ID`.
+    Memory(toolhost::memory::MemoryArgs),
     /// Run a server's calls on this machine, as this person's device.
     Connect(ConnectArgs),
     /// Serve this machine's tools to one MCP client over stdio (the client starts this command).
@@ -158,6 +160,7 @@ fn main() -> ExitCode {
             Some(Command::Tools { format, mcp_config }) => tools(&format, mcp_config).await.map(|()| 0),
             Some(Command::Call(args)) => call::run(args).await,
             Some(Command::Journal(args)) => journal(args).await.map(|()| 0),
+            Some(Command::Memory(args)) => toolhost::memory::run(args).await.map(|()| 0),
             Some(Command::Connect(args)) => connect(args).await.map(|()| 0),
             Some(Command::Mcp(args)) => serve::run(args).await.map(|()| 0),
         }

@@ -433,3 +433,51 @@ fn one_call_runs_through_the_pipeline_without_a_model() {
     assert!(statuses.contains(&("readFile", "executed")), "{statuses:?}");
     assert!(statuses.contains(&("runCommand", "blocked")), "{statuses:?}");
 }
+
+#[test]
+fn a_memory_saved_in_one_session_is_found_in_the_next_and_can_be_forgotten() {
+    let home = Home::new();
+    let toolhost = |args: &[&str]| {
+        let mut command = home.command(None);
+        command.args(args).stdin(Stdio::null());
+        command.output().unwrap()
+    };
+    let text = |output: &std::process::Output| String::from_utf8_lossy(&output.stdout).into_owned();
+
+    // A write asks; with no one at a terminal it is blocked and nothing is kept.
+    let blocked = toolhost(&[
+        "call",
+        "addMemory",
+        r#"{"category": "preferences", "title": "Shell", "content": "Uses fish"}"#,
+    ]);
+    assert_eq!(blocked.status.code(), Some(3), "{}", stderr(&blocked));
+    assert!(text(&toolhost(&["memory", "list"])).contains("Nothing is remembered"));
+
+    let saved = toolhost(&[
+        "call",
+        "--approval-mode",
+        "auto-run",
+        "addMemory",
+        r#"{"category": "preferences", "title": "Shell", "content": "Uses the fish shell"}"#,
+        "--json",
+    ]);
+    assert_eq!(saved.status.code(), Some(0), "{}", stderr(&saved));
+    let saved: Value = serde_json::from_slice(&saved.stdout).unwrap();
+    let id = saved["output"]["state"]["memory"]["id"].as_str().unwrap().to_owned();
+
+    // Each `call` is a session of its own: the next one finds it.
+    let found = toolhost(&["call", "searchMemory", r#"{"query": "fish"}"#]);
+    assert_eq!(found.status.code(), Some(0), "{}", stderr(&found));
+    assert!(text(&found).contains("Uses the fish shell"), "{}", text(&found));
+
+    let listed = text(&toolhost(&["memory", "list"]));
+    assert!(listed.contains(&id) && listed.contains("preferences") && listed.contains("fish"), "{listed}");
+    let shown = toolhost(&["memory", "show", &id]);
+    let shown: Value = serde_json::from_slice(&shown.stdout).unwrap();
+    assert_eq!(shown["body"], "Uses the fish shell");
+    let removed = toolhost(&["memory", "rm", &id]);
+    assert_eq!(removed.status.code(), Some(0), "{}", stderr(&removed));
+    let again = toolhost(&["memory", "rm", &id]);
+    assert_eq!(again.status.code(), Some(1), "forgetting twice is an error");
+    assert!(text(&toolhost(&["memory", "list"])).contains("Nothing is remembered"));
+}

@@ -643,7 +643,7 @@ fn a_resumed_conversation_shows_how_calls_ended_and_whose_words_are_whose() {
         result("d", "The user denied this call: not now"),
         result("b", &format!("{} Reason: network", tool_executor::BLOCKED_CONTENT)),
         result("c", "The call was cancelled while waiting for approval."),
-        Message::user(&format!("{}\n\nplease only list the files", agent::CANCELLED_NOTE)),
+        Message::user(format!("{}\n\nplease only list the files", agent::CANCELLED_NOTE)),
     ];
     let mut app = new_app();
     app.load_history(&history);

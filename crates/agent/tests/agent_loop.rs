@@ -20,7 +20,7 @@ fn executor() -> Executor {
         Arc::new(computer_runtime::LocalComputer::default());
     let services = tool_core::Services::new().with(computer);
     let mut toolbox = Toolbox::new();
-    for (manifest, runtime) in builtin_tools::Registry::builtin().runtimes(&services).unwrap() {
+    for (manifest, runtime) in builtin_tools::Registry::builtin().available_runtimes(&services).0 {
         toolbox.add_tool(manifest, runtime).unwrap();
     }
     for (name, audit) in builtin_tools::audits() {
@@ -554,4 +554,62 @@ async fn a_not_found_names_the_url() {
     let text = error.to_string();
     assert!(text.contains(&format!("{}/chat/completions", server.base_url())), "{text}");
     assert!(text.contains("check the base URL"), "{text}");
+}
+
+#[tokio::test]
+async fn a_preference_saved_in_one_session_shapes_the_next() {
+    let folder = tempfile::tempdir().unwrap();
+    let data = tempfile::tempdir().unwrap();
+    let url = format!("sqlite://{}?mode=rwc", data.path().join("journal.db").display());
+    let (_journal, records) = journal::open_with_records(&url).await.unwrap();
+    let computer: Arc<dyn computer_runtime::ComputerRuntime> =
+        Arc::new(computer_runtime::LocalComputer::default());
+    let services = tool_core::Services::new().with(computer).with(records);
+    let mut toolbox = Toolbox::new();
+    for (manifest, runtime) in builtin_tools::Registry::builtin().runtimes(&services).unwrap() {
+        toolbox.add_tool(manifest, runtime).unwrap();
+    }
+    let executor = Executor::builder(Arc::new(toolbox)).build();
+    let open = |id: &str| {
+        executor.open_session(SessionConfig {
+            id: id.into(),
+            tenant: "local".into(),
+            user_id: Some("ada".into()),
+            working_directory: Some(folder.path().to_owned()),
+            policy: SessionPolicy { mode: ApprovalMode::AutoRun, ..SessionPolicy::default() },
+            active_tools: Some(vec!["memory".into()]),
+            ..SessionConfig::default()
+        })
+    };
+    let save =
+        json!({"category": "preferences", "title": "Language", "content": "Ada wants answers in French"});
+    let search = json!({"query": "answer language"});
+    let server = ScriptedModel::start(vec![
+        openai_reply("", "", &[("c1", "addMemory", &save.to_string())], "tool_calls"),
+        openai_reply("", "Noted: French from now on.", &[], "stop"),
+        openai_reply("", "", &[("c2", "searchMemory", &search.to_string())], "tool_calls"),
+        openai_reply("", "Bonjour Ada !", &[], "stop"),
+    ])
+    .await;
+    let mut first = Agent::new(openai(&server), executor.clone(), open("monday"), AgentConfig::default());
+    let (outcome, _) = run(&mut first, "Please always answer in French.").await;
+    assert!(matches!(outcome, Outcome::Answered { .. }), "{outcome:?}");
+    let mut second = Agent::new(openai(&server), executor.clone(), open("tuesday"), AgentConfig::default());
+    let (outcome, _) = run(&mut second, "Hello!").await;
+    assert_eq!(outcome, Outcome::Answered { text: "Bonjour Ada !".into(), truncated: false });
+
+    let received = server.received();
+    assert_eq!(received.len(), 4);
+    // The model was taught when to save, and the next session's search found the preference.
+    let system = received[2].body["messages"][0]["content"].as_str().unwrap();
+    assert!(system.contains("searchMemory"), "the memory role is in the system prompt");
+    let messages = received[3].body["messages"].as_array().unwrap();
+    let tool = messages.iter().find(|m| m["role"] == "tool").unwrap();
+    assert!(tool["content"].as_str().unwrap().contains("Ada wants answers in French"), "{tool}");
+    assert!(
+        messages
+            .iter()
+            .all(|m| !m["content"].as_str().unwrap_or("").contains("Please always answer in French")),
+        "the second session is a new conversation: only memory carried the preference"
+    );
 }

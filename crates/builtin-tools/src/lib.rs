@@ -206,6 +206,25 @@ impl Registry {
             .collect()
     }
 
+    /// The manifests and runtimes of the tools whose services are all there, and the tools left
+    /// out with the service each lacks: a front end without a record store, say, offers no
+    /// memory rather than a tool that always fails.
+    #[cfg(feature = "runtime")]
+    pub fn available_runtimes(
+        &self,
+        services: &tool_core::Services,
+    ) -> (Vec<ToolParts>, Vec<(String, tool_core::MissingService)>) {
+        let mut parts = Vec::new();
+        let mut missing = Vec::new();
+        for entry in &self.entries {
+            match (entry.tool.runtime)(services) {
+                Ok(runtime) => parts.push((entry.manifest.clone(), runtime)),
+                Err(error) => missing.push((entry.manifest.identifier.clone(), error)),
+            }
+        }
+        (parts, missing)
+    }
+
     /// A tool's render hooks; unknown tools get the generic defaults.
     #[cfg(feature = "render")]
     pub fn render(&self, identifier: &str) -> &'static dyn tool_core::RenderHooks {

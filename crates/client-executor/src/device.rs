@@ -146,13 +146,26 @@ impl ApprovalBroker for NoOneToAsk {
 ///
 /// A builtin tool that needs a service the device does not provide.
 pub fn builtin_toolbox() -> Result<Toolbox, String> {
+    builtin_toolbox_with(None)
+}
+
+/// [`builtin_toolbox`], with a record store for the tools that keep data (memory): a front end
+/// with a journal of its own (the terminal app) gives one; without it those tools are left out.
+///
+/// # Errors
+///
+/// As [`builtin_toolbox`].
+pub fn builtin_toolbox_with(
+    records: Option<Arc<dyn tool_core::storage::RecordStore>>,
+) -> Result<Toolbox, String> {
     let computer: Arc<dyn computer_runtime::ComputerRuntime> =
         Arc::new(computer_runtime::LocalComputer::default());
-    let services = tool_core::Services::new().with(computer);
+    let mut services = tool_core::Services::new().with(computer);
+    if let Some(records) = records {
+        services = services.with(records);
+    }
     let mut toolbox = Toolbox::new();
-    for (manifest, runtime) in
-        builtin_tools::Registry::builtin().runtimes(&services).map_err(|e| e.to_string())?
-    {
+    for (manifest, runtime) in builtin_tools::Registry::builtin().available_runtimes(&services).0 {
         toolbox.add_tool(manifest, runtime).map_err(|e| e.to_string())?;
     }
     for (name, audit) in builtin_tools::audits() {

@@ -47,7 +47,7 @@ fn executor() -> (Executor, Arc<dyn ComputerRuntime>) {
     let computer: Arc<dyn ComputerRuntime> = Arc::new(LocalComputer::default());
     let services = Services::new().with(computer.clone());
     let mut toolbox = Toolbox::new();
-    for (manifest, runtime) in Registry::builtin().runtimes(&services).expect("the builtin runtimes") {
+    for (manifest, runtime) in Registry::builtin().available_runtimes(&services).0 {
         toolbox.add_tool(manifest, runtime).expect("a tool");
     }
     for (name, audit) in builtin_tools::audits() {

@@ -16,7 +16,7 @@ fn executor() -> Executor {
     let computer: Arc<dyn ComputerRuntime> = Arc::new(LocalComputer::default());
     let services = Services::new().with(computer);
     let mut toolbox = Toolbox::new();
-    for (manifest, runtime) in Registry::builtin().runtimes(&services).unwrap() {
+    for (manifest, runtime) in Registry::builtin().available_runtimes(&services).0 {
         toolbox.add_tool(manifest, runtime).unwrap();
     }
     for (name, audit) in builtin_tools::audits() {

@@ -1078,7 +1078,7 @@ fn inline_spans(text: &str) -> Vec<Span<'static>> {
                 let closes = !inner.is_empty() && (*marker == "`" || !inner.ends_with(char::is_whitespace));
                 let closes_at_edge = *marker != "_"
                     || after[end + marker.len()..].chars().next().is_none_or(|c| !c.is_alphanumeric());
-                (hugs && at_edge && closes && closes_at_edge).then(|| (marker.len(), inner, *style))
+                (hugs && at_edge && closes && closes_at_edge).then_some((marker.len(), inner, *style))
             });
         match opened {
             Some((len, inner, style)) => {

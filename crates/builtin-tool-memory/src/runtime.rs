@@ -1,0 +1,296 @@
+//! The runtime: memories through the storage service, scoped by the call's context.
+
+use std::sync::Arc;
+
+use futures::future::BoxFuture;
+use serde_json::{Value, json};
+use tool_core::storage::{
+    NewRecord, Owner, ProjectScope, Record, RecordPatch, RecordQuery, RecordStore, StorageError,
+};
+use tool_core::{CallContext, ErrorKind, MissingService, Services, ToolOutput, ToolRuntime, parse_arguments};
+
+use crate::{
+    AddArgs, COLLECTION, Category, DEFAULT_LIMIT, MAX_CONTENT, MAX_TITLE, MemoryApi, RemoveArgs, Scope,
+    SearchArgs, UpdateArgs, project_of,
+};
+
+/// What the operator sets for memories.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MemorySettings {
+    /// How many memories one person keeps.
+    pub max_per_person: u64,
+}
+
+impl Default for MemorySettings {
+    fn default() -> Self {
+        Self { max_per_person: DEFAULT_LIMIT }
+    }
+}
+
+/// Runs memory calls on a record store.
+#[derive(Debug, Clone)]
+pub struct MemoryRuntime {
+    store: Arc<dyn RecordStore>,
+    settings: MemorySettings,
+}
+
+/// Builds the runtime from the front end's record store (and [`MemorySettings`], if given).
+///
+/// # Errors
+///
+/// [`MissingService`] when the front end has no record store.
+pub fn runtime(services: &Services) -> Result<Arc<dyn ToolRuntime>, MissingService> {
+    let store = services.require::<Arc<dyn RecordStore>>()?.clone();
+    let settings = services.get::<MemorySettings>().copied().unwrap_or_default();
+    Ok(Arc::new(MemoryRuntime::new(store, settings)))
+}
+
+/// The tenant and person a call acts for: the session's tenant (`local` without one) and its user
+/// (the key's name on a server with keys, the local user in the terminal app).
+pub fn owner_of(context: &CallContext) -> Owner {
+    Owner {
+        tenant: context.sandbox.tenant.clone().unwrap_or_else(|| "local".into()),
+        person: context.user_id.clone().filter(|u| !u.is_empty()).unwrap_or_else(|| "local".into()),
+    }
+}
+
+fn invalid(message: impl Into<String>) -> ToolOutput {
+    ToolOutput::error(ErrorKind::InvalidArguments, message)
+}
+
+fn failed(error: StorageError) -> ToolOutput {
+    match error {
+        StorageError::Full { limit } => ToolOutput::error(
+            ErrorKind::Conflict,
+            format!(
+                "{limit} memories are kept already, the most allowed: remove or merge outdated ones \
+                 (searchMemory, then removeMemory or updateMemory) before adding"
+            ),
+        ),
+        StorageError::NotFound(id) => ToolOutput::error(
+            ErrorKind::NotFound,
+            format!("no memory `{id}` of this person; searchMemory lists the ids"),
+        ),
+        StorageError::Backend(message) => {
+            ToolOutput::error(ErrorKind::Execution, format!("memory storage failed: {message}"))
+        }
+    }
+}
+
+fn check_text(field: &str, value: &str, max: usize) -> Result<String, ToolOutput> {
+    let value = value.trim();
+    if value.is_empty() {
+        return Err(invalid(format!("`{field}` is empty")));
+    }
+    let chars = value.chars().count();
+    if chars > max {
+        return Err(invalid(format!(
+            "`{field}` has {chars} characters, more than {max}; keep memories short"
+        )));
+    }
+    if looks_secret(value) {
+        return Err(invalid(format!(
+            "`{field}` looks like it holds a secret (a key, token or password); memories must never keep secrets"
+        )));
+    }
+    Ok(value.to_owned())
+}
+
+/// Whether text looks like it carries a credential: a private key, a well-known token prefix, or
+/// a `password=`/`token:` assignment.
+fn looks_secret(text: &str) -> bool {
+    const PREFIXES: &[&str] =
+        &["sk-", "ghp_", "gho_", "github_pat_", "xoxb-", "xoxp-", "AKIA", "AIza", "glpat-"];
+    if text.contains("-----BEGIN") && text.contains("PRIVATE KEY") {
+        return true;
+    }
+    let lower = text.to_lowercase();
+    for word in ["password", "passwd", "api_key", "apikey", "secret", "token"] {
+        for sep in ["=", ":"] {
+            if let Some(at) = lower.find(&format!("{word}{sep}")) {
+                let after = text[at + word.len() + 1..].trim_start();
+                if after.split_whitespace().next().is_some_and(|v| v.len() >= 6) {
+                    return true;
+                }
+            }
+        }
+    }
+    text.split(|c: char| c.is_whitespace() || c == '"' || c == '\'')
+        .any(|word| PREFIXES.iter().any(|prefix| word.starts_with(prefix) && word.len() >= prefix.len() + 16))
+}
+
+fn line(record: &Record) -> String {
+    let scope = if record.project.is_some() { " (this project)" } else { "" };
+    format!("- [{}] {} · {}{scope}: {}", record.id, record.tag, record.title, record.body)
+}
+
+fn view(record: &Record) -> Value {
+    json!({
+        "id": record.id,
+        "category": record.tag,
+        "title": record.title,
+        "content": record.body,
+        "project": record.project,
+        "created_at": record.created_at,
+        "updated_at": record.updated_at,
+    })
+}
+
+impl MemoryRuntime {
+    /// A runtime over `store`.
+    pub fn new(store: Arc<dyn RecordStore>, settings: MemorySettings) -> Self {
+        Self { store, settings }
+    }
+
+    async fn add(&self, args: AddArgs, context: &CallContext) -> Result<ToolOutput, ToolOutput> {
+        let title = check_text("title", &args.title, MAX_TITLE)?;
+        let content = check_text("content", &args.content, MAX_CONTENT)?;
+        let project = match args.scope.unwrap_or(Scope::Person) {
+            Scope::Person => None,
+            Scope::Project => match &context.working_directory {
+                Some(dir) => Some(project_of(dir)),
+                None => {
+                    return Err(invalid(
+                        "this session has no project (no working directory); use scope `person`",
+                    ));
+                }
+            },
+        };
+        let record = NewRecord {
+            collection: COLLECTION.into(),
+            owner: owner_of(context),
+            project,
+            tag: args.category.as_str().into(),
+            title,
+            body: content,
+            metadata: json!({"session_id": context.session_id, "call_id": context.call_id}),
+        };
+        let stored = self.store.insert_record(record, self.settings.max_per_person).await.map_err(failed)?;
+        Ok(ToolOutput::ok(format!("Remembered [{}] {}: {}", stored.id, stored.title, stored.body))
+            .with_state(json!({"memory": view(&stored)})))
+    }
+
+    async fn search(&self, args: SearchArgs, context: &CallContext) -> Result<ToolOutput, ToolOutput> {
+        let limit = args.limit.unwrap_or(10).clamp(1, 50);
+        let text = args.query.as_deref().map(str::trim).filter(|q| !q.is_empty()).map(str::to_owned);
+        if let Some(text) = &text
+            && text.chars().count() > 500
+        {
+            return Err(invalid("the query is longer than 500 characters; use a few key words"));
+        }
+        let project = match &context.working_directory {
+            Some(dir) => ProjectScope::With(project_of(dir)),
+            None => ProjectScope::None,
+        };
+        let query = RecordQuery {
+            collection: COLLECTION.into(),
+            owner: owner_of(context),
+            project,
+            tag: args.category.map(|c| c.as_str().to_owned()),
+            text: text.clone(),
+            limit,
+        };
+        let hits = self.store.find_records(query).await.map_err(failed)?;
+        let mut content = match (&text, hits.is_empty()) {
+            (Some(q), true) => format!("No memory matches \"{q}\"."),
+            (None, true) => "Nothing is remembered yet.".to_owned(),
+            (Some(q), false) => format!("{} memories match \"{q}\" (best first):", hits.len()),
+            (None, false) => format!("The {} most recent memories:", hits.len()),
+        };
+        for hit in &hits {
+            content.push('\n');
+            content.push_str(&line(&hit.record));
+        }
+        let memories: Vec<Value> = hits.iter().map(|hit| view(&hit.record)).collect();
+        Ok(ToolOutput::ok(content).with_state(json!({"query": text, "memories": memories})))
+    }
+
+    async fn update(&self, args: UpdateArgs, context: &CallContext) -> Result<ToolOutput, ToolOutput> {
+        if args.title.is_none() && args.content.is_none() && args.category.is_none() {
+            return Err(invalid("nothing to change: give a new title, content or category"));
+        }
+        let patch = RecordPatch {
+            tag: args.category.map(|c: Category| c.as_str().to_owned()),
+            title: args.title.as_deref().map(|t| check_text("title", t, MAX_TITLE)).transpose()?,
+            body: args.content.as_deref().map(|c| check_text("content", c, MAX_CONTENT)).transpose()?,
+            metadata: None,
+        };
+        let owner = owner_of(context);
+        let updated =
+            self.store.update_record(&owner, COLLECTION, args.id.trim(), patch).await.map_err(failed)?;
+        Ok(ToolOutput::ok(format!("Updated [{}] {}: {}", updated.id, updated.title, updated.body))
+            .with_state(json!({"memory": view(&updated)})))
+    }
+
+    async fn remove(&self, args: RemoveArgs, context: &CallContext) -> Result<ToolOutput, ToolOutput> {
+        let owner = owner_of(context);
+        let id = args.id.trim();
+        let before = self.store.get_record(&owner, COLLECTION, id).await.map_err(failed)?;
+        let Some(before) = before else { return Err(failed(StorageError::NotFound(id.to_owned()))) };
+        if !self.store.remove_record(&owner, COLLECTION, id).await.map_err(failed)? {
+            return Err(failed(StorageError::NotFound(id.to_owned())));
+        }
+        Ok(ToolOutput::ok(format!("Forgot [{}] {}", before.id, before.title))
+            .with_state(json!({"memory": view(&before)})))
+    }
+}
+
+impl ToolRuntime for MemoryRuntime {
+    fn execute<'a>(
+        &'a self,
+        api: &'a str,
+        arguments: Value,
+        context: &'a CallContext,
+    ) -> BoxFuture<'a, ToolOutput> {
+        Box::pin(async move {
+            let Ok(which) = api.parse::<MemoryApi>() else {
+                return ToolOutput::error(ErrorKind::UnknownTool, format!("memory has no api `{api}`"));
+            };
+            let result = match which {
+                MemoryApi::Add => match parse_arguments(api, arguments) {
+                    Ok(args) => self.add(args, context).await,
+                    Err(output) => Err(output),
+                },
+                MemoryApi::Search => match parse_arguments(api, arguments) {
+                    Ok(args) => self.search(args, context).await,
+                    Err(output) => Err(output),
+                },
+                MemoryApi::Update => match parse_arguments(api, arguments) {
+                    Ok(args) => self.update(args, context).await,
+                    Err(output) => Err(output),
+                },
+                MemoryApi::Remove => match parse_arguments(api, arguments) {
+                    Ok(args) => self.remove(args, context).await,
+                    Err(output) => Err(output),
+                },
+            };
+            result.unwrap_or_else(|output| output)
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn secrets_are_recognised_and_ordinary_text_is_not() {
+        for secret in [
+            "my password: hunter2hunter2",
+            "token=abcdef123456",
+            "use sk-abcdefghijklmnopqrstuvwx for the API",
+            "-----BEGIN OPENSSH PRIVATE KEY----- abc",
+            "ghp_0123456789abcdefghijklmnopqrstuv",
+        ] {
+            assert!(looks_secret(secret), "{secret}");
+        }
+        for ordinary in [
+            "Prefers tabs over spaces",
+            "Rotates the password every month",
+            "The token bucket limiter lives in limits.rs",
+            "Uses sk-learn for models",
+        ] {
+            assert!(!looks_secret(ordinary), "{ordinary}");
+        }
+    }
+}
