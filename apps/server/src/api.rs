@@ -43,6 +43,8 @@ pub fn routes() -> AppRouter {
         .routes(routes!(list_remembered))
         .routes(routes!(list_memories))
         .routes(routes!(get_memory, remove_memory))
+        .routes(routes!(list_documents))
+        .routes(routes!(get_document))
         .routes(routes!(revoke_remembered))
         .routes(routes!(list_journal))
         .routes(routes!(get_attempt))
@@ -1096,6 +1098,103 @@ async fn remove_memory(
     } else {
         Err(ApiError::not_found("memory", &id))
     }
+}
+
+// ---------------------------------------------------------------- documents
+
+/// A document the model wrote, as people see it.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct DocumentView {
+    /// Its id.
+    pub id: String,
+    /// Its name.
+    pub name: String,
+    /// `session` or `project`.
+    pub scope: String,
+    /// Its size in bytes.
+    pub bytes: usize,
+    /// When it last changed (Unix milliseconds).
+    pub updated_at: i64,
+    /// Its text (only when one document is asked for).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub content: Option<String>,
+}
+
+/// A session's documents: its own and its project's, newest first.
+async fn session_documents(
+    state: &AppState,
+    tenant: &str,
+    id: &str,
+) -> Result<Vec<tool_core::storage::Record>, ApiError> {
+    let entry = state.session(tenant, id).await?;
+    let owner = tool_core::storage::Owner {
+        tenant: tenant.to_owned(),
+        person: entry.view.user_id.clone().unwrap_or_else(|| "local".into()),
+    };
+    let project = entry
+        .view
+        .working_directory
+        .as_deref()
+        .map(|dir| computer_runtime::scope::project_of(std::path::Path::new(dir)));
+    let mut records = Vec::new();
+    for scope in [builtin_tool_documents::Scope::Session, builtin_tool_documents::Scope::Project] {
+        let Some(place) = builtin_tool_documents::place(scope, id, project.as_deref()) else { continue };
+        let found = state
+            .records
+            .find_records(tool_core::storage::RecordQuery {
+                collection: builtin_tool_documents::COLLECTION.into(),
+                owner: owner.clone(),
+                project: tool_core::storage::ProjectScope::With(place),
+                tag: None,
+                text: None,
+                limit: 1000,
+            })
+            .await
+            .map_err(storage_error)?;
+        records.extend(found.into_iter().map(|hit| hit.record).filter(|r| r.project.is_some()));
+    }
+    records.sort_by_key(|r| std::cmp::Reverse(r.updated_at));
+    Ok(records)
+}
+
+fn document_view(record: tool_core::storage::Record, with_content: bool) -> DocumentView {
+    DocumentView {
+        id: record.id,
+        name: record.title,
+        scope: record.tag,
+        bytes: record.body.len(),
+        updated_at: record.updated_at,
+        content: with_content.then_some(record.body),
+    }
+}
+
+/// The documents the model wrote in a session (and its project's).
+#[utoipa::path(get, path = "/v1/sessions/{id}/documents", tag = "sessions", params(("id" = String, Path)),
+    responses((status = 200, body = Vec<DocumentView>), (status = 404, body = ErrorBody)))]
+async fn list_documents(
+    State(state): State<Arc<AppState>>,
+    Tenant(tenant): Tenant,
+    Path(id): Path<String>,
+) -> Result<Json<Vec<DocumentView>>, ApiError> {
+    let records = session_documents(&state, &tenant, &id).await?;
+    Ok(Json(records.into_iter().map(|r| document_view(r, false)).collect()))
+}
+
+/// One document with its text.
+#[utoipa::path(get, path = "/v1/sessions/{id}/documents/{document}", tag = "sessions",
+    params(("id" = String, Path), ("document" = String, Path, description = "its id or name")),
+    responses((status = 200, body = DocumentView), (status = 404, body = ErrorBody)))]
+async fn get_document(
+    State(state): State<Arc<AppState>>,
+    Tenant(tenant): Tenant,
+    Path((id, document)): Path<(String, String)>,
+) -> Result<Json<DocumentView>, ApiError> {
+    let records = session_documents(&state, &tenant, &id).await?;
+    records
+        .into_iter()
+        .find(|r| r.id == document || r.title == document)
+        .map(|r| Json(document_view(r, true)))
+        .ok_or_else(|| ApiError::not_found("document", &document))
 }
 
 // ---------------------------------------------------------------- journal

@@ -740,8 +740,9 @@ impl Routed {
     }
 }
 
-/// Tools whose data is the server's (the person's memories): never sent to a device.
-const SERVER_ONLY: &[&str] = &[builtin_tool_memory::IDENTIFIER];
+/// Tools whose data is the server's (the person's memories, the model's documents): never sent
+/// to a device.
+const SERVER_ONLY: &[&str] = &[builtin_tool_memory::IDENTIFIER, builtin_tool_documents::IDENTIFIER];
 
 impl ToolRuntime for Routed {
     fn execute<'a>(

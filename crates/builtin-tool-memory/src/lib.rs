@@ -177,16 +177,9 @@ pub fn manifest() -> ToolManifest {
     )
 }
 
-/// The project a working directory belongs to: its repository's root (the nearest folder with a
-/// `.git`), else the folder itself.
-pub fn project_of(working_directory: &std::path::Path) -> String {
-    working_directory
-        .ancestors()
-        .find(|dir| dir.join(".git").exists())
-        .unwrap_or(working_directory)
-        .display()
-        .to_string()
-}
+/// The project a working directory belongs to (its repository's root, else the folder).
+#[cfg(feature = "runtime")]
+pub use computer_runtime::scope::project_of;
 
 #[cfg(feature = "runtime")]
 mod runtime;

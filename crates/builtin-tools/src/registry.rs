@@ -36,6 +36,7 @@ static TOOLS: LazyLock<Vec<BuiltinTool>> = LazyLock::new(|| {
         tool!(builtin_tool_calculator),
         tool!(builtin_tool_code_interpreter),
         tool!(builtin_tool_memory),
+        tool!(builtin_tool_documents),
         // new-tool: register
     ]
 });

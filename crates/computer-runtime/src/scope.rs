@@ -205,3 +205,14 @@ mod tests {
         assert!(!scope.contains(&resolve("~/.bashrc", None)));
     }
 }
+
+/// The project a working directory belongs to: its repository's root (the nearest folder with a
+/// `.git`), else the folder itself. Tools keep per-project data under this name.
+pub fn project_of(working_directory: &Path) -> String {
+    working_directory
+        .ancestors()
+        .find(|dir| dir.join(".git").exists())
+        .unwrap_or(working_directory)
+        .display()
+        .to_string()
+}
