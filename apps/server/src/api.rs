@@ -954,15 +954,18 @@ pub struct MemoryQuery {
     /// The person (default: the key's own; another person's needs an approver key; on an open
     /// server, `local` by default).
     #[serde(default)]
+    #[param(min_length = 1, max_length = 200, pattern = r"^[^\u0000-\u001F\u007F-\u009F]*$")]
     pub person: Option<String>,
     /// Words to look for (best first); without, the newest first.
     #[serde(default)]
+    #[param(max_length = 500, pattern = r"^[^\u0000-\u001F\u007F-\u009F]*$")]
     pub query: Option<String>,
     /// Only this category (`identity`, `preferences`, `experiences`, `notes`).
     #[serde(default)]
     pub category: Option<String>,
-    /// How many (default 100, at most 1000).
+    /// How many (default 100; 0 counts as 1).
     #[serde(default)]
+    #[param(minimum = 0, maximum = 1000)]
     pub limit: Option<u32>,
 }
 
@@ -1032,14 +1035,18 @@ fn storage_error(error: tool_core::storage::StorageError) -> ApiError {
 
 /// A person's memories (what the memory tool keeps about them), newest first or by a search.
 #[utoipa::path(get, path = "/v1/memories", tag = "memories", params(MemoryQuery),
-    responses((status = 200, body = Vec<MemoryView>), (status = 403, body = ErrorBody)))]
+    responses((status = 200, body = Vec<MemoryView>), (status = 400, body = ErrorBody), (status = 403, body = ErrorBody)))]
 async fn list_memories(
     State(state): State<Arc<AppState>>,
     principal: Principal,
     Query(query): Query<MemoryQuery>,
 ) -> Result<Json<Vec<MemoryView>>, ApiError> {
     let owner = memory_owner(&principal, query.person.as_deref())?;
-    if let Some(text) = &query.query {
+    if query.limit.is_some_and(|limit| limit > 1000) {
+        return Err(ApiError::bad_request("limit must be at most 1000"));
+    }
+    let text = query.query.filter(|q| !q.trim().is_empty());
+    if let Some(text) = &text {
         check_text("query", text, 500)?;
     }
     let found = state
@@ -1049,8 +1056,8 @@ async fn list_memories(
             owner,
             project: tool_core::storage::ProjectScope::Any,
             tag: query.category,
-            text: query.query.filter(|q| !q.trim().is_empty()),
-            limit: query.limit.unwrap_or(100).clamp(1, 1000),
+            text,
+            limit: query.limit.unwrap_or(100).max(1),
         })
         .await
         .map_err(storage_error)?;
@@ -1059,7 +1066,8 @@ async fn list_memories(
 
 /// One memory.
 #[utoipa::path(get, path = "/v1/memories/{id}", tag = "memories", params(("id" = String, Path), MemoryQuery),
-    responses((status = 200, body = MemoryView), (status = 403, body = ErrorBody), (status = 404, body = ErrorBody)))]
+    responses((status = 200, body = MemoryView), (status = 400, body = ErrorBody), (status = 403, body = ErrorBody),
+        (status = 404, body = ErrorBody)))]
 async fn get_memory(
     State(state): State<Arc<AppState>>,
     principal: Principal,
@@ -1080,7 +1088,8 @@ async fn get_memory(
 
 /// Forgets a memory.
 #[utoipa::path(delete, path = "/v1/memories/{id}", tag = "memories", params(("id" = String, Path), MemoryQuery),
-    responses((status = 204), (status = 403, body = ErrorBody), (status = 404, body = ErrorBody)))]
+    responses((status = 204), (status = 400, body = ErrorBody), (status = 403, body = ErrorBody),
+        (status = 404, body = ErrorBody)))]
 async fn remove_memory(
     State(state): State<Arc<AppState>>,
     principal: Principal,
