@@ -387,6 +387,7 @@ async fn a_device_cannot_be_raced_out_of_its_folder() {
         })
     };
     let (mut outside_reads, mut inside_reads) = (0, 0);
+    let mut refused = None;
     for round in 0..150 {
         let read = server.call(&sid, &format!("r{round}"), "readFile", json!({"path": "link"})).await;
         if read.to_string().contains("the outside secret") {
@@ -397,6 +398,8 @@ async fn a_device_cannot_be_raced_out_of_its_folder() {
             && ["inside", "planted"].contains(&read["output"]["content"].as_str().unwrap_or(""))
         {
             inside_reads += 1;
+        } else if refused.is_none() {
+            refused = Some(read["output"]["content"].clone());
         }
         if round % 5 == 0 {
             server
@@ -413,9 +416,20 @@ async fn a_device_cannot_be_raced_out_of_its_folder() {
     let swaps = racer.join().unwrap();
     assert!(swaps > 1000, "the racer swapped only {swaps} times");
     assert_eq!(outside_reads, 0, "reads of the outside file through the device");
-    assert!(inside_reads > 0, "the race was live: {inside_reads} of 150 reads got the inside file");
-    // And the other side of it, without leaving it to the scheduler (a loaded machine can let every
-    // racing read land on the inside target): with the link on the outside file, the read fails.
+    // Both sides of the race, without leaving them to the scheduler (a loaded machine can let
+    // every racing read land on one target, either one): with the link on the inside file the
+    // read runs; with it on the outside file the read fails.
+    eprintln!("{inside_reads} of 150 racing reads got the inside file; one refused: {refused:?}");
+    let staged = ws.path().join("link.next");
+    let _ = std::fs::remove_file(&staged);
+    std::os::unix::fs::symlink(ws.path().join("inside.txt"), &staged).unwrap();
+    std::fs::rename(&staged, ws.path().join("link")).unwrap();
+    let pointed_in = server.call(&sid, "r-in", "readFile", json!({"path": "link"})).await;
+    assert_eq!(pointed_in["status"], "executed", "{pointed_in}");
+    assert!(
+        ["inside", "planted"].contains(&pointed_in["output"]["content"].as_str().unwrap_or("")),
+        "{pointed_in}"
+    );
     let staged = ws.path().join("link.next");
     let _ = std::fs::remove_file(&staged);
     std::os::unix::fs::symlink(&secret, &staged).unwrap();
