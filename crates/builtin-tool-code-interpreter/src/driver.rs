@@ -25,8 +25,13 @@ const NODE: &str = include_str!("drivers/node.js");
 /// How long an interpreter may take to start and say it is ready.
 const START_TIMEOUT: Duration = Duration::from_secs(20);
 
-/// How long an interrupted run has to answer before its interpreter is killed.
-const INTERRUPT_GRACE: Duration = Duration::from_secs(5);
+/// How long an interrupted run has to answer before its interpreter is killed: within the
+/// pipeline's grace after a deadline, so a run given up on is answered or killed here first.
+const INTERRUPT_GRACE: Duration = Duration::from_millis(2_500);
+
+/// How long before a call's deadline a run is interrupted, so that its answer still comes back
+/// within the call.
+pub(crate) const INTERRUPT_RESERVE: Duration = Duration::from_secs(2);
 
 /// The longest reply line read (head and tail, value and traceback are each capped far below).
 const MAX_REPLY: usize = 4 << 20;
@@ -87,6 +92,12 @@ pub(crate) struct Process {
     pub(crate) runs: u64,
     pub(crate) started: Duration,
     pub(crate) last_used: Instant,
+    /// A request was written and its reply not read: a run given up on (its call dropped) may
+    /// still be going, and its reply would be taken for the next run's.
+    busy: bool,
+    /// The sandbox and folder it was started in: a session whose sandbox changed gets a new one.
+    sandbox: CallSandbox,
+    cwd: PathBuf,
 }
 
 impl Process {
@@ -108,6 +119,7 @@ impl Process {
             ],
         };
         let outputs = launch.outputs.display().to_string();
+        let (sandbox, cwd) = (launch.sandbox.clone(), launch.cwd.clone());
         let spec = InteractiveSpec {
             program: Program { path: launch.program.clone(), args },
             cwd: launch.cwd,
@@ -135,6 +147,9 @@ impl Process {
             runs: 0,
             started: Duration::ZERO,
             last_used: Instant::now(),
+            busy: false,
+            sandbox,
+            cwd,
         };
         match tokio::time::timeout(START_TIMEOUT, process.read_reply()).await {
             Ok(Ok(_ready)) => {
@@ -205,13 +220,17 @@ impl Process {
         });
         let mut line = request.to_string();
         line.push('\n');
+        self.busy = true;
         if self.stdin.write_all(line.as_bytes()).await.is_err() || self.stdin.flush().await.is_err() {
             return self.died().await;
         }
         let cancelled = tokio::select! {
             reply = self.read_reply() => {
                 return match reply {
-                    Ok((reply, stray)) => RunEnd::Answered(with_stray(reply, stray)),
+                    Ok((reply, stray)) => {
+                        self.busy = false;
+                        RunEnd::Answered(with_stray(reply, stray))
+                    }
                     Err(()) => self.died().await,
                 };
             }
@@ -222,6 +241,7 @@ impl Process {
         let _ = self.interactive.interrupt();
         match tokio::time::timeout(INTERRUPT_GRACE, self.read_reply()).await {
             Ok(Ok((mut reply, stray))) => {
+                self.busy = false;
                 reply.interrupted = true;
                 RunEnd::Interrupted { reply: with_stray(reply, stray), cancelled }
             }
@@ -237,10 +257,24 @@ impl Process {
         RunEnd::Died { exit, stderr: self.interactive.stderr_tail(2000), note: self.interactive.limit_note() }
     }
 
-    /// Whether the interpreter is still running (its session's end, or a kill from outside, may
-    /// have stopped it between calls).
-    pub(crate) fn alive(&mut self) -> bool {
-        self.interactive.try_exit().is_none()
+    /// Why this interpreter may not take the next run, if it may not: it has stopped (its
+    /// session's end, a kill from outside), a run given up on may still be going, or the session's
+    /// sandbox or folder changed since it started.
+    pub(crate) fn unfit(&mut self, sandbox: &CallSandbox, cwd: &Path) -> Option<&'static str> {
+        if self.interactive.try_exit().is_some() {
+            Some("the session's interpreter had stopped since the last call (its processes were ended)")
+        } else if self.busy {
+            Some("the previous run was given up on before it answered")
+        } else if self.sandbox != *sandbox || self.cwd != cwd {
+            Some("the session's sandbox or folder changed, and an interpreter keeps the one it started in")
+        } else {
+            None
+        }
+    }
+
+    /// Its process id.
+    pub(crate) fn pid(&self) -> u32 {
+        self.interactive.pid()
     }
 
     /// Ends the interpreter and what it started.

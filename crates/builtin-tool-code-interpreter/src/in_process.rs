@@ -124,6 +124,12 @@ impl InProcess {
                     let mut output = Captured::new(budget);
                     repl.tracker_mut().set_max_duration(limit);
                     let result = repl.feed_run(&code, Vec::new(), PrintWriter::Callback(&mut output));
+                    // Shown here, on the engine's thread, and cut as the full engine cuts values.
+                    let result = match result {
+                        Ok(MontyObject::None) => Ok(None),
+                        Ok(value) => Ok(Some(cut_value(value.py_repr()))),
+                        Err(exception) => Err(describe(&exception)),
+                    };
                     (repl, output, result)
                 }));
                 let _ = tx.send(result);
@@ -141,9 +147,8 @@ impl InProcess {
             Ok(Ok((repl, output, result))) => {
                 self.put(session, repl);
                 let (value, error) = match result {
-                    Ok(MontyObject::None) => (None, None),
-                    Ok(value) => (Some(value.py_repr()), None),
-                    Err(exception) => (None, Some(describe(&exception))),
+                    Ok(value) => (value, None),
+                    Err(error) => (None, Some(error)),
                 };
                 Outcome { output, value, error, state_lost: false, duration: started.elapsed() }
             }
@@ -180,6 +185,20 @@ fn describe(exception: &MontyException) -> String {
     } else {
         text
     }
+}
+
+/// The most characters of a value shown (as the full engine's driver shows).
+const VALUE_CAP: usize = 20_000;
+
+/// A value's text, its middle cut past [`VALUE_CAP`] characters.
+fn cut_value(text: String) -> String {
+    let count = text.chars().count();
+    if count <= VALUE_CAP {
+        return text;
+    }
+    let head: String = text.chars().take(VALUE_CAP / 2).collect();
+    let tail: String = text.chars().skip(count - VALUE_CAP / 2).collect();
+    format!("{head} … [{} characters cut] … {tail}", count - VALUE_CAP)
 }
 
 /// How deep brackets nest in `code`, when deeper than allowed.
@@ -282,6 +301,9 @@ mod tests {
         let nested = format!("{}1{}", "(".repeat(100_000), ")".repeat(100_000));
         let outcome = engine.run("s", &nested, limit, 4096).await;
         assert!(outcome.error.unwrap_or_default().contains("nested"), "a deep nesting is refused");
+        let big = engine.run("s", "list(range(10 ** 6))", limit, 4096).await;
+        let shown = big.value.unwrap_or_default();
+        assert!(shown.chars().count() < 20_100 && shown.contains("characters cut"), "{}", shown.len());
         // The engine still answers.
         assert_eq!(engine.run("s", "1 + 1", limit, 4096).await.value.as_deref(), Some("2"));
     }

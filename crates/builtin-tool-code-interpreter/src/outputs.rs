@@ -32,6 +32,10 @@ pub(crate) struct Snapshot {
 /// Walks `root` (links are not followed; only regular files count).
 pub(crate) fn snapshot(root: &Path) -> Snapshot {
     let mut snapshot = Snapshot::default();
+    // Code may replace the folder with a link (to `/`, say): then nothing is listed.
+    if !root.symlink_metadata().is_ok_and(|meta| meta.is_dir()) {
+        return snapshot;
+    }
     let mut stack = vec![root.to_path_buf()];
     while let Some(dir) = stack.pop() {
         let Ok(entries) = std::fs::read_dir(&dir) else { continue };
@@ -101,15 +105,6 @@ pub(crate) fn mime_of(name: &str) -> &'static str {
     }
 }
 
-/// A size as people read it.
-pub(crate) fn size_text(bytes: u64) -> String {
-    match bytes {
-        0..1024 => format!("{bytes} B"),
-        1024..1_048_576 => format!("{:.1} KiB", bytes as f64 / 1024.0),
-        _ => format!("{:.1} MiB", bytes as f64 / 1_048_576.0),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -130,5 +125,9 @@ mod tests {
         assert_eq!(changed[0].mime, "image/png");
         assert_eq!(changed[0].bytes, 4);
         assert_eq!(after.all(root).len(), 2);
+        // The folder replaced by a link to elsewhere lists nothing there.
+        let linked = dir.path().join("linked");
+        std::os::unix::fs::symlink("/etc", &linked).unwrap();
+        assert!(snapshot(&linked).all(&linked).is_empty());
     }
 }

@@ -6,6 +6,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use computer_runtime::ComputerRuntime;
+use computer_runtime::format::size as size_text;
 use futures::future::BoxFuture;
 use serde::Serialize;
 use serde_json::Value;
@@ -13,9 +14,9 @@ use tool_core::{
     CallContext, ErrorKind, MissingService, Services, ToolError, ToolOutput, ToolRuntime, parse_arguments,
 };
 
-use crate::driver::{Launch, Process, RunEnd, exit_text};
+use crate::driver::{INTERRUPT_RESERVE, Launch, Process, RunEnd, exit_text};
 use crate::in_process::InProcess;
-use crate::outputs::{self, OutputFile, size_text};
+use crate::outputs::{self, OutputFile};
 use crate::{CodeApi, Engine, Language, ListOutputsArgs, MAX_CODE_BYTES, ResetArgs, RunCodeArgs, plan};
 
 /// What the operator sets for the interpreters.
@@ -264,9 +265,17 @@ impl CodeInterpreter {
             () = context.cancel.cancelled() => None,
         };
         let Some(outcome) = outcome else {
+            // The engine's thread finishes its time slice on its own and its REPL is not kept.
+            self.in_process.reset(&context.session_id);
+            let timed_out = past_deadline(context);
             return RunState {
-                error: Some("cancelled".into()),
+                error: Some(if timed_out { "timed out".into() } else { "cancelled".into() }),
                 interrupted: true,
+                state_lost: true,
+                note: Some(
+                    "the in-process engine's state for this session is lost; define what you need again"
+                        .into(),
+                ),
                 ..empty_state(Language::Python, Engine::InProcess)
             };
         };
@@ -328,13 +337,14 @@ impl CodeInterpreter {
         };
         let mut state = empty_state(language, Engine::Full);
         state.outputs_dir = Some(outputs_dir.display().to_string());
-        let mut restarted = false;
+        let mut restarted = None;
         if let Some(mut process) = guard.take() {
-            if process.alive() {
-                *guard = Some(process);
-            } else {
-                restarted = true;
-                process.stop().await;
+            match process.unfit(&context.sandbox, &cwd) {
+                None => *guard = Some(process),
+                Some(why) => {
+                    restarted = Some(why);
+                    process.stop().await;
+                }
             }
         }
         if guard.is_none() {
@@ -360,13 +370,30 @@ impl CodeInterpreter {
             return Err(ToolOutput::error(ErrorKind::Internal, "the interpreter slot was empty"));
         };
         let before = outputs::snapshot(&outputs_dir);
-        let spill = spill_dir.join(format!("run-{}.txt", process.runs + 1));
+        // Named by interpreter and run, so a path an earlier result named keeps its output.
+        let language_name = match language {
+            Language::Python => "python",
+            Language::Javascript => "javascript",
+        };
+        let spill = spill_dir.join(format!("{language_name}-{}-{}.txt", process.pid(), process.runs + 1));
+        // Interrupted a little before the call's deadline, so its answer comes back within it.
+        let run_for = timeout.saturating_sub(INTERRUPT_RESERVE.min(timeout / 4));
         let started = Instant::now();
-        let end = process.run(code, self.settings.output_budget, &spill, timeout, &context.cancel).await;
+        let end = process.run(code, self.settings.output_budget, &spill, run_for, &context.cancel).await;
+        // A cancel at the call's deadline is the pipeline timing the call out.
+        let was_cancelled = |cancelled: bool| cancelled && !past_deadline(context);
         state.duration_ms = millis(started.elapsed());
         let mut lost = false;
         match end {
-            RunEnd::Answered(reply) | RunEnd::Interrupted { reply, cancelled: false } => {
+            RunEnd::Interrupted { reply, cancelled } if was_cancelled(cancelled) => {
+                state.output = reply_text(&reply);
+                state.dropped = reply.dropped;
+                state.spill = reply.spill;
+                state.error = Some("cancelled".into());
+                state.interrupted = true;
+                state.note = Some("the run was cancelled; the interpreter's state is kept".into());
+            }
+            RunEnd::Answered(reply) | RunEnd::Interrupted { reply, .. } => {
                 state.output = reply_text(&reply);
                 state.dropped = reply.dropped;
                 state.spill = reply.spill;
@@ -377,25 +404,17 @@ impl CodeInterpreter {
                     state.note = Some(format!(
                         "interrupted after {}s (the interpreter's state is kept); make it faster or ask \
                          for a longer timeoutSecs",
-                        timeout.as_secs()
+                        run_for.as_secs()
                     ));
                 }
-            }
-            RunEnd::Interrupted { reply, cancelled: true } => {
-                state.output = reply_text(&reply);
-                state.dropped = reply.dropped;
-                state.spill = reply.spill;
-                state.error = Some("cancelled".into());
-                state.interrupted = true;
-                state.note = Some("the run was cancelled; the interpreter's state is kept".into());
             }
             RunEnd::Killed { cancelled, note } => {
                 lost = true;
                 state.interrupted = true;
-                state.error = Some(if cancelled {
+                state.error = Some(if was_cancelled(cancelled) {
                     "cancelled".into()
                 } else {
-                    format!("timed out after {}s", timeout.as_secs())
+                    format!("timed out after {}s", run_for.as_secs())
                 });
                 state.note = Some(join_notes(
                     "the interpreter did not answer the interrupt and was stopped: its state is lost and \
@@ -420,12 +439,10 @@ impl CodeInterpreter {
             process.stop().await;
         }
         state.state_lost = lost;
-        if restarted && state.note.is_none() {
-            state.note = Some(
-                "the session's interpreter had stopped since the last call (its processes were ended); \
-                 this run started a new one, so earlier variables are gone"
-                    .into(),
-            );
+        if let Some(why) = restarted
+            && state.note.is_none()
+        {
+            state.note = Some(format!("{why}; this run started a new one, so earlier variables are gone"));
         }
         let after = outputs::snapshot(&outputs_dir);
         state.files = after.changed_since(&before, &outputs_dir);
@@ -485,6 +502,11 @@ impl CodeInterpreter {
         ToolOutput::ok(content)
             .with_state(serde_json::json!({ "outputs_dir": dir.display().to_string(), "files": files }))
     }
+}
+
+/// Whether the call's deadline has passed (a cancel then is its timeout).
+fn past_deadline(context: &CallContext) -> bool {
+    context.deadline.is_some_and(|deadline| deadline <= std::time::Instant::now())
 }
 
 fn create_private_dir(dir: &Path) -> std::io::Result<()> {

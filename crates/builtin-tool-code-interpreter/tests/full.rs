@@ -284,3 +284,32 @@ async fn javascript_keeps_its_state_too() {
         f.runtime.execute("runCode", json!({"language": "javascript", "code": "xs.length"}), &context).await;
     assert_eq!(state(&after)["value"], "3", "{}", after.content);
 }
+
+#[tokio::test]
+async fn an_interpreter_never_outlives_its_sandbox_or_answers_for_a_run_given_up_on() {
+    let f = python_fixture();
+    let first = f.run("s", "x = 1", json!({})).await;
+    assert!(first.success, "{}", first.content);
+    // The session's sandbox tightens: the next run gets a new interpreter in the new sandbox.
+    let mut context = f.context("s");
+    let mut tighter = (*context.sandbox).clone();
+    tighter.policy = SandboxPolicy::read_only();
+    context.sandbox = Arc::new(tighter);
+    let args = json!({"language": "python", "code": "open('made-here', 'w')", "engine": "full"});
+    let out = f.runtime.execute("runCode", args, &context).await;
+    assert!(state(&out)["note"].as_str().unwrap_or("").contains("sandbox"), "{}", out.content);
+    assert!(
+        state(&out)["error"].as_str().unwrap_or("").contains("Error"),
+        "written in a read-only sandbox: {}",
+        out.content
+    );
+    assert!(!f.work.join("made-here").exists());
+
+    // A run whose call is dropped mid-way (the pipeline gave up on it) leaves no reply behind for
+    // the next run to take as its own.
+    let abandoned = f.run("t", "import time\ntime.sleep(3)\n'stale'", json!({}));
+    assert!(tokio::time::timeout(Duration::from_millis(500), abandoned).await.is_err());
+    let next = f.run("t", "'fresh'", json!({})).await;
+    assert_eq!(state(&next)["value"], "'fresh'", "{}", next.content);
+    assert!(state(&next)["note"].as_str().unwrap_or("").contains("given up on"), "{}", next.content);
+}

@@ -11,6 +11,15 @@ use crate::files::{EntryKind, ListState, MoveResult, MoveState, ReadCut, ReadSta
 use crate::process::{CapturedOutput, ExitInfo, KillState, OutputState, RunState};
 use crate::search::{FoundState, GrepState};
 
+/// A size as people read it: `512 B`, `12.3 KiB`, `4.0 MiB`.
+pub fn size(bytes: u64) -> String {
+    match bytes {
+        0..1024 => format!("{bytes} B"),
+        1024..1_048_576 => format!("{:.1} KiB", bytes as f64 / 1024.0),
+        _ => format!("{:.1} MiB", bytes as f64 / 1_048_576.0),
+    }
+}
+
 /// The lines read, then a notice when there is more.
 pub fn read(state: &ReadState) -> String {
     let mut out = if state.total_lines == 0 { "(empty file)".to_owned() } else { state.content.clone() };

@@ -907,20 +907,11 @@ fn block_lines(block: &CardBlock) -> Vec<Line<'static>> {
         CardBlock::File { path, mime, bytes } => {
             let mark = if mime.starts_with("image/") { "🖼" } else { "📄" };
             vec![indent(
-                &format!("{mark} {path} ({mime}, {})", size_text(*bytes)),
+                &format!("{mark} {path} ({mime}, {})", computer_runtime::format::size(*bytes)),
                 Style::default().fg(Color::Cyan),
             )]
         }
         other => vec![indent(&serde_json::to_string(other).unwrap_or_default(), plain)],
-    }
-}
-
-/// A size as people read it.
-fn size_text(bytes: u64) -> String {
-    match bytes {
-        0..1024 => format!("{bytes} B"),
-        1024..1_048_576 => format!("{:.1} KiB", bytes as f64 / 1024.0),
-        _ => format!("{:.1} MiB", bytes as f64 / 1_048_576.0),
     }
 }
 
