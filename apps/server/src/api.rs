@@ -1129,41 +1129,35 @@ pub struct DocumentView {
     pub content: Option<String>,
 }
 
-/// A session's documents: its own and its project's, newest first.
+/// A session's documents (its own and its project's, newest first), for a caller who may see
+/// them: the session's person, or a key that decides approvals for the tenant (as for memories).
 async fn session_documents(
     state: &AppState,
-    tenant: &str,
+    principal: &Principal,
     id: &str,
 ) -> Result<Vec<tool_core::storage::Record>, ApiError> {
-    let entry = state.session(tenant, id).await?;
-    let owner = tool_core::storage::Owner {
-        tenant: tenant.to_owned(),
-        person: entry.view.user_id.clone().unwrap_or_else(|| "local".into()),
+    let entry = state.session(&principal.tenant, id).await?;
+    let person = entry.view.user_id.clone().unwrap_or_else(|| "local".into());
+    let allowed = match principal.person() {
+        None => true,
+        Some(own) => own == person || principal.role == crate::auth::Role::Approver,
     };
+    if !allowed {
+        return Err(ApiError::new(
+            StatusCode::FORBIDDEN,
+            "forbidden",
+            format!("this session's documents are `{person}`'s; their key or an approver key may read them"),
+        ));
+    }
+    let owner = tool_core::storage::Owner { tenant: principal.tenant.clone(), person };
     let project = entry
         .view
         .working_directory
         .as_deref()
         .map(|dir| computer_runtime::scope::project_of(std::path::Path::new(dir)));
-    let mut records = Vec::new();
-    for scope in [builtin_tool_documents::Scope::Session, builtin_tool_documents::Scope::Project] {
-        let Some(place) = builtin_tool_documents::place(scope, id, project.as_deref()) else { continue };
-        let found = state
-            .records
-            .find_records(tool_core::storage::RecordQuery {
-                collection: builtin_tool_documents::COLLECTION.into(),
-                owner: owner.clone(),
-                project: tool_core::storage::ProjectScope::With(place),
-                tag: None,
-                text: None,
-                limit: 1000,
-            })
-            .await
-            .map_err(storage_error)?;
-        records.extend(found.into_iter().map(|hit| hit.record).filter(|r| r.project.is_some()));
-    }
-    records.sort_by_key(|r| std::cmp::Reverse(r.updated_at));
-    Ok(records)
+    builtin_tool_documents::visible_documents(state.records.as_ref(), &owner, id, project.as_deref())
+        .await
+        .map_err(storage_error)
 }
 
 fn document_view(record: tool_core::storage::Record, with_content: bool) -> DocumentView {
@@ -1179,26 +1173,26 @@ fn document_view(record: tool_core::storage::Record, with_content: bool) -> Docu
 
 /// The documents the model wrote in a session (and its project's).
 #[utoipa::path(get, path = "/v1/sessions/{id}/documents", tag = "sessions", params(("id" = String, Path)),
-    responses((status = 200, body = Vec<DocumentView>), (status = 404, body = ErrorBody)))]
+    responses((status = 200, body = Vec<DocumentView>), (status = 403, body = ErrorBody), (status = 404, body = ErrorBody)))]
 async fn list_documents(
     State(state): State<Arc<AppState>>,
-    Tenant(tenant): Tenant,
+    principal: Principal,
     Path(id): Path<String>,
 ) -> Result<Json<Vec<DocumentView>>, ApiError> {
-    let records = session_documents(&state, &tenant, &id).await?;
+    let records = session_documents(&state, &principal, &id).await?;
     Ok(Json(records.into_iter().map(|r| document_view(r, false)).collect()))
 }
 
 /// One document with its text.
 #[utoipa::path(get, path = "/v1/sessions/{id}/documents/{document}", tag = "sessions",
     params(("id" = String, Path), ("document" = String, Path, description = "its id or name")),
-    responses((status = 200, body = DocumentView), (status = 404, body = ErrorBody)))]
+    responses((status = 200, body = DocumentView), (status = 403, body = ErrorBody), (status = 404, body = ErrorBody)))]
 async fn get_document(
     State(state): State<Arc<AppState>>,
-    Tenant(tenant): Tenant,
+    principal: Principal,
     Path((id, document)): Path<(String, String)>,
 ) -> Result<Json<DocumentView>, ApiError> {
-    let records = session_documents(&state, &tenant, &id).await?;
+    let records = session_documents(&state, &principal, &id).await?;
     records
         .into_iter()
         .find(|r| r.id == document || r.title == document)

@@ -143,6 +143,20 @@ async fn memories_outlive_sessions_and_stay_with_their_person() {
     assert_eq!(over["status"], "failed", "{over}");
     assert!(content(&over).contains("3 memories"), "{over}");
 
+    // A session's documents are its person's too: another person's key may not read them.
+    let doc = json!({"name": "plan.md", "content": "alice's plan"});
+    assert_eq!(alice.call(&second, "d1", "createDocument", doc).await["status"], "executed");
+    let (status, _) = alice.get(&format!("/v1/sessions/{second}/documents/plan.md")).await;
+    assert_eq!(status, 200);
+    let (status, _) = bob.get(&format!("/v1/sessions/{second}/documents")).await;
+    assert_eq!(status, 403);
+    let (status, _) = bot.get(&format!("/v1/sessions/{second}/documents/plan.md")).await;
+    assert_eq!(status, 403);
+    let (status, listed) = lead.get(&format!("/v1/sessions/{second}/documents")).await;
+    assert_eq!((status, listed.as_array().map(Vec::len)), (200, Some(1)), "{listed}");
+    let (status, _) = globex.get(&format!("/v1/sessions/{second}/documents")).await;
+    assert_eq!(status, 404, "another tenant does not see the session at all");
+
     // The person deletes it through the API; the model no longer finds it.
     let (status, _) = alice.delete(&format!("/v1/memories/{id}")).await;
     assert_eq!(status, 204);

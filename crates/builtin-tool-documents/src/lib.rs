@@ -190,7 +190,7 @@ pub fn parse_lines(selector: &str) -> Result<(usize, Option<usize>), String> {
 #[cfg(feature = "runtime")]
 mod runtime;
 #[cfg(feature = "runtime")]
-pub use runtime::{DocumentsRuntime, runtime};
+pub use runtime::{DocumentsRuntime, runtime, visible_documents};
 
 #[cfg(feature = "render")]
 mod render;

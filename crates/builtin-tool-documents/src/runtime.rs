@@ -16,7 +16,7 @@ use crate::{
     Scope, parse_lines, place,
 };
 
-/// The most characters of a document one read returns; past it the reader is told which lines to
+/// The most bytes of a document one read returns; past it the reader is told which lines to
 /// ask for next.
 const READ_BUDGET: usize = 40_000;
 
@@ -33,13 +33,6 @@ pub struct DocumentsRuntime {
 /// [`MissingService`] when the front end has no record store.
 pub fn runtime(services: &Services) -> Result<Arc<dyn ToolRuntime>, MissingService> {
     Ok(Arc::new(DocumentsRuntime { store: services.require::<Arc<dyn RecordStore>>()?.clone() }))
-}
-
-fn owner_of(context: &CallContext) -> Owner {
-    Owner {
-        tenant: context.sandbox.tenant.clone().unwrap_or_else(|| "local".into()),
-        person: context.user_id.clone().filter(|u| !u.is_empty()).unwrap_or_else(|| "local".into()),
-    }
 }
 
 fn invalid(message: impl Into<String>) -> ToolOutput {
@@ -70,38 +63,53 @@ fn view(record: &Record) -> Value {
     })
 }
 
+/// Every document a session sees — its own and its project's — newest first (what the tool
+/// lists, and what the server serves).
+///
+/// # Errors
+///
+/// The store's.
+pub async fn visible_documents(
+    store: &dyn RecordStore,
+    owner: &Owner,
+    session_id: &str,
+    project: Option<&str>,
+) -> Result<Vec<Record>, StorageError> {
+    let mut records = Vec::new();
+    for scope in [Scope::Session, Scope::Project] {
+        let Some(place) = place(scope, session_id, project) else { continue };
+        let query = RecordQuery {
+            collection: COLLECTION.into(),
+            owner: owner.clone(),
+            project: ProjectScope::With(place),
+            tag: None,
+            text: None,
+            limit: 1_000,
+        };
+        let hits = store.find_records(query).await?;
+        records.extend(hits.into_iter().map(|hit| hit.record).filter(|r| r.project.is_some()));
+    }
+    records.sort_by_key(|r| std::cmp::Reverse(r.updated_at));
+    Ok(records)
+}
+
 impl DocumentsRuntime {
     /// A runtime over `store`.
     pub fn new(store: Arc<dyn RecordStore>) -> Self {
         Self { store }
     }
 
-    /// The places a session sees: its own, and its project's.
-    fn places(context: &CallContext) -> Vec<String> {
-        let project = context.working_directory.as_deref().map(project_of);
-        [Scope::Session, Scope::Project]
-            .into_iter()
-            .filter_map(|scope| place(scope, &context.session_id, project.as_deref()))
-            .collect()
-    }
-
     /// Every document the session sees, newest first.
     async fn visible(&self, context: &CallContext) -> Result<Vec<Record>, ToolOutput> {
-        let mut records = Vec::new();
-        for place in Self::places(context) {
-            let query = RecordQuery {
-                collection: COLLECTION.into(),
-                owner: owner_of(context),
-                project: ProjectScope::With(place),
-                tag: None,
-                text: None,
-                limit: 1_000,
-            };
-            let hits = self.store.find_records(query).await.map_err(failed)?;
-            records.extend(hits.into_iter().map(|hit| hit.record).filter(|r| r.project.is_some()));
-        }
-        records.sort_by_key(|r| std::cmp::Reverse(r.updated_at));
-        Ok(records)
+        let project = context.working_directory.as_deref().map(project_of);
+        visible_documents(
+            self.store.as_ref(),
+            &Owner::of_call(context),
+            &context.session_id,
+            project.as_deref(),
+        )
+        .await
+        .map_err(failed)
     }
 
     /// The document a name (or id) names, this session's before its project's.
@@ -159,7 +167,7 @@ impl DocumentsRuntime {
         }
         let record = NewRecord {
             collection: COLLECTION.into(),
-            owner: owner_of(context),
+            owner: Owner::of_call(context),
             project: Some(at),
             tag: scope.as_str().into(),
             title: name.to_owned(),
@@ -196,7 +204,14 @@ impl DocumentsRuntime {
         let mut text = String::new();
         let mut last = start;
         for (n, line) in lines[start..end].iter().enumerate() {
-            if text.len() + line.len() > READ_BUDGET && n > 0 {
+            if text.len() + line.len() > READ_BUDGET {
+                if n == 0 {
+                    // One line longer than a read: its head, and where the document goes on.
+                    let cut = (0..=READ_BUDGET).rev().find(|&at| line.is_char_boundary(at)).unwrap_or(0);
+                    text.push_str(&line[..cut]);
+                    text.push_str(&format!("\n[line {} is cut at {READ_BUDGET} bytes]\n", start + 1));
+                    last = start + 1;
+                }
                 break;
             }
             text.push_str(line);

@@ -45,15 +45,6 @@ pub fn runtime(services: &Services) -> Result<Arc<dyn ToolRuntime>, MissingServi
     Ok(Arc::new(MemoryRuntime::new(store, settings)))
 }
 
-/// The tenant and person a call acts for: the session's tenant (`local` without one) and its user
-/// (the key's name on a server with keys, the local user in the terminal app).
-pub fn owner_of(context: &CallContext) -> Owner {
-    Owner {
-        tenant: context.sandbox.tenant.clone().unwrap_or_else(|| "local".into()),
-        person: context.user_id.clone().filter(|u| !u.is_empty()).unwrap_or_else(|| "local".into()),
-    }
-}
-
 fn invalid(message: impl Into<String>) -> ToolOutput {
     ToolOutput::error(ErrorKind::InvalidArguments, message)
 }
@@ -99,19 +90,35 @@ fn check_text(field: &str, value: &str, max: usize) -> Result<String, ToolOutput
 /// Whether text looks like it carries a credential: a private key, a well-known token prefix, or
 /// a `password=`/`token:` assignment.
 fn looks_secret(text: &str) -> bool {
-    const PREFIXES: &[&str] =
-        &["sk-", "ghp_", "gho_", "github_pat_", "xoxb-", "xoxp-", "AKIA", "AIza", "glpat-"];
+    const PREFIXES: &[&str] = &[
+        "sk-",
+        "ghp_",
+        "gho_",
+        "ghs_",
+        "ghu_",
+        "github_pat_",
+        "xoxb-",
+        "xoxp-",
+        "AKIA",
+        "AIza",
+        "glpat-",
+        "eyJ",
+    ];
     if text.contains("-----BEGIN") && text.contains("PRIVATE KEY") {
         return true;
     }
-    let lower = text.to_lowercase();
+    // A value that looks made to be secret: long, or with a digit or a symbol in it.
+    let credential = |value: &str| {
+        value.len() >= 16 || (value.len() >= 8 && value.chars().any(|c| !c.is_ascii_alphabetic()))
+    };
+    // ASCII lowercasing keeps every byte offset, so the offsets below index `text` too.
+    let lower = text.to_ascii_lowercase();
     for word in ["password", "passwd", "api_key", "apikey", "secret", "token"] {
-        for sep in ["=", ":"] {
-            if let Some(at) = lower.find(&format!("{word}{sep}")) {
-                let after = text[at + word.len() + 1..].trim_start();
-                if after.split_whitespace().next().is_some_and(|v| v.len() >= 6) {
-                    return true;
-                }
+        for (at, _) in lower.match_indices(word) {
+            let rest = text[at + word.len()..].trim_start();
+            let Some(value) = rest.strip_prefix(['=', ':']) else { continue };
+            if value.split_whitespace().next().is_some_and(credential) {
+                return true;
             }
         }
     }
@@ -158,7 +165,7 @@ impl MemoryRuntime {
         };
         let record = NewRecord {
             collection: COLLECTION.into(),
-            owner: owner_of(context),
+            owner: Owner::of_call(context),
             project,
             tag: args.category.as_str().into(),
             title,
@@ -184,7 +191,7 @@ impl MemoryRuntime {
         };
         let query = RecordQuery {
             collection: COLLECTION.into(),
-            owner: owner_of(context),
+            owner: Owner::of_call(context),
             project,
             tag: args.category.map(|c| c.as_str().to_owned()),
             text: text.clone(),
@@ -215,7 +222,7 @@ impl MemoryRuntime {
             body: args.content.as_deref().map(|c| check_text("content", c, MAX_CONTENT)).transpose()?,
             metadata: None,
         };
-        let owner = owner_of(context);
+        let owner = Owner::of_call(context);
         let updated =
             self.store.update_record(&owner, COLLECTION, args.id.trim(), patch).await.map_err(failed)?;
         Ok(ToolOutput::ok(format!("Updated [{}] {}: {}", updated.id, updated.title, updated.body))
@@ -223,7 +230,7 @@ impl MemoryRuntime {
     }
 
     async fn remove(&self, args: RemoveArgs, context: &CallContext) -> Result<ToolOutput, ToolOutput> {
-        let owner = owner_of(context);
+        let owner = Owner::of_call(context);
         let id = args.id.trim();
         let before = self.store.get_record(&owner, COLLECTION, id).await.map_err(failed)?;
         let Some(before) = before else { return Err(failed(StorageError::NotFound(id.to_owned()))) };
@@ -281,6 +288,8 @@ mod tests {
             "use sk-abcdefghijklmnopqrstuvwx for the API",
             "-----BEGIN OPENSSH PRIVATE KEY----- abc",
             "ghp_0123456789abcdefghijklmnopqrstuv",
+            "password: see below. password = s3cretpass",
+            "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxIn0.abc",
         ] {
             assert!(looks_secret(secret), "{secret}");
         }
@@ -289,6 +298,8 @@ mod tests {
             "Rotates the password every month",
             "The token bucket limiter lives in limits.rs",
             "Uses sk-learn for models",
+            "The refresh token: rotated daily",
+            "İİİİİİİİİİ token: x",
         ] {
             assert!(!looks_secret(ordinary), "{ordinary}");
         }

@@ -144,17 +144,18 @@ impl ApprovalBroker for NoOneToAsk {
 ///
 /// # Errors
 ///
-/// A builtin tool that needs a service the device does not provide.
+/// A tool's manifest the toolbox refuses (a builtin whose service is missing is left out).
 pub fn builtin_toolbox() -> Result<Toolbox, String> {
     builtin_toolbox_with(None)
 }
 
-/// [`builtin_toolbox`], with a record store for the tools that keep data (memory): a front end
-/// with a journal of its own (the terminal app) gives one; without it those tools are left out.
+/// [`builtin_toolbox`], with a record store for the tools that keep data (memory, documents): a
+/// front end with a journal of its own (the terminal app) gives one; without it those tools are
+/// left out, as is any builtin whose service this machine does not provide.
 ///
 /// # Errors
 ///
-/// As [`builtin_toolbox`].
+/// A tool's manifest the toolbox refuses.
 pub fn builtin_toolbox_with(
     records: Option<Arc<dyn tool_core::storage::RecordStore>>,
 ) -> Result<Toolbox, String> {
@@ -184,7 +185,7 @@ pub fn builtin_toolbox_with(
 ///
 /// # Errors
 ///
-/// A builtin tool that needs a service the device does not provide.
+/// As [`builtin_toolbox`].
 pub fn builtin_executor() -> Result<Executor, String> {
     Ok(Executor::builder(Arc::new(builtin_toolbox()?)).broker(Arc::new(NoOneToAsk)).build())
 }

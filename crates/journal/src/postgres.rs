@@ -591,7 +591,7 @@ impl tool_core::storage::RecordStore for PostgresJournal {
                 .bind(text(&record.tag))
                 .bind(text(&record.title))
                 .bind(text(&record.body))
-                .bind(record.metadata.to_string())
+                .bind(crate::rows::json_text(&record.metadata))
                 .bind(crate::rows::now_ms())
                 .bind(limit_i)
                 .execute(&mut *tx)
@@ -625,7 +625,7 @@ impl tool_core::storage::RecordStore for PostgresJournal {
                 .bind(patch.tag.as_deref().map(text))
                 .bind(patch.title.as_deref().map(text))
                 .bind(patch.body.as_deref().map(text))
-                .bind(patch.metadata.map(|m| m.to_string()))
+                .bind(patch.metadata.map(|m| crate::rows::json_text(&m)))
                 .bind(crate::rows::now_ms())
                 .execute(&self.pool)
                 .await

@@ -1761,7 +1761,7 @@ impl tool_core::storage::RecordStore for SqliteJournal {
                 Some(text(&record.tag)),
                 Some(text(&record.title)),
                 Some(text(&record.body)),
-                Some(record.metadata.to_string()),
+                Some(crate::rows::json_text(&record.metadata)),
             ];
             let limit = i64::try_from(limit).unwrap_or(i64::MAX);
             let stored = self
@@ -1796,7 +1796,7 @@ impl tool_core::storage::RecordStore for SqliteJournal {
                 patch.tag.as_deref().map(text),
                 patch.title.as_deref().map(text),
                 patch.body.as_deref().map(text),
-                patch.metadata.map(|m| m.to_string()),
+                patch.metadata.map(|m| crate::rows::json_text(&m)),
             ];
             let now = crate::rows::now_ms();
             let moved = self

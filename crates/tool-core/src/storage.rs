@@ -19,6 +19,17 @@ pub struct Owner {
     pub person: String,
 }
 
+impl Owner {
+    /// Whom a call acts for: its session's tenant (`local` without one) and its user (the key's
+    /// name on a server with keys, the local user in the terminal app; `local` without one).
+    pub fn of_call(context: &crate::CallContext) -> Self {
+        Self {
+            tenant: context.sandbox.tenant.clone().unwrap_or_else(|| "local".into()),
+            person: context.user_id.clone().filter(|user| !user.is_empty()).unwrap_or_else(|| "local".into()),
+        }
+    }
+}
+
 /// A record to store.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct NewRecord {
