@@ -3,8 +3,10 @@
 //! Code runs on a thread of its own with a large stack (a deeply nested expression cannot
 //! overflow a runtime thread), under a time limit, monty's recursion limit and a cap on any one
 //! allocation; a panic inside monty loses that session's state and nothing else. monty's memory
-//! accounting needs its own global allocator, which a server cannot give it: the cap holds for
-//! each single allocation (`[0] * 10**10`, `s * 10**9`), and the time limit bounds the rest.
+//! accounting needs its own global allocator, which a server cannot give it; instead a watcher
+//! thread feeds monty's probe with this process's resident size, so the limit holds for what
+//! Toolhost's memory grew by since in-process code first ran (checked at every allocation monty
+//! sizes and periodically while code runs), as well as for each single allocation.
 
 use std::borrow::Cow;
 use std::collections::HashMap;
@@ -91,6 +93,7 @@ impl InProcess {
     }
 
     fn fresh(&self) -> Box<MontyRepl> {
+        watch_memory();
         let limits = ResourceLimits::default().max_memory(self.max_memory);
         Box::new(MontyRepl::new("<session>", ResourceTracker::new(limits), CompileOptions::default()))
     }
@@ -185,6 +188,37 @@ fn describe(exception: &MontyException) -> String {
     } else {
         text
     }
+}
+
+/// Feeds monty's memory probe (`LIVE_MEMORY - BASELINE_MEMORY`) with this process's resident
+/// size, from the first in-process run on: every 20 ms on a thread of its own.
+fn watch_memory() {
+    use std::sync::atomic::Ordering;
+    static STARTED: std::sync::Once = std::sync::Once::new();
+    STARTED.call_once(|| {
+        let baseline = resident_bytes().unwrap_or(0);
+        monty_types::LIVE_MEMORY.store(baseline, Ordering::Relaxed);
+        monty_types::BASELINE_MEMORY.store(baseline, Ordering::Relaxed);
+        let spawned = std::thread::Builder::new().name("code-memory".into()).spawn(|| {
+            loop {
+                if let Some(resident) = resident_bytes() {
+                    monty_types::LIVE_MEMORY.store(resident, Ordering::Relaxed);
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            }
+        });
+        if let Err(error) = spawned {
+            tracing::warn!(%error, "no memory watcher: in-process code is held to its single-allocation cap only");
+        }
+    });
+}
+
+/// This process's resident size (`VmRSS`).
+fn resident_bytes() -> Option<usize> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|line| line.starts_with("VmRSS:"))?;
+    let kib: usize = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kib * 1024)
 }
 
 /// The most characters of a value shown (as the full engine's driver shows).
@@ -306,6 +340,17 @@ mod tests {
         assert!(shown.chars().count() < 20_100 && shown.contains("characters cut"), "{}", shown.len());
         // The engine still answers.
         assert_eq!(engine.run("s", "1 + 1", limit, 4096).await.value.as_deref(), Some("2"));
+    }
+
+    #[tokio::test]
+    async fn many_allocations_stop_at_the_memory_limit_too() {
+        let engine = InProcess::new(512 << 20);
+        let hog = "blobs = []\nwhile True:\n    blobs.append('a' * (64 * 1024 * 1024))";
+        let outcome = engine.run("s", hog, Duration::from_secs(20), 4096).await;
+        let error = outcome.error.unwrap_or_default();
+        assert!(error.contains("MemoryError") || error.contains("memory limit"), "{error}");
+        assert!(engine.reset("s"), "its state goes, and the memory with it");
+        assert_eq!(engine.run("s", "1 + 1", Duration::from_secs(5), 4096).await.value.as_deref(), Some("2"));
     }
 
     #[tokio::test]

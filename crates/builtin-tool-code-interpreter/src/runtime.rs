@@ -29,7 +29,8 @@ pub struct InterpreterSettings {
     /// The address space a full Python interpreter may take (`RLIMIT_AS`), and Node's heap; 0
     /// leaves it to the session's control group.
     pub max_memory_bytes: u64,
-    /// The largest single allocation in-process code may make.
+    /// How much Toolhost's resident memory may grow past what it was when in-process code first
+    /// ran (and the largest single allocation in-process code may make).
     pub in_process_max_allocation: usize,
     /// How many characters of a run's output the model reads (head and tail).
     pub output_budget: usize,
@@ -45,7 +46,7 @@ impl Default for InterpreterSettings {
             python: PathBuf::from("python3"),
             node: PathBuf::from("node"),
             max_memory_bytes: 4 << 30,
-            in_process_max_allocation: 256 << 20,
+            in_process_max_allocation: 1 << 30,
             output_budget: 16_000,
             max_processes: 64,
             idle_timeout: Duration::from_secs(30 * 60),
