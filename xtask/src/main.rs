@@ -63,6 +63,7 @@ fn run() -> Result<()> {
                 ("journal", "journal"),
                 ("tool-executor", "pipeline"),
                 ("tool-executor", "code"),
+                ("builtin-tool-knowledge-base", "knowledge"),
                 ("toolhost-server", "load"),
                 ("toolhost-server", "mcp"),
                 ("toolhost", "frame"),

@@ -43,6 +43,8 @@ pub fn routes() -> AppRouter {
         .routes(routes!(list_remembered))
         .routes(routes!(list_memories))
         .routes(routes!(get_memory, remove_memory))
+        .routes(routes!(list_knowledge_bases, add_knowledge_base))
+        .routes(routes!(remove_knowledge_base))
         .routes(routes!(list_documents))
         .routes(routes!(get_document))
         .routes(routes!(revoke_remembered))
@@ -1106,6 +1108,232 @@ async fn remove_memory(
         Ok(StatusCode::NO_CONTENT)
     } else {
         Err(ApiError::not_found("memory", &id))
+    }
+}
+
+// ---------------------------------------------------------------- knowledge bases
+
+/// A knowledge base to add (or to sync, when the person already has one by that name).
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct AddKnowledgeBase {
+    /// Its name: 1 to 64 letters, digits, `-`, `_` or `.`.
+    #[schema(min_length = 1, max_length = 64, pattern = r"^[A-Za-z0-9_-][A-Za-z0-9._-]{0,63}$")]
+    pub name: String,
+    /// Absolute paths of folders and files inside the tenant's workspace roots or granted paths.
+    #[schema(min_items = 1, max_items = 64)]
+    pub paths: Vec<String>,
+    /// Share it with the whole tenant (approver keys only).
+    #[serde(default)]
+    pub shared: bool,
+}
+
+/// A knowledge base, as people see it.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct KnowledgeBaseView {
+    /// Its name.
+    pub name: String,
+    /// Whose it is; none when shared with the tenant.
+    pub person: Option<String>,
+    /// Where it was added from.
+    pub roots: Vec<String>,
+    /// How many sources.
+    pub sources: u64,
+    /// How many passages.
+    pub chunks: u64,
+    /// The size of its text in bytes.
+    pub bytes: u64,
+    /// When it was last synchronised (Unix milliseconds).
+    pub updated_at: i64,
+}
+
+impl From<tool_core::knowledge::KnowledgeBase> for KnowledgeBaseView {
+    fn from(base: tool_core::knowledge::KnowledgeBase) -> Self {
+        Self {
+            name: base.name,
+            person: base.person,
+            roots: base.roots,
+            sources: base.sources,
+            chunks: base.chunks,
+            bytes: base.bytes,
+            updated_at: base.updated_at,
+        }
+    }
+}
+
+/// A file an add left out, and why.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct SkippedView {
+    /// Its path.
+    pub path: String,
+    /// Why.
+    pub reason: String,
+}
+
+/// What an add did.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct AddReportView {
+    /// The base as it now stands.
+    pub base: KnowledgeBaseView,
+    /// Sources new to it.
+    pub added: usize,
+    /// Sources whose content changed.
+    pub changed: usize,
+    /// Sources unchanged (by content hash).
+    pub unchanged: usize,
+    /// Sources no longer found, removed.
+    pub removed: usize,
+    /// Files left out (binary, oversized, unreadable, links).
+    pub skipped: Vec<SkippedView>,
+}
+
+/// Which base a removal names.
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct KnowledgeBaseQuery {
+    /// The tenant's shared base of that name (approver keys only), not the person's own.
+    #[serde(default)]
+    pub shared: Option<bool>,
+}
+
+/// Whose bases a request acts on: a person key's person (`local` without keys); agent keys none.
+fn knowledge_person(principal: &Principal) -> Result<String, ApiError> {
+    if principal.role == crate::auth::Role::Agent && principal.person().is_some() {
+        return Err(ApiError::new(
+            StatusCode::FORBIDDEN,
+            "forbidden",
+            "an agent key may not add or remove knowledge bases; use a person or approver key",
+        ));
+    }
+    Ok(principal.person().unwrap_or("local").to_owned())
+}
+
+/// Whether `path` (canonical) lies inside one of the tenant's workspace roots or granted paths.
+fn inside_tenant_roots(state: &AppState, tenant: &str, path: &std::path::Path) -> bool {
+    let roots =
+        state.args.workspace_roots.iter().filter(|root| root.admits(tenant)).map(|root| root.path.clone());
+    let granted = state
+        .args
+        .tenant_paths
+        .iter()
+        .filter(|granted| granted.admits(tenant))
+        .map(|granted| granted.root.path.clone());
+    roots.chain(granted).any(|root| std::fs::canonicalize(&root).is_ok_and(|root| path.starts_with(root)))
+}
+
+/// The knowledge bases the key's person searches (their own and the tenant's shared ones; an
+/// approver key sees all of the tenant's).
+#[utoipa::path(get, path = "/v1/knowledge-bases", tag = "knowledge-bases",
+    responses((status = 200, body = Vec<KnowledgeBaseView>), (status = 403, body = ErrorBody)))]
+async fn list_knowledge_bases(
+    State(state): State<Arc<AppState>>,
+    principal: Principal,
+) -> Result<Json<Vec<KnowledgeBaseView>>, ApiError> {
+    let person = knowledge_person(&principal)?;
+    let everyone = principal.role == crate::auth::Role::Approver && principal.person().is_some();
+    let bases = state
+        .knowledge
+        .list_bases(&principal.tenant, if everyone { None } else { Some(&person) })
+        .await
+        .map_err(storage_error)?;
+    Ok(Json(bases.into_iter().map(KnowledgeBaseView::from).collect()))
+}
+
+/// Adds a knowledge base from folders and files inside the tenant's roots, or syncs it (only
+/// changed files are read again).
+#[utoipa::path(post, path = "/v1/knowledge-bases", tag = "knowledge-bases", request_body = AddKnowledgeBase,
+    responses((status = 200, body = AddReportView), (status = 400, body = ErrorBody), (status = 403, body = ErrorBody)))]
+async fn add_knowledge_base(
+    State(state): State<Arc<AppState>>,
+    principal: Principal,
+    Json(request): Json<AddKnowledgeBase>,
+) -> Result<Json<AddReportView>, ApiError> {
+    let person = knowledge_person(&principal)?;
+    let forbidden = |message: String| ApiError::new(StatusCode::FORBIDDEN, "forbidden", message);
+    if request.shared && principal.role != crate::auth::Role::Approver {
+        return Err(forbidden("only an approver key may share a knowledge base with the tenant".into()));
+    }
+    if !builtin_tool_knowledge_base::ingest::valid_name(&request.name) {
+        return Err(ApiError::bad_request(format!(
+            "`{}` cannot name a knowledge base: use 1 to 64 letters, digits, `-`, `_` or `.`",
+            request.name
+        )));
+    }
+    if request.paths.is_empty() || request.paths.len() > 64 {
+        return Err(ApiError::bad_request("give 1 to 64 paths"));
+    }
+    let mut roots = Vec::new();
+    for path in &request.paths {
+        check_text("paths", path, 4096)?;
+        let given = std::path::Path::new(path);
+        if !given.is_absolute() {
+            return Err(ApiError::bad_request(format!("`{path}` is not an absolute path")));
+        }
+        // Resolved first, so that a link inside a root cannot lead out of it.
+        let canonical = std::fs::canonicalize(given).map_err(|_| {
+            ApiError::bad_request(format!("`{path}` is not a folder or file the server can read"))
+        })?;
+        if !inside_tenant_roots(&state, &principal.tenant, &canonical) {
+            return Err(forbidden(format!(
+                "`{path}` is outside your tenant's workspace roots and granted paths: knowledge bases are \
+                 added from inside them"
+            )));
+        }
+        roots.push(canonical.to_string_lossy().into_owned());
+    }
+    let base = tool_core::knowledge::NewBase {
+        tenant: principal.tenant.clone(),
+        person: (!request.shared).then_some(person),
+        name: request.name,
+        roots,
+    };
+    let limits = builtin_tool_knowledge_base::ingest::AddLimits::default();
+    let report = builtin_tool_knowledge_base::ingest::add_base(state.knowledge.as_ref(), base, limits)
+        .await
+        .map_err(|error| match error {
+            builtin_tool_knowledge_base::ingest::AddError::Storage(error) => storage_error(error),
+            other => ApiError::bad_request(other.to_string()),
+        })?;
+    Ok(Json(AddReportView {
+        base: report.base.into(),
+        added: report.added,
+        changed: report.changed,
+        unchanged: report.unchanged,
+        removed: report.removed,
+        skipped: report.skipped.into_iter().map(|s| SkippedView { path: s.path, reason: s.reason }).collect(),
+    }))
+}
+
+/// Removes a knowledge base (the files stay): the key's person's own, or with `shared=true` the
+/// tenant's shared one (approver keys only).
+#[utoipa::path(delete, path = "/v1/knowledge-bases/{name}", tag = "knowledge-bases",
+    params(("name" = String, Path), KnowledgeBaseQuery),
+    responses((status = 204), (status = 400, body = ErrorBody), (status = 403, body = ErrorBody),
+        (status = 404, body = ErrorBody)))]
+async fn remove_knowledge_base(
+    State(state): State<Arc<AppState>>,
+    principal: Principal,
+    Path(name): Path<String>,
+    Query(query): Query<KnowledgeBaseQuery>,
+) -> Result<StatusCode, ApiError> {
+    let person = knowledge_person(&principal)?;
+    let shared = query.shared.unwrap_or(false);
+    if shared && principal.role != crate::auth::Role::Approver {
+        return Err(ApiError::new(
+            StatusCode::FORBIDDEN,
+            "forbidden",
+            "only an approver key may remove a shared knowledge base",
+        ));
+    }
+    let bases = state.knowledge.list_bases(&principal.tenant, Some(&person)).await.map_err(storage_error)?;
+    let found = bases.into_iter().find(|base| base.name == name && base.person.is_none() == shared);
+    match found {
+        Some(base)
+            if state.knowledge.remove_base(&principal.tenant, &base.id).await.map_err(storage_error)? =>
+        {
+            Ok(StatusCode::NO_CONTENT)
+        }
+        _ => Err(ApiError::not_found("knowledge base", &name)),
     }
 }
 

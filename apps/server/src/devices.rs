@@ -740,9 +740,13 @@ impl Routed {
     }
 }
 
-/// Tools whose data is the server's (the person's memories, the model's documents): never sent
-/// to a device.
-const SERVER_ONLY: &[&str] = &[builtin_tool_memory::IDENTIFIER, builtin_tool_documents::IDENTIFIER];
+/// Tools whose data is the server's (the person's memories, the model's documents, the
+/// knowledge bases): never sent to a device.
+const SERVER_ONLY: &[&str] = &[
+    builtin_tool_memory::IDENTIFIER,
+    builtin_tool_documents::IDENTIFIER,
+    builtin_tool_knowledge_base::IDENTIFIER,
+];
 
 impl ToolRuntime for Routed {
     fn execute<'a>(

@@ -121,6 +121,8 @@ pub struct AppState {
     pub journal: Arc<dyn Journal>,
     /// The records tools keep (memories), on the journal's database.
     pub records: Arc<dyn tool_core::storage::RecordStore>,
+    /// The knowledge bases, on the journal's database.
+    pub knowledge: Arc<dyn tool_core::knowledge::KnowledgeStore>,
     /// Questions waiting at this instance.
     pub broker: Arc<LocalBroker>,
     /// The pipeline's broker: asks MCP clients that can elicit, and `broker` for the rest.
@@ -282,7 +284,7 @@ impl AppState {
         let database_url = args.database_url()?;
         // Where the journal lives, without the credentials a Postgres URL may carry.
         let journal_at = database_url.split('@').next_back().unwrap_or("").to_owned();
-        let (journal, records) = journal::open_with_records(&database_url)
+        let journal::Stores { journal, records, knowledge } = journal::open_stores(&database_url)
             .await
             .with_context(|| format!("opening the journal ({journal_at})"))?;
         tracing::info!(journal = %journal_at, retention_days = args.journal_retention_days, "journal open");
@@ -358,6 +360,7 @@ impl AppState {
         let services = tool_core::Services::new()
             .with(computer.clone() as Arc<dyn computer_runtime::ComputerRuntime>)
             .with(records.clone())
+            .with(knowledge.clone())
             .with(builtin_tool_memory::MemorySettings { max_per_person: args.max_memories_per_person });
         let mut toolbox = Toolbox::new();
         for (manifest, runtime) in Registry::builtin().runtimes(&services)? {
@@ -411,6 +414,7 @@ impl AppState {
             executor,
             journal,
             records,
+            knowledge,
             broker,
             elicitation,
             keys,

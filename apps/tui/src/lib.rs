@@ -12,6 +12,7 @@ pub mod call;
 pub mod chat;
 pub mod exec;
 pub mod instructions;
+pub mod kb;
 pub mod memory;
 pub mod out;
 pub mod serve;

@@ -63,6 +63,8 @@ enum Command {
     Journal(JournalArgs),
     /// What the agent remembers about you: `list`, `show ID`, `rm ID`.
     Memory(toolhost::memory::MemoryArgs),
+    /// Knowledge bases the agent searches: `add NAME PATH…` (again to sync), `list`, `rm NAME`.
+    Kb(toolhost::kb::KbArgs),
     /// Run a server's calls on this machine, as this person's device.
     Connect(ConnectArgs),
     /// Serve this machine's tools to one MCP client over stdio (the client starts this command).
@@ -161,6 +163,7 @@ fn main() -> ExitCode {
             Some(Command::Call(args)) => call::run(args).await,
             Some(Command::Journal(args)) => journal(args).await.map(|()| 0),
             Some(Command::Memory(args)) => toolhost::memory::run(args).await.map(|()| 0),
+            Some(Command::Kb(args)) => toolhost::kb::run(args).await.map(|()| 0),
             Some(Command::Connect(args)) => connect(args).await.map(|()| 0),
             Some(Command::Mcp(args)) => serve::run(args).await.map(|()| 0),
         }

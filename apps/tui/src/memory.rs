@@ -53,7 +53,7 @@ fn owner() -> Owner {
 ///
 /// The journal cannot be opened, or the memory does not exist.
 pub async fn run(args: MemoryArgs) -> anyhow::Result<()> {
-    let (_journal, records) = setup::journal_with_records(&setup::data_dir()?).await?;
+    let records = setup::stores(&setup::data_dir()?).await?.records;
     let collection = builtin_tool_memory::COLLECTION;
     match args.action {
         Action::List { query, category, json } => {

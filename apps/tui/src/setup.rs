@@ -115,19 +115,18 @@ pub fn data_dir() -> anyhow::Result<PathBuf> {
 ///
 /// The database cannot be opened or migrated.
 pub async fn journal(data: &Path) -> anyhow::Result<Arc<dyn journal::Journal>> {
-    Ok(journal_with_records(data).await?.0)
+    Ok(stores(data).await?.journal)
 }
 
-/// [`journal`] and the record store on the same database (the memory tool's).
+/// [`journal`] and the stores of the tools that keep data (memory, documents, knowledge bases)
+/// on the same database.
 ///
 /// # Errors
 ///
 /// As [`journal`].
-pub async fn journal_with_records(
-    data: &Path,
-) -> anyhow::Result<(Arc<dyn journal::Journal>, Arc<dyn tool_core::storage::RecordStore>)> {
+pub async fn stores(data: &Path) -> anyhow::Result<journal::Stores> {
     let path = data.join("local-journal.db");
-    journal::open_with_records(&format!("sqlite://{}", path.display()))
+    journal::open_stores(&format!("sqlite://{}", path.display()))
         .await
         .with_context(|| format!("opening the journal {}", path.display()))
 }
@@ -141,8 +140,9 @@ pub async fn journal_with_records(
 /// The data folder, the journal, the toolbox, an invalid MCP configuration, or the journal's
 /// housekeeping.
 pub async fn executor(broker: Arc<dyn ApprovalBroker>, guard: &GuardArgs) -> anyhow::Result<Executor> {
-    let (journal, records) = journal_with_records(&data_dir()?).await?;
-    let mut toolbox = client_executor::device::builtin_toolbox_with(Some(records))
+    let journal::Stores { journal, records, knowledge } = stores(&data_dir()?).await?;
+    let services = tool_core::Services::new().with(records).with(knowledge);
+    let mut toolbox = client_executor::device::builtin_toolbox_with(services)
         .map_err(anyhow::Error::msg)
         .context("building the tools")?;
     for note in mount_mcp(&mut toolbox, guard.mcp_config.as_deref(), false).await? {

@@ -561,7 +561,7 @@ async fn a_preference_saved_in_one_session_shapes_the_next() {
     let folder = tempfile::tempdir().unwrap();
     let data = tempfile::tempdir().unwrap();
     let url = format!("sqlite://{}?mode=rwc", data.path().join("journal.db").display());
-    let (_journal, records) = journal::open_with_records(&url).await.unwrap();
+    let records = journal::open_stores(&url).await.unwrap().records;
     let computer: Arc<dyn computer_runtime::ComputerRuntime> =
         Arc::new(computer_runtime::LocalComputer::default());
     let services = tool_core::Services::new().with(computer).with(records);

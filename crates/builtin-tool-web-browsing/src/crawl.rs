@@ -157,17 +157,9 @@ fn size(bytes: usize) -> String {
     }
 }
 
-#[cfg(feature = "pdf")]
 fn pdf_text(body: &[u8]) -> Result<Extracted, String> {
-    let text =
-        pdf_extract::extract_text_from_mem(body).map_err(|e| format!("the PDF could not be read: {e}"))?;
-    let markdown = text.lines().map(str::trim_end).collect::<Vec<_>>().join("\n");
-    Ok(Extracted { markdown: markdown.trim().to_owned(), method: "pdf text", ..Extracted::default() })
-}
-
-#[cfg(not(feature = "pdf"))]
-fn pdf_text(_body: &[u8]) -> Result<Extracted, CrawlError> {
-    Err(CrawlError::from("a PDF, and this build reads no PDFs (feature `pdf`)"))
+    let text = crate::extract::pdf_text(body)?;
+    Ok(Extracted { markdown: text, method: "pdf text", ..Extracted::default() })
 }
 
 /// A reader service: it fetches the page on its side and returns markdown.

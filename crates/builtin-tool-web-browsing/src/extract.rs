@@ -126,6 +126,25 @@ pub fn extract_with(html: &str, url: Option<&str>, strategy: Strategy) -> Extrac
     }
 }
 
+/// The text of a PDF's pages, lines trimmed (feature `pdf`; without it, an error says so).
+///
+/// # Errors
+///
+/// A message saying why the PDF could not be read.
+pub fn pdf_text(bytes: &[u8]) -> Result<String, String> {
+    #[cfg(feature = "pdf")]
+    {
+        let text = pdf_extract::extract_text_from_mem(bytes)
+            .map_err(|e| format!("the PDF could not be read: {e}"))?;
+        Ok(text.lines().map(str::trim_end).collect::<Vec<_>>().join("\n").trim().to_owned())
+    }
+    #[cfg(not(feature = "pdf"))]
+    {
+        let _ = bytes;
+        Err("a PDF, and this build reads no PDFs (feature `pdf`)".into())
+    }
+}
+
 fn whole_page(html: &str) -> Extracted {
     Extracted {
         markdown: to_markdown(html, &BOILERPLATE_TAGS),

@@ -37,6 +37,7 @@ static TOOLS: LazyLock<Vec<BuiltinTool>> = LazyLock::new(|| {
         tool!(builtin_tool_code_interpreter),
         tool!(builtin_tool_memory),
         tool!(builtin_tool_documents),
+        tool!(builtin_tool_knowledge_base),
         // new-tool: register
     ]
 });

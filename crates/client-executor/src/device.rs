@@ -146,25 +146,21 @@ impl ApprovalBroker for NoOneToAsk {
 ///
 /// A tool's manifest the toolbox refuses (a builtin whose service is missing is left out).
 pub fn builtin_toolbox() -> Result<Toolbox, String> {
-    builtin_toolbox_with(None)
+    builtin_toolbox_with(tool_core::Services::new())
 }
 
-/// [`builtin_toolbox`], with a record store for the tools that keep data (memory, documents): a
-/// front end with a journal of its own (the terminal app) gives one; without it those tools are
-/// left out, as is any builtin whose service this machine does not provide.
+/// [`builtin_toolbox`], with services for the tools that keep data (a record store for memory
+/// and documents, a knowledge store for knowledge bases): a front end with a journal of its own
+/// (the terminal app) gives them; without them those tools are left out, as is any builtin whose
+/// service this machine does not provide. This machine's computer is added to `services`.
 ///
 /// # Errors
 ///
 /// A tool's manifest the toolbox refuses.
-pub fn builtin_toolbox_with(
-    records: Option<Arc<dyn tool_core::storage::RecordStore>>,
-) -> Result<Toolbox, String> {
+pub fn builtin_toolbox_with(services: tool_core::Services) -> Result<Toolbox, String> {
     let computer: Arc<dyn computer_runtime::ComputerRuntime> =
         Arc::new(computer_runtime::LocalComputer::default());
-    let mut services = tool_core::Services::new().with(computer);
-    if let Some(records) = records {
-        services = services.with(records);
-    }
+    let services = services.with(computer);
     let mut toolbox = Toolbox::new();
     for (manifest, runtime) in builtin_tools::Registry::builtin().available_runtimes(&services).0 {
         toolbox.add_tool(manifest, runtime).map_err(|e| e.to_string())?;

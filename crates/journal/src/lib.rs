@@ -123,6 +123,8 @@ use serde_json::Value;
 mod instance;
 mod pack;
 #[macro_use]
+mod knowledge;
+#[macro_use]
 mod records;
 mod postgres;
 mod rows;
@@ -157,21 +159,36 @@ pub async fn open(url: &str) -> Result<Arc<dyn Journal>, JournalError> {
     }
 }
 
-/// Opens the journal a URL names (as [`open`]) and the record store on the same database, which
-/// tools that keep data receive (`tool_core::storage::RecordStore`).
+/// The stores on one database: the journal, and the services tools that keep data receive.
+#[derive(Debug, Clone)]
+pub struct Stores {
+    /// The journal.
+    pub journal: Arc<dyn Journal>,
+    /// Records (memories, documents): `tool_core::storage::RecordStore`.
+    pub records: Arc<dyn tool_core::storage::RecordStore>,
+    /// Knowledge bases: `tool_core::knowledge::KnowledgeStore`.
+    pub knowledge: Arc<dyn tool_core::knowledge::KnowledgeStore>,
+}
+
+impl Stores {
+    fn of<T>(store: Arc<T>) -> Self
+    where
+        T: Journal + tool_core::storage::RecordStore + tool_core::knowledge::KnowledgeStore + 'static,
+    {
+        Self { journal: store.clone(), records: store.clone(), knowledge: store }
+    }
+}
+
+/// Opens the journal a URL names (as [`open`]) and the stores tools use on the same database.
 ///
 /// # Errors
 ///
 /// As [`open`].
-pub async fn open_with_records(
-    url: &str,
-) -> Result<(Arc<dyn Journal>, Arc<dyn tool_core::storage::RecordStore>), JournalError> {
+pub async fn open_stores(url: &str) -> Result<Stores, JournalError> {
     if url.starts_with("sqlite:") {
-        let journal = Arc::new(SqliteJournal::open(url).await?);
-        Ok((journal.clone(), journal))
+        Ok(Stores::of(Arc::new(SqliteJournal::open(url).await?)))
     } else if url.starts_with("postgres://") || url.starts_with("postgresql://") {
-        let journal = Arc::new(PostgresJournal::open(url).await?);
-        Ok((journal.clone(), journal))
+        Ok(Stores::of(Arc::new(PostgresJournal::open(url).await?)))
     } else {
         let scheme = url.split_once(':').map_or(url, |(scheme, _)| scheme);
         Err(JournalError::UnsupportedUrl(format!("{scheme}:…")))

@@ -8,6 +8,8 @@ use sqlx::migrate::Migrator;
 use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions, PgQueryResult};
 use sqlx::{Postgres, QueryBuilder, Row};
 
+mod knowledge;
+
 use crate::rows::{
     ABANDONED_ERROR, ApprovalRow, ApprovalValues, AttemptRow, AttemptValues, DecisionValues, InstanceRow,
     MAX_ROWS, RememberValues, RememberedRow, SessionRow, SessionValues, SettlementValues, clean,

@@ -16,6 +16,9 @@ use sqlx::sqlite::{
 use sqlx::{ConnectOptions, Connection, QueryBuilder, Row, Sqlite};
 use tokio::sync::{mpsc, oneshot};
 
+mod knowledge;
+mod records;
+
 use crate::rows::{
     ABANDONED_ERROR, ApprovalRow, ApprovalValues, AttemptRow, AttemptValues, DecisionValues, InstanceRow,
     MAX_ROWS, RememberValues, RememberedRow, SessionRow, SessionValues, SettlementValues, Text, clean,
@@ -482,6 +485,25 @@ enum Op {
     RemoveRecord {
         key: [String; 4],
     },
+    /// A knowledge base made, or its roots replaced: tenant, id, person, name, roots (JSON).
+    PutBase {
+        values: [String; 5],
+        now: i64,
+    },
+    /// A knowledge base and all it holds removed (`Moved(false)` when there was none).
+    RemoveBase {
+        tenant: String,
+        id: String,
+    },
+    /// Sources of a base stored, each replacing its path's, and others removed
+    /// (`Moved(false)` when the base is gone).
+    ApplySources {
+        tenant: String,
+        base: String,
+        put: Vec<tool_core::knowledge::NewSource>,
+        remove: Vec<String>,
+        now: i64,
+    },
 }
 
 impl Op {
@@ -500,8 +522,19 @@ impl Op {
     fn is_quick(&self) -> bool {
         !matches!(
             self,
-            Self::Abandon { .. } | Self::Prune { .. } | Self::ExpireResults { .. } | Self::CutResults { .. }
+            Self::Abandon { .. }
+                | Self::Prune { .. }
+                | Self::ExpireResults { .. }
+                | Self::CutResults { .. }
+                | Self::RemoveBase { .. }
+                | Self::ApplySources { .. }
         )
+    }
+
+    /// Whether the operation runs several statements that must stand or fall together: it runs
+    /// in a transaction even alone.
+    fn is_compound(&self) -> bool {
+        matches!(self, Self::RemoveBase { .. } | Self::ApplySources { .. })
     }
 
     /// Whether the operation may touch any attempt row: it then runs alone.
@@ -817,7 +850,8 @@ fn run_batch(conn: &rusqlite::Connection, batch: &mut Vec<Pending>) {
         // A batch of one statement needs no transaction around it: the statement is atomic,
         // and a merged statement reports exactly what it moved.
         let single = matches!(steps.as_slice(), [Step::Merged(_)])
-            || matches!(steps.as_slice(), [Step::One(index)] if !batch[*index].op.is_barrier());
+            || matches!(steps.as_slice(), [Step::One(index)]
+                if !batch[*index].op.is_barrier() && !batch[*index].op.is_compound());
         if !single && let Err(e) = exec(conn, "BEGIN IMMEDIATE") {
             return fail_all(batch, e);
         }
@@ -1022,6 +1056,7 @@ fn run_one(conn: &rusqlite::Connection, op: &Op) -> rusqlite::Result<Outcome> {
             moved(run(UPDATE_RECORD, &[a, b, c, d, e, f, g, h, now])?)
         }
         Op::RemoveRecord { key: [a, b, c, d] } => moved(run(REMOVE_RECORD, &[a, b, c, d])?),
+        Op::PutBase { .. } | Op::RemoveBase { .. } | Op::ApplySources { .. } => knowledge::run(conn, op)?,
         Op::Propose(v) => {
             let [a, b, c, d, e, f, g, h, i, j, k, l, m, n] = attempt_values(v);
             moved(run(PROPOSE, &[a, b, c, d, e, f, g, h, i, j, k, l, m, n, &v.now])?)
@@ -1738,145 +1773,5 @@ mod tests {
             "the abandon ran first"
         );
         assert_eq!(status(&conn, "t", "dead").await.unwrap().0, "abandoned");
-    }
-}
-
-impl tool_core::storage::RecordStore for SqliteJournal {
-    fn insert_record(
-        &self,
-        record: tool_core::storage::NewRecord,
-        limit: u64,
-    ) -> futures::future::BoxFuture<'_, Result<tool_core::storage::Record, tool_core::storage::StorageError>>
-    {
-        Box::pin(async move {
-            use crate::records::text;
-            let id = crate::records::new_id()?;
-            let now = crate::rows::now_ms();
-            let values = [
-                Some(text(&record.owner.tenant)),
-                Some(id.clone()),
-                Some(text(&record.collection)),
-                Some(text(&record.owner.person)),
-                record.project.as_deref().map(text),
-                Some(text(&record.tag)),
-                Some(text(&record.title)),
-                Some(text(&record.body)),
-                Some(crate::rows::json_text(&record.metadata)),
-            ];
-            let limit = i64::try_from(limit).unwrap_or(i64::MAX);
-            let stored = self
-                .write_moved(Op::InsertRecord { record: values, now, limit })
-                .await
-                .map_err(crate::records::backend)?;
-            if !stored {
-                return Err(tool_core::storage::StorageError::Full { limit: limit as u64 });
-            }
-            let owner = tool_core::storage::Owner {
-                tenant: text(&record.owner.tenant),
-                person: text(&record.owner.person),
-            };
-            self.get_record(&owner, &text(&record.collection), &id)
-                .await?
-                .ok_or_else(|| tool_core::storage::StorageError::Backend("the stored record is gone".into()))
-        })
-    }
-
-    fn update_record<'a>(
-        &'a self,
-        owner: &'a tool_core::storage::Owner,
-        collection: &'a str,
-        id: &'a str,
-        patch: tool_core::storage::RecordPatch,
-    ) -> futures::future::BoxFuture<'a, Result<tool_core::storage::Record, tool_core::storage::StorageError>>
-    {
-        Box::pin(async move {
-            use crate::records::text;
-            let key = [text(&owner.tenant), text(&owner.person), text(collection), text(id)];
-            let patch = [
-                patch.tag.as_deref().map(text),
-                patch.title.as_deref().map(text),
-                patch.body.as_deref().map(text),
-                patch.metadata.map(|m| crate::rows::json_text(&m)),
-            ];
-            let now = crate::rows::now_ms();
-            let moved = self
-                .write_moved(Op::UpdateRecord { key, patch, now })
-                .await
-                .map_err(crate::records::backend)?;
-            if !moved {
-                return Err(tool_core::storage::StorageError::NotFound(id.to_owned()));
-            }
-            self.get_record(owner, collection, id)
-                .await?
-                .ok_or_else(|| tool_core::storage::StorageError::NotFound(id.to_owned()))
-        })
-    }
-
-    fn remove_record<'a>(
-        &'a self,
-        owner: &'a tool_core::storage::Owner,
-        collection: &'a str,
-        id: &'a str,
-    ) -> futures::future::BoxFuture<'a, Result<bool, tool_core::storage::StorageError>> {
-        Box::pin(async move {
-            use crate::records::text;
-            let key = [text(&owner.tenant), text(&owner.person), text(collection), text(id)];
-            self.write_moved(Op::RemoveRecord { key }).await.map_err(crate::records::backend)
-        })
-    }
-
-    fn get_record<'a>(
-        &'a self,
-        owner: &'a tool_core::storage::Owner,
-        collection: &'a str,
-        id: &'a str,
-    ) -> futures::future::BoxFuture<
-        'a,
-        Result<Option<tool_core::storage::Record>, tool_core::storage::StorageError>,
-    > {
-        Box::pin(async move {
-            use crate::records::text;
-            let row: Option<crate::records::RecordRow> = sqlx::query_as(GET_RECORD)
-                .bind(text(&owner.tenant))
-                .bind(text(&owner.person))
-                .bind(text(collection))
-                .bind(text(id))
-                .fetch_optional(&self.reads)
-                .await
-                .map_err(crate::records::sqlx_backend)?;
-            Ok(row.map(crate::records::RecordRow::into_record))
-        })
-    }
-
-    fn find_records(
-        &self,
-        query: tool_core::storage::RecordQuery,
-    ) -> futures::future::BoxFuture<
-        '_,
-        Result<Vec<tool_core::storage::RecordHit>, tool_core::storage::StorageError>,
-    > {
-        Box::pin(async move {
-            use crate::records::text;
-            let (mode, project) = crate::records::project_params(&query.project);
-            let words = query.text.as_deref().map(tool_core::storage::query_words).unwrap_or_default();
-            let sql = if query.text.is_some() { SEARCH_RECORDS } else { LIST_RECORDS };
-            if query.text.is_some() && words.is_empty() {
-                return Ok(Vec::new());
-            }
-            let matching = words.iter().map(|w| format!("\"{w}\"")).collect::<Vec<_>>().join(" OR ");
-            let mut statement = sqlx::query_as::<_, crate::records::ScoredRow>(sql)
-                .bind(text(&query.owner.tenant))
-                .bind(text(&query.collection))
-                .bind(text(&query.owner.person))
-                .bind(mode)
-                .bind(project)
-                .bind(query.tag.as_deref().map(text))
-                .bind(i64::from(query.limit));
-            if query.text.is_some() {
-                statement = statement.bind(matching);
-            }
-            let rows = statement.fetch_all(&self.reads).await.map_err(crate::records::sqlx_backend)?;
-            Ok(rows.into_iter().map(crate::records::ScoredRow::into_hit).collect())
-        })
     }
 }

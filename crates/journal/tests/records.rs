@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use journal::open_with_records;
+use journal::open_stores;
 use serde_json::json;
 use test_support::PgServer;
 use tool_core::storage::{
@@ -141,7 +141,7 @@ mod sqlite {
     async fn store() -> (Arc<dyn RecordStore>, tempfile::TempDir) {
         let dir = tempfile::tempdir().unwrap();
         let url = format!("sqlite://{}?mode=rwc", dir.path().join("journal.db").display());
-        (open_with_records(&url).await.unwrap().1, dir)
+        (open_stores(&url).await.unwrap().records, dir)
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -161,7 +161,7 @@ mod postgres {
     use super::*;
 
     async fn store(server: &PgServer, name: &str) -> Arc<dyn RecordStore> {
-        open_with_records(&server.database_url(&format!("{name}_{}", std::process::id()))).await.unwrap().1
+        open_stores(&server.database_url(&format!("{name}_{}", std::process::id()))).await.unwrap().records
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -139,6 +139,6 @@ async fn a_journal_newer_than_this_build_is_refused() {
     )
     .unwrap();
     drop(conn);
-    let error = SqliteJournal::open(&url).await.err().expect("a newer journal is refused");
+    let error = SqliteJournal::open(&url).await.expect_err("a newer journal is refused");
     assert!(error.to_string().contains("29991231000000"), "{error}");
 }

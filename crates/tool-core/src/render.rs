@@ -208,6 +208,24 @@ pub fn json_block(value: &Value) -> Block {
     }
 }
 
+/// Text as an XML attribute value or element body, the compact XML tools answer the model in
+/// (`<item title="…">…</item>`): `&`, `<`, `>` and `"` escaped, control characters other than
+/// newlines and tabs dropped.
+pub fn xml_escape(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        match c {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '"' => out.push_str("&quot;"),
+            c if c.is_control() && c != '\n' && c != '\t' => {}
+            c => out.push(c),
+        }
+    }
+    out
+}
+
 /// The badge every result card starts with: done or failed (with the error kind).
 pub fn status_badge(output: &ToolOutput) -> Badge {
     match &output.error {

@@ -1,0 +1,486 @@
+//! Adding a knowledge base from folders and files, and syncing it when it is added again: files
+//! are walked (hidden files and what `.gitignore` leaves out are skipped, links are not followed),
+//! hashed, and only new or changed ones are read into chunks; sources no longer found are removed.
+//! Binary, oversized and unreadable files are skipped and reported, never indexed silently.
+//!
+//! Reading and chunking run on a blocking thread while the store writes the previous batch.
+
+use std::collections::{HashMap, HashSet};
+use std::io::Read;
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use serde::Serialize;
+use sha2::{Digest, Sha256};
+use tool_core::knowledge::{KnowledgeBase, KnowledgeStore, NewBase, NewSource};
+use tool_core::storage::StorageError;
+
+use crate::chunk::{Kind, chunk};
+
+/// Limits of an add.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AddLimits {
+    /// Files larger than this are skipped.
+    pub max_file_bytes: u64,
+    /// At most this many files are indexed; the rest are skipped.
+    pub max_files: usize,
+}
+
+impl Default for AddLimits {
+    fn default() -> Self {
+        Self { max_file_bytes: 10 * 1024 * 1024, max_files: 100_000 }
+    }
+}
+
+/// A file left out, and why.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Skipped {
+    /// Its path.
+    pub path: String,
+    /// Why.
+    pub reason: String,
+}
+
+/// What an add did.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AddReport {
+    /// The base as it now stands.
+    pub base: KnowledgeBase,
+    /// Sources new to the base.
+    pub added: usize,
+    /// Sources whose content changed.
+    pub changed: usize,
+    /// Sources found unchanged (by content hash).
+    pub unchanged: usize,
+    /// Sources no longer found, removed.
+    pub removed: usize,
+    /// Chunks written.
+    pub chunks: usize,
+    /// Files left out.
+    pub skipped: Vec<Skipped>,
+    /// How long it took, in milliseconds.
+    pub elapsed_ms: u64,
+}
+
+/// Why an add failed.
+#[derive(Debug, thiserror::Error)]
+pub enum AddError {
+    /// A name the base cannot have.
+    #[error("a knowledge base's name is 1 to 64 letters, digits, `-`, `_` or `.`, not `{0}`")]
+    BadName(String),
+    /// Nothing to add from.
+    #[error("no folder or file to add from")]
+    NoRoots,
+    /// A root that is not there.
+    #[error("`{0}` is not a folder or file that can be read")]
+    NoSuchPath(String),
+    /// The store failed.
+    #[error(transparent)]
+    Storage(#[from] StorageError),
+}
+
+/// Whether `name` can name a base.
+pub fn valid_name(name: &str) -> bool {
+    (1..=64).contains(&name.len())
+        && name.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'))
+        && !name.starts_with('.')
+}
+
+/// Sources written per store step: a step holds at most this many bytes of text, or files.
+const BATCH_BYTES: usize = 4 * 1024 * 1024;
+const BATCH_FILES: usize = 500;
+
+/// Makes (or syncs) the base `base` from its roots, which must be absolute paths of folders or
+/// files. Re-adding a base replaces its roots and syncs its sources with what they hold now.
+///
+/// # Errors
+///
+/// [`AddError`] for a bad name, a missing root or a failing store; files that cannot be indexed
+/// are reported in [`AddReport::skipped`] instead.
+pub async fn add_base(
+    store: &dyn KnowledgeStore,
+    base: NewBase,
+    limits: AddLimits,
+) -> Result<AddReport, AddError> {
+    let started = Instant::now();
+    if !valid_name(&base.name) {
+        return Err(AddError::BadName(base.name));
+    }
+    if base.roots.is_empty() {
+        return Err(AddError::NoRoots);
+    }
+    let mut roots = Vec::new();
+    for root in &base.roots {
+        let path = Path::new(root);
+        let canonical = std::fs::canonicalize(path).map_err(|_| AddError::NoSuchPath(root.clone()))?;
+        if !path.is_absolute() {
+            return Err(AddError::NoSuchPath(root.clone()));
+        }
+        roots.push(canonical);
+    }
+    let (files, mut skipped) = {
+        let roots = roots.clone();
+        tokio::task::spawn_blocking(move || walk(&roots, limits))
+            .await
+            .map_err(|error| StorageError::Backend(format!("the walk stopped: {error}")))?
+    };
+    let stored =
+        NewBase { roots: roots.iter().map(|root| root.to_string_lossy().into_owned()).collect(), ..base };
+    let made = store.put_base(stored.clone()).await?;
+    let known: HashMap<String, String> =
+        store.source_hashes(&made.tenant, &made.id).await?.into_iter().map(|s| (s.path, s.hash)).collect();
+    let found: HashSet<String> = files.iter().map(|(path, _)| path.to_string_lossy().into_owned()).collect();
+    let removed: Vec<String> = known.keys().filter(|path| !found.contains(*path)).cloned().collect();
+
+    // Read, hash and chunk on a blocking thread, a batch ahead of the store.
+    let (batches, mut arriving) = tokio::sync::mpsc::channel::<Batch>(2);
+    let reader = {
+        let known = known.clone();
+        tokio::task::spawn_blocking(move || read_batches(files, &known, limits, &batches))
+    };
+    let mut report = AddReport {
+        base: made.clone(),
+        added: 0,
+        changed: 0,
+        unchanged: 0,
+        removed: removed.len(),
+        chunks: 0,
+        skipped: Vec::new(),
+        elapsed_ms: 0,
+    };
+    let mut pending_removal = Some(removed);
+    while let Some(batch) = arriving.recv().await {
+        report.unchanged += batch.unchanged;
+        skipped.extend(batch.skipped);
+        for source in &batch.sources {
+            report.chunks += source.chunks.len();
+            if known.contains_key(&source.path) {
+                report.changed += 1;
+            } else {
+                report.added += 1;
+            }
+        }
+        let remove = pending_removal.take().unwrap_or_default();
+        if !batch.sources.is_empty() || !remove.is_empty() {
+            store.apply_sources(&made.tenant, &made.id, batch.sources, remove).await?;
+        }
+    }
+    reader.await.map_err(|error| StorageError::Backend(format!("reading stopped: {error}")))?;
+    let remove = pending_removal.take().unwrap_or_default();
+    // An unchanged base is still marked synchronised.
+    store.apply_sources(&made.tenant, &made.id, Vec::new(), remove).await?;
+    report.base = store
+        .list_bases(&made.tenant, None)
+        .await?
+        .into_iter()
+        .find(|base| base.id == made.id)
+        .ok_or_else(|| StorageError::NotFound(made.name.clone()))?;
+    skipped.sort_by(|a, b| a.path.cmp(&b.path));
+    report.skipped = skipped;
+    report.elapsed_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
+    Ok(report)
+}
+
+/// The files under the roots (each once, in order), and those left out.
+fn walk(roots: &[PathBuf], limits: AddLimits) -> (Vec<(PathBuf, u64)>, Vec<Skipped>) {
+    let mut files = Vec::new();
+    let mut skipped = Vec::new();
+    let mut seen = HashSet::new();
+    for root in roots {
+        let walker = ignore::WalkBuilder::new(root)
+            .hidden(true)
+            .git_ignore(true)
+            .git_global(false)
+            .require_git(false)
+            .follow_links(false)
+            .sort_by_file_path(|a, b| a.cmp(b))
+            .build();
+        for entry in walker {
+            let Ok(entry) = entry else { continue };
+            let Some(kind) = entry.file_type() else { continue };
+            let path = entry.path().to_path_buf();
+            if kind.is_symlink() {
+                skipped.push(Skipped { path: lossy(&path), reason: "a link (not followed)".into() });
+                continue;
+            }
+            if !kind.is_file() || !seen.insert(path.clone()) {
+                continue;
+            }
+            let size = entry.metadata().map(|m| m.len()).unwrap_or(0);
+            if size > limits.max_file_bytes {
+                skipped.push(Skipped {
+                    path: lossy(&path),
+                    reason: format!("larger than {}", computer_runtime::format::size(limits.max_file_bytes)),
+                });
+                continue;
+            }
+            if files.len() >= limits.max_files {
+                skipped
+                    .push(Skipped { path: lossy(&path), reason: format!("past {} files", limits.max_files) });
+                continue;
+            }
+            files.push((path, size));
+        }
+    }
+    (files, skipped)
+}
+
+fn lossy(path: &Path) -> String {
+    path.to_string_lossy().into_owned()
+}
+
+/// One step's worth of read sources.
+struct Batch {
+    sources: Vec<NewSource>,
+    unchanged: usize,
+    skipped: Vec<Skipped>,
+}
+
+fn read_batches(
+    files: Vec<(PathBuf, u64)>,
+    known: &HashMap<String, String>,
+    limits: AddLimits,
+    out: &tokio::sync::mpsc::Sender<Batch>,
+) {
+    let mut batch = Batch { sources: Vec::new(), unchanged: 0, skipped: Vec::new() };
+    let mut bytes = 0;
+    for (path, _) in files {
+        let name = lossy(&path);
+        match read_source(&path, &name, known.get(&name), limits) {
+            Outcome::Unchanged => batch.unchanged += 1,
+            Outcome::Skipped(reason) => batch.skipped.push(Skipped { path: name, reason }),
+            Outcome::Source(source) => {
+                bytes += source.chunks.iter().map(|chunk| chunk.text.len()).sum::<usize>();
+                batch.sources.push(source);
+            }
+        }
+        if bytes >= BATCH_BYTES || batch.sources.len() >= BATCH_FILES {
+            let full = std::mem::replace(
+                &mut batch,
+                Batch { sources: Vec::new(), unchanged: 0, skipped: Vec::new() },
+            );
+            bytes = 0;
+            if out.blocking_send(full).is_err() {
+                return;
+            }
+        }
+    }
+    let _ = out.blocking_send(batch);
+}
+
+enum Outcome {
+    Unchanged,
+    Skipped(String),
+    Source(NewSource),
+}
+
+/// Extensions of files that are never text.
+const BINARY: &[&str] = &[
+    "png", "jpg", "jpeg", "gif", "webp", "bmp", "ico", "tif", "tiff", "zip", "gz", "tgz", "bz2", "xz", "zst",
+    "7z", "rar", "tar", "jar", "war", "exe", "dll", "so", "dylib", "a", "o", "obj", "class", "pyc", "wasm",
+    "bin", "dat", "db", "sqlite", "woff", "woff2", "ttf", "otf", "eot", "mp3", "mp4", "m4a", "wav", "ogg",
+    "flac", "avi", "mov", "mkv", "webm", "iso", "dmg", "psd", "xls", "xlsx", "doc", "docx", "ppt", "pptx",
+];
+
+/// Extensions of source code.
+const CODE: &[&str] = &[
+    "rs",
+    "py",
+    "js",
+    "mjs",
+    "cjs",
+    "ts",
+    "tsx",
+    "jsx",
+    "go",
+    "java",
+    "kt",
+    "kts",
+    "scala",
+    "c",
+    "h",
+    "cc",
+    "cpp",
+    "cxx",
+    "hpp",
+    "hh",
+    "cs",
+    "fs",
+    "rb",
+    "php",
+    "swift",
+    "m",
+    "mm",
+    "lua",
+    "pl",
+    "pm",
+    "r",
+    "jl",
+    "sh",
+    "bash",
+    "zsh",
+    "fish",
+    "ps1",
+    "sql",
+    "toml",
+    "yaml",
+    "yml",
+    "json",
+    "jsonc",
+    "xml",
+    "ini",
+    "cfg",
+    "conf",
+    "proto",
+    "graphql",
+    "gql",
+    "css",
+    "scss",
+    "less",
+    "vue",
+    "svelte",
+    "ex",
+    "exs",
+    "erl",
+    "hrl",
+    "hs",
+    "ml",
+    "mli",
+    "clj",
+    "cljs",
+    "dart",
+    "zig",
+    "nim",
+    "tf",
+    "hcl",
+    "gradle",
+    "cmake",
+    "mk",
+    "dockerfile",
+];
+
+/// How a file is read: its kind's name and how its text is cut.
+fn classify(path: &Path) -> Option<(&'static str, Option<Kind>)> {
+    let extension =
+        path.extension().and_then(|e| e.to_str()).map(str::to_ascii_lowercase).unwrap_or_default();
+    Some(match extension.as_str() {
+        "md" | "markdown" | "mdx" | "mkd" | "mdown" => ("markdown", Some(Kind::Markdown)),
+        "html" | "htm" | "xhtml" => ("html", None),
+        "pdf" => ("pdf", None),
+        "txt" | "text" | "rst" | "adoc" | "asciidoc" | "org" | "tex" | "csv" | "tsv" | "log" => {
+            ("text", Some(Kind::Text))
+        }
+        e if CODE.contains(&e) => ("code", Some(Kind::Code)),
+        e if BINARY.contains(&e) => return None,
+        _ => ("text", Some(Kind::Text)),
+    })
+}
+
+fn read_source(path: &Path, name: &str, known: Option<&String>, limits: AddLimits) -> Outcome {
+    let Some((kind, cut)) = classify(path) else {
+        return Outcome::Skipped("binary (by its extension)".into());
+    };
+    let mut bytes = Vec::new();
+    let opened = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(rustix::fs::OFlags::NOFOLLOW.bits() as i32)
+        .open(path)
+        .and_then(|file| file.take(limits.max_file_bytes + 1).read_to_end(&mut bytes));
+    if let Err(error) = opened {
+        return Outcome::Skipped(format!("unreadable: {error}"));
+    }
+    if bytes.len() as u64 > limits.max_file_bytes {
+        return Outcome::Skipped(format!(
+            "larger than {}",
+            computer_runtime::format::size(limits.max_file_bytes)
+        ));
+    }
+    let hash: String = Sha256::digest(&bytes).iter().map(|b| format!("{b:02x}")).collect();
+    if known == Some(&hash) {
+        return Outcome::Unchanged;
+    }
+    let (text, cut) = match (kind, cut) {
+        ("html", _) => {
+            let html = builtin_tool_web_browsing::extract::decode(&bytes, None, true);
+            (builtin_tool_web_browsing::extract::extract_html(&html, None).markdown, Kind::Markdown)
+        }
+        ("pdf", _) => match pdf_text(&bytes) {
+            Ok(text) => (text, Kind::Text),
+            Err(reason) => return Outcome::Skipped(reason),
+        },
+        (_, Some(cut)) => {
+            if looks_binary(&bytes) {
+                return Outcome::Skipped("binary (not text)".into());
+            }
+            (String::from_utf8_lossy(&bytes).into_owned(), cut)
+        }
+        (_, None) => return Outcome::Skipped("binary".into()),
+    };
+    let text = text.replace("\r\n", "\n");
+    Outcome::Source(NewSource {
+        path: name.to_owned(),
+        hash,
+        kind: kind.to_owned(),
+        chunks: chunk(&text, cut),
+    })
+}
+
+/// Whether bytes are not text: a NUL in the first 8 KiB, or mostly invalid UTF-8.
+fn looks_binary(bytes: &[u8]) -> bool {
+    let head = &bytes[..bytes.len().min(8 * 1024)];
+    if head.contains(&0) {
+        return true;
+    }
+    match std::str::from_utf8(head) {
+        Ok(_) => false,
+        // A character cut at the end of the head is not a sign.
+        Err(error) => {
+            error.error_len().is_some() && {
+                let bad = String::from_utf8_lossy(head)
+                    .chars()
+                    .filter(|c| *c == char::REPLACEMENT_CHARACTER)
+                    .count();
+                bad * 100 > head.len()
+            }
+        }
+    }
+}
+
+/// The text of a PDF, by a pure-Rust extractor; a PDF it cannot read (or that breaks it) is
+/// skipped with the reason.
+fn pdf_text(bytes: &[u8]) -> Result<String, String> {
+    let bytes = bytes.to_vec();
+    match std::panic::catch_unwind(move || builtin_tool_web_browsing::extract::pdf_text(&bytes)) {
+        Ok(Ok(text)) if text.trim().is_empty() => Err("a PDF with no text (scanned?)".into()),
+        Ok(Ok(text)) => Ok(text),
+        Ok(Err(reason)) => Err(reason),
+        Err(_) => Err("a PDF the extractor could not read".into()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_are_checked() {
+        assert!(valid_name("docs"));
+        assert!(valid_name("team-docs_v2.1"));
+        assert!(!valid_name(""));
+        assert!(!valid_name(".hidden"));
+        assert!(!valid_name("a/b"));
+        assert!(!valid_name(&"x".repeat(65)));
+    }
+
+    #[test]
+    fn binary_is_told_from_text() {
+        assert!(looks_binary(b"ab\0cd"));
+        assert!(!looks_binary("héllo wörld".as_bytes()));
+        assert!(looks_binary(&[0xff, 0xfe, 0xfd, 0x80, 0x81, 0x82, 0x83, b'a']));
+        assert!(classify(Path::new("a.PNG")).is_none());
+        assert_eq!(classify(Path::new("README")).unwrap().0, "text");
+        assert_eq!(classify(Path::new("x.rs")).unwrap().0, "code");
+    }
+}
