@@ -1242,7 +1242,8 @@ async fn list_knowledge_bases(
 /// Adds a knowledge base from folders and files inside the tenant's roots, or syncs it (only
 /// changed files are read again).
 #[utoipa::path(post, path = "/v1/knowledge-bases", tag = "knowledge-bases", request_body = AddKnowledgeBase,
-    responses((status = 200, body = AddReportView), (status = 400, body = ErrorBody), (status = 403, body = ErrorBody)))]
+    responses((status = 200, body = AddReportView), (status = 400, body = ErrorBody), (status = 403, body = ErrorBody),
+        (status = 413, body = ErrorBody), (status = 415, body = ErrorBody)))]
 async fn add_knowledge_base(
     State(state): State<Arc<AppState>>,
     principal: Principal,

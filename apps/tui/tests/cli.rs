@@ -481,3 +481,66 @@ fn a_memory_saved_in_one_session_is_found_in_the_next_and_can_be_forgotten() {
     assert_eq!(again.status.code(), Some(1), "forgetting twice is an error");
     assert!(text(&toolhost(&["memory", "list"])).contains("Nothing is remembered"));
 }
+
+#[test]
+fn a_knowledge_base_is_added_searched_synced_and_removed() {
+    let home = Home::new();
+    let toolhost = |args: &[&str]| {
+        let mut command = home.command(None);
+        command.args(args).stdin(Stdio::null());
+        command.output().unwrap()
+    };
+    let text = |output: &std::process::Output| String::from_utf8_lossy(&output.stdout).into_owned();
+    let docs = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(docs.path().join("ops")).unwrap();
+    std::fs::write(
+        docs.path().join("ops/rotate.md"),
+        "# Operations\n\n## Rotating keys\n\nRun `vault rotate --all` every ninety days.\n",
+    )
+    .unwrap();
+    std::fs::write(docs.path().join("readme.txt"), "Nothing about keys here, only bananas.\n").unwrap();
+    std::fs::write(docs.path().join("photo.jpg"), [0xff, 0xd8, 0xff, 0]).unwrap();
+    let root = docs.path().to_str().unwrap();
+
+    let none = toolhost(&["call", "searchKnowledgeBase", r#"{"query": "rotate keys"}"#]);
+    assert_ne!(none.status.code(), Some(0), "no base yet: an error the model can act on");
+    let said = format!("{}{}", text(&none), stderr(&none));
+    assert!(said.contains("toolhost kb add"), "{said}");
+
+    let added = toolhost(&["kb", "add", "ops", root]);
+    assert_eq!(added.status.code(), Some(0), "{}", stderr(&added));
+    let report = text(&added);
+    assert!(report.contains("ops: 2 sources") && report.contains("2 new"), "{report}");
+    assert!(report.contains("photo.jpg: binary"), "skipped files are reported: {report}");
+
+    // Searched by the model's API, in a session of its own; `--json` names the file.
+    let found = toolhost(&[
+        "call",
+        "searchKnowledgeBase",
+        r#"{"query": "how often should keys be rotated"}"#,
+        "--json",
+    ]);
+    assert_eq!(found.status.code(), Some(0), "{}", stderr(&found));
+    let found: Value = serde_json::from_slice(&found.stdout).unwrap();
+    let hit = &found["output"]["state"]["hits"][0];
+    assert!(hit["source"].as_str().unwrap().ends_with("ops/rotate.md"), "{found}");
+    assert_eq!(hit["heading"], "Operations > Rotating keys");
+    assert_eq!(hit["lines"], "3-5");
+
+    // Re-adding with nothing changed reads nothing again; a change is picked up.
+    let again = text(&toolhost(&["kb", "add", "ops", root]));
+    assert!(again.contains("0 new, 0 changed, 2 unchanged"), "{again}");
+    std::fs::write(docs.path().join("readme.txt"), "Keys are now rotated by the robot.\n").unwrap();
+    let synced = text(&toolhost(&["kb", "add", "ops", root]));
+    assert!(synced.contains("1 changed, 1 unchanged"), "{synced}");
+    let robot = toolhost(&["call", "searchKnowledgeBase", r#"{"query": "robot"}"#]);
+    assert!(text(&robot).contains("readme.txt"), "{}", text(&robot));
+
+    let listed = text(&toolhost(&["kb", "list"]));
+    assert!(listed.starts_with("ops") && listed.contains("2 sources"), "{listed}");
+    assert_eq!(toolhost(&["kb", "rm", "ops"]).status.code(), Some(0));
+    assert_eq!(toolhost(&["kb", "rm", "ops"]).status.code(), Some(1), "removing twice is an error");
+    assert!(text(&toolhost(&["kb", "list"])).contains("No knowledge base yet"));
+    let outside = toolhost(&["kb", "add", "bad/name", root]);
+    assert_eq!(outside.status.code(), Some(1), "a bad name is refused");
+}
