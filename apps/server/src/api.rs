@@ -1243,7 +1243,7 @@ async fn list_knowledge_bases(
 /// changed files are read again).
 #[utoipa::path(post, path = "/v1/knowledge-bases", tag = "knowledge-bases", request_body = AddKnowledgeBase,
     responses((status = 200, body = AddReportView), (status = 400, body = ErrorBody), (status = 403, body = ErrorBody),
-        (status = 413, body = ErrorBody), (status = 415, body = ErrorBody)))]
+        (status = 413, body = ErrorBody), (status = 415, body = ErrorBody), (status = 503, body = ErrorBody)))]
 async fn add_knowledge_base(
     State(state): State<Arc<AppState>>,
     principal: Principal,
@@ -1287,14 +1287,20 @@ async fn add_knowledge_base(
         person: (!request.shared).then_some(person),
         name: request.name,
         roots,
+        embedding_model: None,
     };
     let limits = builtin_tool_knowledge_base::ingest::AddLimits::default();
-    let report = builtin_tool_knowledge_base::ingest::add_base(state.knowledge.as_ref(), base, limits)
-        .await
-        .map_err(|error| match error {
-            builtin_tool_knowledge_base::ingest::AddError::Storage(error) => storage_error(error),
-            other => ApiError::bad_request(other.to_string()),
-        })?;
+    let embedder = state.embedder.as_deref();
+    let report =
+        builtin_tool_knowledge_base::ingest::add_base(state.knowledge.as_ref(), base, limits, embedder)
+            .await
+            .map_err(|error| match error {
+                builtin_tool_knowledge_base::ingest::AddError::Storage(error) => storage_error(error),
+                builtin_tool_knowledge_base::ingest::AddError::Embedding(error) => {
+                    ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "embeddings", error.to_string())
+                }
+                other => ApiError::bad_request(other.to_string()),
+            })?;
     Ok(Json(AddReportView {
         base: report.base.into(),
         added: report.added,

@@ -321,6 +321,16 @@ pub struct ServeArgs {
     /// Memories one person may keep (the memory tool refuses more, saying so).
     #[arg(long, env = "TOOLHOST_MAX_MEMORIES_PER_PERSON", default_value_t = 1000)]
     pub max_memories_per_person: u64,
+    /// An OpenAI-compatible embeddings endpoint (its base, e.g. `https://api.openai.com/v1`):
+    /// memories and knowledge bases are then searched by meaning as well as by words.
+    #[arg(long, env = "TOOLHOST_EMBEDDINGS_URL", requires = "embeddings_model")]
+    pub embeddings_url: Option<String>,
+    /// The embeddings model to ask for.
+    #[arg(long, env = "TOOLHOST_EMBEDDINGS_MODEL", requires = "embeddings_url")]
+    pub embeddings_model: Option<String>,
+    /// The embeddings endpoint's API key, if it wants one.
+    #[arg(long, env = "TOOLHOST_EMBEDDINGS_API_KEY", hide_env_values = true)]
+    pub embeddings_api_key: Option<String>,
     /// Files one command's process may hold open.
     #[arg(long, env = "TOOLHOST_COMMAND_MAX_OPEN_FILES", default_value_t = 4096)]
     pub command_max_open_files: u64,

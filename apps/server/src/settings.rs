@@ -144,7 +144,7 @@ fn distance(a: &str, b: &str) -> usize {
 }
 
 /// Settings whose values are secrets: shown masked.
-const SECRETS: &[&str] = &["api-key", "database-url", "redis-url", "command-set-env"];
+const SECRETS: &[&str] = &["api-key", "database-url", "redis-url", "command-set-env", "embeddings-api-key"];
 
 /// The effective settings, one `name = value` a line, secrets masked; defaults marked.
 pub fn effective(matches: &ArgMatches) -> String {

@@ -123,6 +123,8 @@ pub struct AppState {
     pub records: Arc<dyn tool_core::storage::RecordStore>,
     /// The knowledge bases, on the journal's database.
     pub knowledge: Arc<dyn tool_core::knowledge::KnowledgeStore>,
+    /// The embeddings endpoint, when one is configured.
+    pub embedder: Option<Arc<dyn tool_core::embed::Embedder>>,
     /// Questions waiting at this instance.
     pub broker: Arc<LocalBroker>,
     /// The pipeline's broker: asks MCP clients that can elicit, and `broker` for the rest.
@@ -357,11 +359,24 @@ impl AppState {
                  killed at the next start (only the shell dies with the server)"
             );
         }
-        let services = tool_core::Services::new()
+        let embedder: Option<Arc<dyn tool_core::embed::Embedder>> = match (
+            &args.embeddings_url,
+            &args.embeddings_model,
+        ) {
+            (Some(url), Some(model)) => {
+                tracing::info!(url = %url, model = %model, "memories and knowledge bases are searched by meaning too");
+                Some(Arc::new(agent::OpenAiEmbedder::new(url, args.embeddings_api_key.clone(), model)))
+            }
+            _ => None,
+        };
+        let mut services = tool_core::Services::new()
             .with(computer.clone() as Arc<dyn computer_runtime::ComputerRuntime>)
             .with(records.clone())
             .with(knowledge.clone())
             .with(builtin_tool_memory::MemorySettings { max_per_person: args.max_memories_per_person });
+        if let Some(embedder) = &embedder {
+            services = services.with(embedder.clone());
+        }
         let mut toolbox = Toolbox::new();
         for (manifest, runtime) in Registry::builtin().runtimes(&services)? {
             if !tools.contains(&manifest.identifier) {
@@ -415,6 +430,7 @@ impl AppState {
             journal,
             records,
             knowledge,
+            embedder,
             broker,
             elicitation,
             keys,

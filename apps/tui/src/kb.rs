@@ -58,12 +58,21 @@ pub async fn run(args: KbArgs) -> anyhow::Result<()> {
         Action::Add { name, paths, max_file_mib, json } => {
             let cwd = std::env::current_dir().context("reading the current folder")?;
             let roots = paths.iter().map(|path| cwd.join(path).to_string_lossy().into_owned()).collect();
-            let base = NewBase { tenant: setup::TENANT.into(), person: Some(PERSON.into()), name, roots };
+            let base = NewBase {
+                tenant: setup::TENANT.into(),
+                person: Some(PERSON.into()),
+                name,
+                roots,
+                embedding_model: None,
+            };
             let limits = AddLimits {
                 max_file_bytes: max_file_mib.saturating_mul(1024 * 1024),
                 ..AddLimits::default()
             };
-            let report = add_base(store.as_ref(), base, limits).await?;
+            // With TOOLHOST_EMBEDDINGS_URL and …_MODEL set, each passage gets a vector too.
+            let embedder = agent::OpenAiEmbedder::from_env();
+            let embedder = embedder.as_ref().map(|e| e as &dyn tool_core::embed::Embedder);
+            let report = add_base(store.as_ref(), base, limits, embedder).await?;
             if json {
                 out::line(serde_json::to_string(&report)?)?;
                 return Ok(());

@@ -141,7 +141,11 @@ pub async fn stores(data: &Path) -> anyhow::Result<journal::Stores> {
 /// housekeeping.
 pub async fn executor(broker: Arc<dyn ApprovalBroker>, guard: &GuardArgs) -> anyhow::Result<Executor> {
     let journal::Stores { journal, records, knowledge } = stores(&data_dir()?).await?;
-    let services = tool_core::Services::new().with(records).with(knowledge);
+    let mut services = tool_core::Services::new().with(records).with(knowledge);
+    // TOOLHOST_EMBEDDINGS_URL and …_MODEL: memories and knowledge bases searched by meaning too.
+    if let Some(embedder) = agent::OpenAiEmbedder::from_env() {
+        services = services.with(Arc::new(embedder) as Arc<dyn tool_core::embed::Embedder>);
+    }
     let mut toolbox = client_executor::device::builtin_toolbox_with(services)
         .map_err(anyhow::Error::msg)
         .context("building the tools")?;

@@ -544,3 +544,76 @@ fn a_knowledge_base_is_added_searched_synced_and_removed() {
     let outside = toolhost(&["kb", "add", "bad/name", root]);
     assert_eq!(outside.status.code(), Some(1), "a bad name is refused");
 }
+
+#[test]
+fn with_an_embeddings_endpoint_knowledge_and_memories_are_found_by_meaning() {
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let embeddings = runtime.block_on(test_support::model::ScriptedEmbeddings::start(
+        "concepts-1",
+        &[&["car", "automobile", "vehicle"], &["holiday", "vacation", "leave"]],
+    ));
+    let home = Home::new();
+    let toolhost = |args: &[&str], meaning: bool| {
+        let mut command = home.command(None);
+        command.args(args).stdin(Stdio::null());
+        if meaning {
+            command
+                .env("TOOLHOST_EMBEDDINGS_URL", embeddings.base_url())
+                .env("TOOLHOST_EMBEDDINGS_MODEL", "concepts-1");
+        }
+        command.output().unwrap()
+    };
+    let json = |output: std::process::Output| -> Value {
+        assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+        serde_json::from_slice(&output.stdout).unwrap()
+    };
+    let docs = tempfile::tempdir().unwrap();
+    std::fs::write(docs.path().join("fleet.md"), "# Fleet\n\nEvery car is serviced each spring.\n").unwrap();
+    std::fs::write(docs.path().join("coffee.md"), "# Coffee\n\nThe espresso machine is on floor two.\n")
+        .unwrap();
+
+    let added = toolhost(&["kb", "add", "ops", docs.path().to_str().unwrap()], true);
+    assert_eq!(added.status.code(), Some(0), "{}", stderr(&added));
+    assert!(embeddings.requests() >= 1, "the passages were embedded");
+
+    // No word in common: words alone find nothing; with the endpoint, the meaning does.
+    let query = r#"{"query": "automobile maintenance"}"#;
+    let words = json(toolhost(&["call", "searchKnowledgeBase", query, "--json"], false));
+    assert_eq!(words["output"]["state"]["hits"], json!([]), "{words}");
+    let meaning = json(toolhost(&["call", "searchKnowledgeBase", query, "--json"], true));
+    let state = &meaning["output"]["state"];
+    assert_eq!(state["by"], "words and meaning", "{meaning}");
+    assert!(state["hits"][0]["source"].as_str().unwrap().ends_with("fleet.md"), "{meaning}");
+    // Added again without the endpoint, every passage is read again (vectors of no model), and
+    // searches of the base are by words only, even where an endpoint is configured.
+    let again = toolhost(&["kb", "add", "ops", docs.path().to_str().unwrap()], false);
+    assert!(
+        String::from_utf8_lossy(&again.stdout).contains("2 changed"),
+        "{}",
+        String::from_utf8_lossy(&again.stdout)
+    );
+    let words_only = json(toolhost(&["call", "searchKnowledgeBase", query, "--json"], true));
+    assert_eq!(words_only["output"]["state"]["by"], "words", "{words_only}");
+
+    // A memory saved with the endpoint is found by meaning in a later session.
+    let saved = toolhost(
+        &[
+            "call",
+            "--approval-mode",
+            "auto-run",
+            "addMemory",
+            r#"{"category": "experiences", "title": "Time off", "content": "Takes vacation every August"}"#,
+        ],
+        true,
+    );
+    assert_eq!(saved.status.code(), Some(0), "{}", stderr(&saved));
+    let asked = r#"{"query": "holiday plans"}"#;
+    let words = toolhost(&["call", "searchMemory", asked], false);
+    assert!(String::from_utf8_lossy(&words.stdout).contains("No memory matches"), "{}", stderr(&words));
+    let meaning = toolhost(&["call", "searchMemory", asked], true);
+    assert!(
+        String::from_utf8_lossy(&meaning.stdout).contains("Takes vacation every August"),
+        "{}",
+        stderr(&meaning)
+    );
+}

@@ -12,6 +12,7 @@
 pub mod agent;
 pub mod anthropic;
 pub mod config;
+pub mod embeddings;
 pub mod message;
 pub mod openai;
 pub mod provider;
@@ -19,6 +20,7 @@ pub mod provider;
 pub use agent::{Agent, AgentConfig, AgentEvent, CANCELLED_NOTE, Compaction, Outcome, RESUME_NOTE};
 pub use anthropic::AnthropicClient;
 pub use config::{ConfigError, ConfigFile, ModelProfile, Overrides, ProviderKind};
+pub use embeddings::OpenAiEmbedder;
 pub use message::{Delta, Message, Reasoning, Reply, StopReason, ToolCall, Usage};
 pub use openai::OpenAiClient;
 pub use provider::{ModelClient, ModelRequest, ProviderError, RetryPolicy};

@@ -43,7 +43,13 @@ async fn open(dir: &Path) -> Arc<dyn KnowledgeStore> {
 }
 
 fn base(name: &str, roots: Vec<String>) -> NewBase {
-    NewBase { tenant: "local".into(), person: Some("local".into()), name: name.into(), roots }
+    NewBase {
+        tenant: "local".into(),
+        person: Some("local".into()),
+        name: name.into(),
+        roots,
+        embedding_model: None,
+    }
 }
 
 /// The rank (from 1) of the first relevant source among `sources` (distinct, best first).
@@ -87,7 +93,8 @@ async fn quality() {
     let dir = tempfile::tempdir().expect("a temp dir");
     let store = open(dir.path()).await;
     let roots = pages.iter().map(|p| p.to_string_lossy().into_owned()).collect();
-    let report = add_base(store.as_ref(), base("cargo", roots), AddLimits::default()).await.expect("added");
+    let report =
+        add_base(store.as_ref(), base("cargo", roots), AddLimits::default(), None).await.expect("added");
     println!(
         "quality corpus: the Cargo book, {} pages, {} chunks, {} questions",
         report.base.sources,
@@ -257,8 +264,9 @@ async fn speed() {
     let roots = vec![corpus.to_string_lossy().into_owned()];
 
     let started = Instant::now();
-    let report =
-        add_base(store.as_ref(), base("speed", roots.clone()), AddLimits::default()).await.expect("added");
+    let report = add_base(store.as_ref(), base("speed", roots.clone()), AddLimits::default(), None)
+        .await
+        .expect("added");
     let first = started.elapsed();
     println!(
         "speed: add {} files ({:.1} MB, {} chunks): {:.1} s",
@@ -294,7 +302,8 @@ async fn speed() {
     );
 
     let started = Instant::now();
-    let again = add_base(store.as_ref(), base("speed", roots), AddLimits::default()).await.expect("re-added");
+    let again =
+        add_base(store.as_ref(), base("speed", roots), AddLimits::default(), None).await.expect("re-added");
     println!(
         "speed: re-add with nothing changed: {:.2} s ({} unchanged, {} changed)",
         started.elapsed().as_secs_f64(),

@@ -34,6 +34,8 @@ pub struct Entry<'a> {
     pub heading: &'a str,
     /// Its text.
     pub text: &'a str,
+    /// Its vector, when the base has them.
+    pub embedding: Option<&'a [f32]>,
 }
 
 /// Turns text into index terms, remembering stems already computed.
@@ -137,6 +139,11 @@ pub struct Index {
     documents: Vec<(i64, f32)>,
     average: f32,
     analyzer: Analyzer,
+    /// The documents' vectors, one after another (`dimensions` each), for those that have one.
+    vectors: Vec<f32>,
+    /// Which document each vector is.
+    vector_documents: Vec<u32>,
+    dimensions: usize,
 }
 
 /// A file's name without its folders and extension: what the name field indexes.
@@ -152,8 +159,20 @@ impl Index {
         let mut by_term: Vec<Vec<(u32, f32)>> = Vec::new();
         let mut documents = Vec::new();
         let mut counts: HashMap<u32, f32> = HashMap::new();
+        let mut vectors = Vec::new();
+        let mut vector_documents = Vec::new();
+        let mut dimensions = 0;
         for entry in entries {
             let document = documents.len() as u32;
+            if let Some(vector) = entry.embedding.filter(|v| !v.is_empty()) {
+                if dimensions == 0 {
+                    dimensions = vector.len();
+                }
+                if vector.len() == dimensions {
+                    vectors.extend_from_slice(vector);
+                    vector_documents.push(document);
+                }
+            }
             counts.clear();
             let mut length = 0.0;
             for (text, weight) in
@@ -187,7 +206,7 @@ impl Index {
             .cloned()
             .zip(by_term.into_iter().chain(std::iter::repeat_with(Vec::new)))
             .collect();
-        Self { postings, documents, average, analyzer }
+        Self { postings, documents, average, analyzer, vectors, vector_documents, dimensions }
     }
 
     /// How many chunks it holds.
@@ -203,6 +222,32 @@ impl Index {
     /// The query's stems, as this index analyses text.
     pub fn query_stems(&self, query: &str) -> Vec<String> {
         self.analyzer.query_stems(query)
+    }
+
+    /// Whether its chunks have vectors.
+    pub fn has_vectors(&self) -> bool {
+        !self.vector_documents.is_empty()
+    }
+
+    /// The `limit` chunks nearest to a unit vector (a flat scan: fine below a few hundred thousand
+    /// chunks): (store id, cosine), nearest first.
+    pub fn nearest(&self, query: &[f32], limit: usize) -> Vec<(i64, f32)> {
+        if query.len() != self.dimensions || self.dimensions == 0 {
+            return Vec::new();
+        }
+        let mut scored: Vec<(u32, f32)> = self
+            .vectors
+            .chunks_exact(self.dimensions)
+            .zip(&self.vector_documents)
+            .map(|(vector, document)| (*document, tool_core::embed::cosine(vector, query)))
+            .collect();
+        let by_score = |a: &(u32, f32), b: &(u32, f32)| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0));
+        if scored.len() > limit {
+            scored.select_nth_unstable_by(limit, by_score);
+            scored.truncate(limit);
+        }
+        scored.sort_by(by_score);
+        scored.into_iter().map(|(document, score)| (self.documents[document as usize].0, score)).collect()
     }
 
     /// The best `limit` chunks for the stems: (store id, score), best first.
@@ -245,7 +290,7 @@ mod tests {
     use super::*;
 
     fn entry<'a>(id: i64, path: &'a str, heading: &'a str, text: &'a str) -> Entry<'a> {
-        Entry { id, path, heading, text }
+        Entry { id, path, heading, text, embedding: None }
     }
 
     #[test]

@@ -13,6 +13,7 @@ use std::time::Instant;
 
 use serde::Serialize;
 use sha2::{Digest, Sha256};
+use tool_core::embed::{EmbedError, Embedder};
 use tool_core::knowledge::{KnowledgeBase, KnowledgeStore, NewBase, NewSource};
 use tool_core::storage::StorageError;
 
@@ -79,6 +80,9 @@ pub enum AddError {
     /// The store failed.
     #[error(transparent)]
     Storage(#[from] StorageError),
+    /// The embeddings endpoint failed: what was stored before stays, and adding again resumes.
+    #[error("{0}; the files read so far are stored, and adding again goes on from there")]
+    Embedding(#[from] EmbedError),
 }
 
 /// Whether `name` can name a base.
@@ -93,16 +97,19 @@ const BATCH_BYTES: usize = 4 * 1024 * 1024;
 const BATCH_FILES: usize = 500;
 
 /// Makes (or syncs) the base `base` from its roots, which must be absolute paths of folders or
-/// files. Re-adding a base replaces its roots and syncs its sources with what they hold now.
+/// files. Re-adding a base replaces its roots and syncs its sources with what they hold now. With
+/// an embedder, each chunk (heading trail and text) gets a vector; a base whose vectors came from
+/// another model (or that had none) is read again whole.
 ///
 /// # Errors
 ///
-/// [`AddError`] for a bad name, a missing root or a failing store; files that cannot be indexed
-/// are reported in [`AddReport::skipped`] instead.
+/// [`AddError`] for a bad name, a missing root, a failing store or embeddings endpoint; files
+/// that cannot be indexed are reported in [`AddReport::skipped`] instead.
 pub async fn add_base(
     store: &dyn KnowledgeStore,
     base: NewBase,
     limits: AddLimits,
+    embedder: Option<&dyn Embedder>,
 ) -> Result<AddReport, AddError> {
     let started = Instant::now();
     if !valid_name(&base.name) {
@@ -126,20 +133,36 @@ pub async fn add_base(
             .await
             .map_err(|error| StorageError::Backend(format!("the walk stopped: {error}")))?
     };
-    let stored =
-        NewBase { roots: roots.iter().map(|root| root.to_string_lossy().into_owned()).collect(), ..base };
+    let model = embedder.map(|embedder| embedder.model().to_owned());
+    let previous = store
+        .list_bases(&base.tenant, base.person.as_deref())
+        .await?
+        .into_iter()
+        .find(|known| known.name == base.name && known.person == base.person);
+    // Vectors of another model (or none) cannot be compared with this one's: read all again.
+    let reread =
+        previous.as_ref().is_some_and(|previous| previous.sources > 0 && previous.embedding_model != model);
+    // The base names its new model only once every source has its vector: an add that stops
+    // half way is read whole again next time.
+    let stored = NewBase {
+        roots: roots.iter().map(|root| root.to_string_lossy().into_owned()).collect(),
+        embedding_model: if reread {
+            previous.and_then(|previous| previous.embedding_model)
+        } else {
+            model.clone()
+        },
+        ..base
+    };
     let made = store.put_base(stored.clone()).await?;
     let known: HashMap<String, String> =
         store.source_hashes(&made.tenant, &made.id).await?.into_iter().map(|s| (s.path, s.hash)).collect();
+    let unchanged_if: HashMap<String, String> = if reread { HashMap::new() } else { known.clone() };
     let found: HashSet<String> = files.iter().map(|(path, _)| path.to_string_lossy().into_owned()).collect();
     let removed: Vec<String> = known.keys().filter(|path| !found.contains(*path)).cloned().collect();
 
     // Read, hash and chunk on a blocking thread, a batch ahead of the store.
     let (batches, mut arriving) = tokio::sync::mpsc::channel::<Batch>(2);
-    let reader = {
-        let known = known.clone();
-        tokio::task::spawn_blocking(move || read_batches(files, &known, limits, &batches))
-    };
+    let reader = tokio::task::spawn_blocking(move || read_batches(files, &unchanged_if, limits, &batches));
     let mut report = AddReport {
         base: made.clone(),
         added: 0,
@@ -151,7 +174,10 @@ pub async fn add_base(
         elapsed_ms: 0,
     };
     let mut pending_removal = Some(removed);
-    while let Some(batch) = arriving.recv().await {
+    while let Some(mut batch) = arriving.recv().await {
+        if let Some(embedder) = embedder {
+            embed(embedder, &mut batch.sources).await?;
+        }
         report.unchanged += batch.unchanged;
         skipped.extend(batch.skipped);
         for source in &batch.sources {
@@ -171,6 +197,9 @@ pub async fn add_base(
     let remove = pending_removal.take().unwrap_or_default();
     // An unchanged base is still marked synchronised.
     store.apply_sources(&made.tenant, &made.id, Vec::new(), remove).await?;
+    if reread {
+        store.put_base(NewBase { embedding_model: model, ..stored }).await?;
+    }
     report.base = store
         .list_bases(&made.tenant, None)
         .await?
@@ -181,6 +210,22 @@ pub async fn add_base(
     report.skipped = skipped;
     report.elapsed_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
     Ok(report)
+}
+
+/// Gives each chunk of the sources its vector: the embedding of its heading trail and text.
+async fn embed(embedder: &dyn Embedder, sources: &mut [NewSource]) -> Result<(), EmbedError> {
+    let texts: Vec<String> = sources
+        .iter()
+        .flat_map(|source| source.chunks.iter().map(|chunk| format!("{}\n{}", chunk.heading, chunk.text)))
+        .collect();
+    if texts.is_empty() {
+        return Ok(());
+    }
+    let mut vectors = embedder.embed(&texts).await?.into_iter();
+    for source in sources {
+        source.embeddings = vectors.by_ref().take(source.chunks.len()).collect();
+    }
+    Ok(())
 }
 
 /// The files under the roots (each once, in order), and those left out.
@@ -424,6 +469,7 @@ fn read_source(path: &Path, name: &str, known: Option<&String>, limits: AddLimit
         hash,
         kind: kind.to_owned(),
         chunks: chunk(&text, cut),
+        embeddings: Vec::new(),
     })
 }
 

@@ -7,6 +7,7 @@ use std::sync::{Arc, Mutex};
 
 use futures::future::BoxFuture;
 use serde_json::{Value, json};
+use tool_core::embed::{Embedder, fuse};
 use tool_core::knowledge::{KnowledgeBase, KnowledgeStore, StoredChunk};
 use tool_core::render::xml_escape as escape;
 use tool_core::storage::{Owner, StorageError};
@@ -46,7 +47,15 @@ pub struct KnowledgeBaseRuntime {
     store: Arc<dyn KnowledgeStore>,
     /// Indexes by (tenant, base id), with the clock their uses are stamped with.
     indexes: Arc<Mutex<Indexes>>,
+    /// Searches by meaning too, in bases whose vectors come from its model.
+    embedder: Option<Arc<dyn Embedder>>,
 }
+
+/// Candidates each way (words, meaning) before fusion.
+const POOL: usize = 50;
+
+/// Reciprocal rank fusion's constant.
+const RRF_K: f64 = 60.0;
 
 /// A chunk a search found.
 #[derive(Debug)]
@@ -63,7 +72,8 @@ struct Hit {
 /// [`MissingService`] when the front end has no knowledge store.
 pub fn runtime(services: &Services) -> Result<Arc<dyn ToolRuntime>, MissingService> {
     let store = services.require::<Arc<dyn KnowledgeStore>>()?.clone();
-    Ok(Arc::new(KnowledgeBaseRuntime::new(store)))
+    let embedder = services.get::<Arc<dyn Embedder>>().cloned();
+    Ok(Arc::new(KnowledgeBaseRuntime::new(store).with_embedder(embedder)))
 }
 
 fn invalid(message: impl Into<String>) -> ToolOutput {
@@ -117,7 +127,15 @@ fn base_view(base: &KnowledgeBase) -> Value {
 impl KnowledgeBaseRuntime {
     /// A runtime over `store`.
     pub fn new(store: Arc<dyn KnowledgeStore>) -> Self {
-        Self { store, indexes: Arc::default() }
+        Self { store, indexes: Arc::default(), embedder: None }
+    }
+
+    /// Searches by meaning too (hybrid, by reciprocal rank fusion) in bases whose vectors come
+    /// from `embedder`'s model.
+    #[must_use]
+    pub fn with_embedder(mut self, embedder: Option<Arc<dyn Embedder>>) -> Self {
+        self.embedder = embedder;
+        self
     }
 
     /// The index of a base at its current version: cached, or built from the store.
@@ -141,6 +159,7 @@ impl KnowledgeBaseRuntime {
                 path: &stored.path,
                 heading: &stored.chunk.heading,
                 text: &stored.chunk.text,
+                embedding: stored.embedding.as_deref(),
             }))
         })
         .await
@@ -197,14 +216,42 @@ impl KnowledgeBaseRuntime {
         let bases = self.bases(&owner, args.base.as_deref()).await?;
         let mut ranked = Vec::new();
         let mut stems = Vec::new();
+        // The question's vector, made once when a base can use it.
+        let mut meaning: Option<Result<Vec<f32>, String>> = None;
+        let mut hybrid = false;
         for (number, base) in bases.iter().enumerate() {
             let index = self.index(base).await?;
             stems = index.query_stems(query);
             if stems.is_empty() {
                 return Err(invalid("the query has no words to look for (only punctuation)"));
             }
+            let by_words = index.search(&stems, POOL.max(limit as usize * 4));
+            let embedder = self.embedder.as_ref().filter(|embedder| {
+                index.has_vectors() && base.embedding_model.as_deref() == Some(embedder.model())
+            });
+            let Some(embedder) = embedder else {
+                ranked.extend(by_words.into_iter().map(|(id, score)| (number, id, score)));
+                continue;
+            };
+            if meaning.is_none() {
+                let asked = [query.to_owned()];
+                meaning = Some(match embedder.embed(&asked).await {
+                    Ok(mut vectors) => vectors.pop().ok_or_else(|| "no vector came back".to_owned()),
+                    Err(error) => Err(error.to_string()),
+                });
+            }
+            let Some(Ok(vector)) = &meaning else {
+                ranked.extend(by_words.into_iter().map(|(id, score)| (number, id, score)));
+                continue;
+            };
+            hybrid = true;
+            let by_meaning = index.nearest(vector, POOL);
+            let lists = [
+                by_words.iter().map(|(id, _)| *id).collect(),
+                by_meaning.iter().map(|(id, _)| *id).collect(),
+            ];
             ranked.extend(
-                index.search(&stems, limit as usize * 4).into_iter().map(|(id, score)| (number, id, score)),
+                fuse(&lists, RRF_K).into_iter().map(|(id, score)| (number, id, score as f32 * 1000.0)),
             );
         }
         ranked.sort_by(|a, b| b.2.total_cmp(&a.2));
@@ -235,8 +282,12 @@ impl KnowledgeBaseRuntime {
         found.sort_by(|a, b| b.score.total_cmp(&a.score));
         let hits = diversify(found, limit as usize);
         let name_of = |number: usize| bases[number].name.as_str();
-        let mut content =
-            format!("<knowledgeResults query=\"{}\" count=\"{}\">\n", escape(query), hits.len());
+        let mode = if hybrid { "words and meaning" } else { "words" };
+        let mut content = format!(
+            "<knowledgeResults query=\"{}\" count=\"{}\" by=\"{mode}\">\n",
+            escape(query),
+            hits.len()
+        );
         let mut views = Vec::new();
         for (index, hit) in hits.iter().enumerate() {
             let (path, chunk) = (&hit.stored.path, &hit.stored.chunk);
@@ -270,7 +321,11 @@ impl KnowledgeBaseRuntime {
                 stems.join(" ")
             );
         }
-        Ok(ToolOutput::ok(content).with_state(json!({"query": query, "terms": stems, "hits": views})))
+        if let Some(Err(error)) = &meaning {
+            let _ = write!(content, "\nSearched by words only: {error}.");
+        }
+        Ok(ToolOutput::ok(content)
+            .with_state(json!({"query": query, "terms": stems, "by": mode, "hits": views})))
     }
 
     async fn read(&self, args: ReadArgs, context: &CallContext) -> Result<ToolOutput, ToolOutput> {

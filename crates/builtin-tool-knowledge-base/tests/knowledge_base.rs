@@ -24,6 +24,7 @@ fn base(tenant: &str, person: Option<&str>, name: &str, root: &std::path::Path) 
         person: person.map(Into::into),
         name: name.into(),
         roots: vec![root.to_string_lossy().into_owned()],
+        embedding_model: None,
     }
 }
 
@@ -80,7 +81,8 @@ async fn add_search_read_sync_and_isolate(store: Arc<dyn KnowledgeStore>) {
     write(root, ".hidden/secret.md", "hidden quasar notes");
 
     let limits = AddLimits { max_file_bytes: 1024 * 1024, ..AddLimits::default() };
-    let report = add_base(store.as_ref(), base("acme", Some("ada"), "docs", root), limits).await.unwrap();
+    let report =
+        add_base(store.as_ref(), base("acme", Some("ada"), "docs", root), limits, None).await.unwrap();
     assert_eq!((report.added, report.changed, report.unchanged, report.removed), (4, 0, 0, 0));
     assert_eq!(report.base.sources, 4);
     let skipped: Vec<(String, &str)> = report
@@ -159,7 +161,7 @@ async fn add_search_read_sync_and_isolate(store: Arc<dyn KnowledgeStore>) {
     // A shared base of the tenant is seen by all its persons, and by no other tenant.
     let team = tempfile::tempdir().unwrap();
     write(team.path(), "handbook.md", "# Handbook\n\nVacation requests go through the zeppelin portal.\n");
-    add_base(store.as_ref(), base("acme", None, "handbook", team.path()), AddLimits::default())
+    add_base(store.as_ref(), base("acme", None, "handbook", team.path()), AddLimits::default(), None)
         .await
         .unwrap();
     let bob = call(
@@ -180,12 +182,14 @@ async fn add_search_read_sync_and_isolate(store: Arc<dyn KnowledgeStore>) {
     assert!(!globex.success);
 
     // Re-adding syncs by content: unchanged, changed, new and removed files; searches see it.
-    let again = add_base(store.as_ref(), base("acme", Some("ada"), "docs", root), limits).await.unwrap();
+    let again =
+        add_base(store.as_ref(), base("acme", Some("ada"), "docs", root), limits, None).await.unwrap();
     assert_eq!((again.added, again.changed, again.unchanged, again.removed), (0, 0, 4, 0));
     write(root, "guide/deploy.md", "# Deploy\n\nShip with the teleporter now.\n");
     write(root, "guide/new.md", "# New\n\nThe hyperdrive is new.\n");
     std::fs::remove_file(root.join("src/lib.rs")).unwrap();
-    let synced = add_base(store.as_ref(), base("acme", Some("ada"), "docs", root), limits).await.unwrap();
+    let synced =
+        add_base(store.as_ref(), base("acme", Some("ada"), "docs", root), limits, None).await.unwrap();
     assert_eq!((synced.added, synced.changed, synced.unchanged, synced.removed), (1, 1, 2, 1));
     let teleporter = call(&tool, "searchKnowledgeBase", json!({"query": "teleporter"}), &ada).await;
     assert_eq!(sources(&teleporter), ["deploy.md"], "the cached index follows the base's version");
@@ -195,11 +199,11 @@ async fn add_search_read_sync_and_isolate(store: Arc<dyn KnowledgeStore>) {
 
     // Adds refuse what they cannot take.
     assert!(matches!(
-        add_base(store.as_ref(), base("acme", Some("ada"), "../x", root), limits).await,
+        add_base(store.as_ref(), base("acme", Some("ada"), "../x", root), limits, None).await,
         Err(AddError::BadName(_))
     ));
     assert!(matches!(
-        add_base(store.as_ref(), base("acme", Some("ada"), "x", &root.join("absent")), limits).await,
+        add_base(store.as_ref(), base("acme", Some("ada"), "x", &root.join("absent")), limits, None).await,
         Err(AddError::NoSuchPath(_))
     ));
 }

@@ -4,6 +4,7 @@ use std::sync::Arc;
 
 use futures::future::BoxFuture;
 use serde_json::{Value, json};
+use tool_core::embed::{Embedder, cosine, fuse};
 use tool_core::storage::{
     NewRecord, Owner, ProjectScope, Record, RecordPatch, RecordQuery, RecordStore, StorageError,
 };
@@ -32,7 +33,12 @@ impl Default for MemorySettings {
 pub struct MemoryRuntime {
     store: Arc<dyn RecordStore>,
     settings: MemorySettings,
+    /// Searches by meaning too, when an embeddings endpoint is configured.
+    embedder: Option<Arc<dyn Embedder>>,
 }
+
+/// Reciprocal rank fusion's constant.
+const RRF_K: f64 = 60.0;
 
 /// Builds the runtime from the front end's record store (and [`MemorySettings`], if given).
 ///
@@ -42,7 +48,8 @@ pub struct MemoryRuntime {
 pub fn runtime(services: &Services) -> Result<Arc<dyn ToolRuntime>, MissingService> {
     let store = services.require::<Arc<dyn RecordStore>>()?.clone();
     let settings = services.get::<MemorySettings>().copied().unwrap_or_default();
-    Ok(Arc::new(MemoryRuntime::new(store, settings)))
+    let embedder = services.get::<Arc<dyn Embedder>>().cloned();
+    Ok(Arc::new(MemoryRuntime::new(store, settings).with_embedder(embedder)))
 }
 
 fn invalid(message: impl Into<String>) -> ToolOutput {
@@ -146,7 +153,30 @@ fn view(record: &Record) -> Value {
 impl MemoryRuntime {
     /// A runtime over `store`.
     pub fn new(store: Arc<dyn RecordStore>, settings: MemorySettings) -> Self {
-        Self { store, settings }
+        Self { store, settings, embedder: None }
+    }
+
+    /// Searches by meaning too (hybrid, by reciprocal rank fusion), with `embedder`'s vectors.
+    #[must_use]
+    pub fn with_embedder(mut self, embedder: Option<Arc<dyn Embedder>>) -> Self {
+        self.embedder = embedder;
+        self
+    }
+
+    /// Gives a memory its vector; a failure is said, never fatal (the memory is kept and found
+    /// by its words).
+    async fn embed(&self, owner: &Owner, record: &Record) -> Option<String> {
+        let embedder = self.embedder.as_ref()?;
+        let text = [format!("{}\n{}", record.title, record.body)];
+        let vector = match embedder.embed(&text).await {
+            Ok(mut vectors) => vectors.pop(),
+            Err(error) => return Some(format!(" (kept, but found by its words only: {error})")),
+        };
+        let vector = vector.map(|vector| (embedder.model(), vector));
+        match self.store.set_record_vector(owner, COLLECTION, &record.id, vector).await {
+            Ok(()) => None,
+            Err(error) => Some(format!(" (kept, but its vector was not: {error})")),
+        }
     }
 
     async fn add(&self, args: AddArgs, context: &CallContext) -> Result<ToolOutput, ToolOutput> {
@@ -173,7 +203,8 @@ impl MemoryRuntime {
             metadata: json!({"session_id": context.session_id, "call_id": context.call_id}),
         };
         let stored = self.store.insert_record(record, self.settings.max_per_person).await.map_err(failed)?;
-        Ok(ToolOutput::ok(format!("Remembered [{}] {}: {}", stored.id, stored.title, stored.body))
+        let note = self.embed(&stored.owner, &stored).await.unwrap_or_default();
+        Ok(ToolOutput::ok(format!("Remembered [{}] {}: {}{note}", stored.id, stored.title, stored.body))
             .with_state(json!({"memory": view(&stored)})))
     }
 
@@ -197,7 +228,10 @@ impl MemoryRuntime {
             text: text.clone(),
             limit,
         };
-        let hits = self.store.find_records(query).await.map_err(failed)?;
+        let mut hits = self.store.find_records(query.clone()).await.map_err(failed)?;
+        if let (Some(embedder), Some(text)) = (&self.embedder, &text) {
+            hits = self.by_meaning_too(embedder.as_ref(), &query, text, hits).await;
+        }
         let mut content = match (&text, hits.is_empty()) {
             (Some(q), true) => format!("No memory matches \"{q}\"."),
             (None, true) => "Nothing is remembered yet.".to_owned(),
@@ -212,6 +246,41 @@ impl MemoryRuntime {
         Ok(ToolOutput::ok(content).with_state(json!({"query": text, "memories": memories})))
     }
 
+    /// `hits` (by words) fused with the person's memories nearest in meaning; by words alone when
+    /// the endpoint fails.
+    async fn by_meaning_too(
+        &self,
+        embedder: &dyn Embedder,
+        query: &RecordQuery,
+        text: &str,
+        hits: Vec<tool_core::storage::RecordHit>,
+    ) -> Vec<tool_core::storage::RecordHit> {
+        let Ok(mut asked) = embedder.embed(&[text.to_owned()]).await else { return hits };
+        let Some(asked) = asked.pop() else { return hits };
+        let Ok(vectors) = self.store.record_vectors(query, embedder.model()).await else { return hits };
+        let mut near: Vec<(String, f32)> =
+            vectors.into_iter().map(|(id, vector)| (id, cosine(&vector, &asked))).collect();
+        near.sort_by(|a, b| b.1.total_cmp(&a.1));
+        near.truncate(query.limit as usize * 3);
+        let lists = [
+            hits.iter().map(|hit| hit.record.id.clone()).collect(),
+            near.into_iter().map(|(id, _)| id).collect(),
+        ];
+        let mut by_id: std::collections::HashMap<String, tool_core::storage::RecordHit> =
+            hits.into_iter().map(|hit| (hit.record.id.clone(), hit)).collect();
+        let mut fused = Vec::new();
+        for (id, score) in fuse(&lists, RRF_K).into_iter().take(query.limit as usize) {
+            let record = match by_id.remove(&id) {
+                Some(hit) => Some(hit.record),
+                None => self.store.get_record(&query.owner, COLLECTION, &id).await.ok().flatten(),
+            };
+            if let Some(record) = record {
+                fused.push(tool_core::storage::RecordHit { record, score });
+            }
+        }
+        fused
+    }
+
     async fn update(&self, args: UpdateArgs, context: &CallContext) -> Result<ToolOutput, ToolOutput> {
         if args.title.is_none() && args.content.is_none() && args.category.is_none() {
             return Err(invalid("nothing to change: give a new title, content or category"));
@@ -223,9 +292,12 @@ impl MemoryRuntime {
             metadata: None,
         };
         let owner = Owner::of_call(context);
+        let reworded = args.title.is_some() || args.content.is_some();
         let updated =
             self.store.update_record(&owner, COLLECTION, args.id.trim(), patch).await.map_err(failed)?;
-        Ok(ToolOutput::ok(format!("Updated [{}] {}: {}", updated.id, updated.title, updated.body))
+        let note =
+            if reworded { self.embed(&owner, &updated).await.unwrap_or_default() } else { String::new() };
+        Ok(ToolOutput::ok(format!("Updated [{}] {}: {}{note}", updated.id, updated.title, updated.body))
             .with_state(json!({"memory": view(&updated)})))
     }
 

@@ -19,6 +19,7 @@ pub(crate) struct BaseRow {
     pub(crate) created_at: i64,
     pub(crate) updated_at: i64,
     pub(crate) version: i64,
+    pub(crate) embedding_model: Option<String>,
 }
 
 impl BaseRow {
@@ -35,6 +36,7 @@ impl BaseRow {
             created_at: self.created_at,
             updated_at: self.updated_at,
             version: self.version,
+            embedding_model: self.embedding_model,
         }
     }
 }
@@ -43,7 +45,7 @@ impl BaseRow {
 macro_rules! base_columns {
     () => {
         "b.tenant, b.id, b.person, b.name, b.roots, b.created_at, b.updated_at, b.version, b.sources, \
-         b.chunks, b.bytes"
+         b.chunks, b.bytes, b.embedding_model"
     };
 }
 
@@ -95,6 +97,9 @@ pub(crate) struct ChunkRow {
     pub(crate) first_line: i64,
     pub(crate) last_line: i64,
     pub(crate) text: String,
+    /// Read only where a query selects it.
+    #[sqlx(default)]
+    pub(crate) embedding: Option<Vec<u8>>,
 }
 
 impl ChunkRow {
@@ -110,6 +115,7 @@ impl ChunkRow {
                 last_line: number(self.last_line),
                 text: self.text,
             },
+            embedding: self.embedding.as_deref().map(tool_core::embed::from_bytes),
         }
     }
 }

@@ -560,6 +560,12 @@ const SEARCH_RECORDS: &str = concat!(
      ORDER BY score DESC, r.updated_at DESC LIMIT $7"
 );
 
+const SET_RECORD_VECTOR: &str = "UPDATE records SET embedding_model = $5, embedding = $6 \
+     WHERE tenant = $1 AND person = $2 AND collection = $3 AND id = $4";
+const RECORD_VECTORS: &str = "SELECT r.id, r.embedding FROM records r WHERE r.tenant = $1 AND r.collection = $2 \
+     AND r.person = $3 AND ($4 = 'any' OR r.project IS NULL OR ($4 = 'with' AND r.project = $5)) \
+     AND ($6::text IS NULL OR r.tag = $6) AND r.embedding_model = $7 AND r.embedding IS NOT NULL";
+
 impl tool_core::storage::RecordStore for PostgresJournal {
     fn insert_record(
         &self,
@@ -692,26 +698,64 @@ impl tool_core::storage::RecordStore for PostgresJournal {
         Result<Vec<tool_core::storage::RecordHit>, tool_core::storage::StorageError>,
     > {
         Box::pin(async move {
-            use crate::records::{sqlx_backend, text};
-            let (mode, project) = crate::records::project_params(&query.project);
+            use crate::records::sqlx_backend;
             let words = query.text.as_deref().map(tool_core::storage::query_words).unwrap_or_default();
             if query.text.is_some() && words.is_empty() {
                 return Ok(Vec::new());
             }
             let sql = if query.text.is_some() { SEARCH_RECORDS } else { LIST_RECORDS };
-            let mut statement = sqlx::query_as::<_, crate::records::ScoredRow>(sql)
-                .bind(text(&query.owner.tenant))
-                .bind(text(&query.collection))
-                .bind(text(&query.owner.person))
-                .bind(mode)
-                .bind(project)
-                .bind(query.tag.as_deref().map(text))
-                .bind(i64::from(query.limit));
+            let mut statement =
+                bind_record_filter!(sqlx::query_as::<_, crate::records::ScoredRow>(sql), query)
+                    .bind(i64::from(query.limit));
             if query.text.is_some() {
                 statement = statement.bind(words.join(" | "));
             }
             let rows = statement.fetch_all(&self.pool).await.map_err(sqlx_backend)?;
             Ok(rows.into_iter().map(crate::records::ScoredRow::into_hit).collect())
+        })
+    }
+
+    fn set_record_vector<'a>(
+        &'a self,
+        owner: &'a tool_core::storage::Owner,
+        collection: &'a str,
+        id: &'a str,
+        vector: Option<(&'a str, Vec<f32>)>,
+    ) -> futures::future::BoxFuture<'a, Result<(), tool_core::storage::StorageError>> {
+        Box::pin(async move {
+            use crate::records::{sqlx_backend, text};
+            let (model, bytes) = match vector {
+                Some((model, vector)) => (Some(text(model)), Some(tool_core::embed::to_bytes(&vector))),
+                None => (None, None),
+            };
+            sqlx::query(SET_RECORD_VECTOR)
+                .bind(text(&owner.tenant))
+                .bind(text(&owner.person))
+                .bind(text(collection))
+                .bind(text(id))
+                .bind(model)
+                .bind(bytes)
+                .execute(&self.pool)
+                .await
+                .map_err(sqlx_backend)?;
+            Ok(())
+        })
+    }
+
+    fn record_vectors<'a>(
+        &'a self,
+        query: &'a tool_core::storage::RecordQuery,
+        model: &'a str,
+    ) -> futures::future::BoxFuture<'a, Result<Vec<(String, Vec<f32>)>, tool_core::storage::StorageError>>
+    {
+        Box::pin(async move {
+            use crate::records::{sqlx_backend, text};
+            let rows: Vec<(String, Vec<u8>)> = bind_record_filter!(sqlx::query_as(RECORD_VECTORS), query)
+                .bind(text(model))
+                .fetch_all(&self.pool)
+                .await
+                .map_err(sqlx_backend)?;
+            Ok(rows.into_iter().map(|(id, bytes)| (id, tool_core::embed::from_bytes(&bytes))).collect())
         })
     }
 }

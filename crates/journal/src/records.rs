@@ -15,6 +15,21 @@ macro_rules! record_columns {
     };
 }
 
+/// Binds a record query's filter (`?1`-`?6`, `$1`-`$6` in the record queries: tenant,
+/// collection, person, project mode, project, tag) to a statement.
+macro_rules! bind_record_filter {
+    ($statement:expr, $query:expr) => {{
+        let (mode, project) = $crate::records::project_params(&$query.project);
+        $statement
+            .bind($crate::records::text(&$query.owner.tenant))
+            .bind($crate::records::text(&$query.collection))
+            .bind($crate::records::text(&$query.owner.person))
+            .bind(mode)
+            .bind(project)
+            .bind($query.tag.as_deref().map($crate::records::text))
+    }};
+}
+
 /// A record as a row holds it.
 #[derive(Debug, sqlx::FromRow)]
 pub(crate) struct RecordRow {

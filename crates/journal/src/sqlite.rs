@@ -194,6 +194,12 @@ const SEARCH_RECORDS: &str = concat!(
      ORDER BY score DESC, r.updated_at DESC LIMIT ?7"
 );
 
+const SET_RECORD_VECTOR: &str = "UPDATE records SET embedding_model = ?5, embedding = ?6 \
+     WHERE tenant = ?1 AND person = ?2 AND collection = ?3 AND id = ?4";
+const RECORD_VECTORS: &str = "SELECT r.id, r.embedding FROM records r WHERE r.tenant = ?1 AND r.collection = ?2 \
+     AND r.person = ?3 AND (?4 = 'any' OR r.project IS NULL OR (?4 = 'with' AND r.project = ?5)) \
+     AND (?6 IS NULL OR r.tag = ?6) AND r.embedding_model = ?7 AND r.embedding IS NOT NULL";
+
 const PRUNE_ATTEMPTS: &str = "DELETE FROM tool_call_attempts WHERE rowid IN (SELECT rowid FROM tool_call_attempts \
      WHERE status IN ('executed', 'confirmed', 'compensated', 'failed', 'blocked', 'denied', 'abandoned') \
      AND attempted_at < ?1 LIMIT ?2)";
@@ -485,9 +491,17 @@ enum Op {
     RemoveRecord {
         key: [String; 4],
     },
-    /// A knowledge base made, or its roots replaced: tenant, id, person, name, roots (JSON).
+    /// A record's vector and its model set, or both cleared: tenant, person, collection, id.
+    SetRecordVector {
+        key: [String; 4],
+        model: Option<String>,
+        bytes: Option<Vec<u8>>,
+    },
+    /// A knowledge base made, or its roots replaced: tenant, id, person, name, roots (JSON), and
+    /// its embeddings model.
     PutBase {
         values: [String; 5],
+        model: Option<String>,
         now: i64,
     },
     /// A knowledge base and all it holds removed (`Moved(false)` when there was none).
@@ -1056,6 +1070,9 @@ fn run_one(conn: &rusqlite::Connection, op: &Op) -> rusqlite::Result<Outcome> {
             moved(run(UPDATE_RECORD, &[a, b, c, d, e, f, g, h, now])?)
         }
         Op::RemoveRecord { key: [a, b, c, d] } => moved(run(REMOVE_RECORD, &[a, b, c, d])?),
+        Op::SetRecordVector { key: [a, b, c, d], model, bytes } => {
+            moved(run(SET_RECORD_VECTOR, &[a, b, c, d, model, bytes])?)
+        }
         Op::PutBase { .. } | Op::RemoveBase { .. } | Op::ApplySources { .. } => knowledge::run(conn, op)?,
         Op::Propose(v) => {
             let [a, b, c, d, e, f, g, h, i, j, k, l, m, n] = attempt_values(v);

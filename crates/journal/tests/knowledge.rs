@@ -27,7 +27,13 @@ fn source(path: &str, hash: &str, texts: &[&str]) -> NewSource {
         chunks.push(chunk(ordinal as u32, first, text));
         first += text.lines().count() as u32;
     }
-    NewSource { path: path.into(), hash: hash.into(), kind: "markdown".into(), chunks }
+    NewSource {
+        path: path.into(),
+        hash: hash.into(),
+        kind: "markdown".into(),
+        chunks,
+        embeddings: Vec::new(),
+    }
 }
 
 fn new_base(tenant: &str, person: Option<&str>, name: &str) -> NewBase {
@@ -36,6 +42,7 @@ fn new_base(tenant: &str, person: Option<&str>, name: &str) -> NewBase {
         person: person.map(Into::into),
         name: name.into(),
         roots: vec!["/docs".into()],
+        embedding_model: None,
     }
 }
 
@@ -66,7 +73,7 @@ async fn bases_sources_and_isolation(store: Arc<dyn KnowledgeStore>) {
             &ada.id,
             vec![
                 source("/docs/a.md", "h1", &["# A\nalpha\n", "beta\ngamma\n"]),
-                source("/docs/b.md", "h2", &["bee\n"]),
+                NewSource { embeddings: vec![vec![0.6, 0.8]], ..source("/docs/b.md", "h2", &["bee\n"]) },
             ],
             vec![],
         )
@@ -92,6 +99,8 @@ async fn bases_sources_and_isolation(store: Arc<dyn KnowledgeStore>) {
 
     let all = store.base_chunks("acme", &ada.id).await.unwrap();
     assert_eq!(all.len(), 3);
+    let vectors: Vec<Option<Vec<f32>>> = all.iter().map(|c| c.embedding.clone()).collect();
+    assert_eq!(vectors, [None, None, Some(vec![0.6, 0.8])], "vectors kept with their chunks");
     let ids: Vec<i64> = all.iter().map(|c| c.id).collect();
     assert_eq!(store.chunks_by_id("acme", &ada.id, &ids).await.unwrap().len(), 3);
     assert!(store.chunks_by_id("acme", &bob.id, &ids).await.unwrap().is_empty(), "ids of another base");

@@ -135,6 +135,36 @@ async fn the_limit_holds_under_concurrency(store: Arc<dyn RecordStore>) {
     assert_eq!(store.find_records(all).await.unwrap().len(), 5);
 }
 
+async fn vectors_are_kept_per_model(store: Arc<dyn RecordStore>) {
+    let ada = Owner { tenant: "acme".into(), person: "ada".into() };
+    let new = |title: &str| NewRecord {
+        collection: "memory".into(),
+        owner: ada.clone(),
+        project: None,
+        tag: "notes".into(),
+        title: title.into(),
+        body: title.into(),
+        metadata: json!({}),
+    };
+    let one = store.insert_record(new("one"), 10).await.unwrap();
+    let two = store.insert_record(new("two"), 10).await.unwrap();
+    store.set_record_vector(&ada, "memory", &one.id, Some(("m1", vec![1.0, 0.0]))).await.unwrap();
+    store.set_record_vector(&ada, "memory", &two.id, Some(("m2", vec![0.0, 1.0]))).await.unwrap();
+    let query = RecordQuery {
+        collection: "memory".into(),
+        owner: ada.clone(),
+        project: ProjectScope::Any,
+        tag: None,
+        text: None,
+        limit: 10,
+    };
+    assert_eq!(store.record_vectors(&query, "m1").await.unwrap(), [(one.id.clone(), vec![1.0, 0.0])]);
+    let bob = RecordQuery { owner: Owner { tenant: "acme".into(), person: "bob".into() }, ..query.clone() };
+    assert!(store.record_vectors(&bob, "m1").await.unwrap().is_empty(), "another person's");
+    store.set_record_vector(&ada, "memory", &one.id, None).await.unwrap();
+    assert!(store.record_vectors(&query, "m1").await.unwrap().is_empty(), "cleared");
+}
+
 mod sqlite {
     use super::*;
 
@@ -155,6 +185,12 @@ mod sqlite {
         let (store, _dir) = store().await;
         super::the_limit_holds_under_concurrency(store).await;
     }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn vectors_are_kept_per_model() {
+        let (store, _dir) = store().await;
+        super::vectors_are_kept_per_model(store).await;
+    }
 }
 
 mod postgres {
@@ -174,5 +210,11 @@ mod postgres {
     async fn the_limit_holds_under_concurrency() {
         let server = PgServer::start();
         super::the_limit_holds_under_concurrency(store(&server, "records_b").await).await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn vectors_are_kept_per_model() {
+        let server = PgServer::start();
+        super::vectors_are_kept_per_model(store(&server, "records_c").await).await;
     }
 }

@@ -300,3 +300,87 @@ async fn respond(
     });
     builder.body(Body::from_stream(stream)).unwrap_or_default()
 }
+
+/// A scripted OpenAI-compatible embeddings endpoint (`POST /v1/embeddings`) whose vectors know
+/// which words mean the same: each group of `concepts` is one dimension, and any other word
+/// weighs lightly on one of 64 more (by a hash), so texts that share a concept are near even with
+/// no word in common. Stops when dropped.
+#[derive(Debug)]
+pub struct ScriptedEmbeddings {
+    base_url: String,
+    requests: Arc<std::sync::atomic::AtomicUsize>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl ScriptedEmbeddings {
+    /// Starts on a free loopback port, answering for `model` only (another model gets a 404).
+    pub async fn start(model: &str, concepts: &[&[&str]]) -> Self {
+        let concepts: Vec<Vec<String>> =
+            concepts.iter().map(|group| group.iter().map(|w| (*w).to_owned()).collect()).collect();
+        let requests = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind a loopback port");
+        let address = listener.local_addr().expect("the bound address");
+        let model = model.to_owned();
+        let counter = requests.clone();
+        let app = axum::Router::new().route(
+            "/v1/embeddings",
+            axum::routing::post(move |axum::Json(body): axum::Json<Value>| {
+                let concepts = concepts.clone();
+                let model = model.clone();
+                counter.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                async move {
+                    if body["model"] != model.as_str() {
+                        let error = json!({"error": {"message": format!("no model {}", body["model"])}});
+                        return (axum::http::StatusCode::NOT_FOUND, axum::Json(error));
+                    }
+                    let inputs: Vec<String> = match &body["input"] {
+                        Value::String(text) => vec![text.clone()],
+                        Value::Array(items) => items.iter().map(|i| i.as_str().unwrap_or("").to_owned()).collect(),
+                        _ => Vec::new(),
+                    };
+                    let data: Vec<Value> = inputs
+                        .iter()
+                        .enumerate()
+                        .map(|(index, text)| json!({"object": "embedding", "index": index, "embedding": vector(&concepts, text)}))
+                        .collect();
+                    (axum::http::StatusCode::OK, axum::Json(json!({"object": "list", "data": data, "model": model})))
+                }
+            }),
+        );
+        let task = tokio::spawn(async move {
+            let _ = axum::serve(listener, app).await;
+        });
+        Self { base_url: format!("http://{address}/v1"), requests, task }
+    }
+
+    /// The base URL (`http://127.0.0.1:PORT/v1`).
+    pub fn base_url(&self) -> &str {
+        &self.base_url
+    }
+
+    /// How many requests it answered.
+    pub fn requests(&self) -> usize {
+        self.requests.load(std::sync::atomic::Ordering::SeqCst)
+    }
+}
+
+impl Drop for ScriptedEmbeddings {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+fn vector(concepts: &[Vec<String>], text: &str) -> Vec<f32> {
+    let mut vector = vec![0.0f32; concepts.len() + 64];
+    for word in text.split(|c: char| !c.is_alphanumeric()).filter(|w| !w.is_empty()) {
+        let word = word.to_lowercase();
+        match concepts.iter().position(|group| group.contains(&word)) {
+            Some(dimension) => vector[dimension] += 1.0,
+            None => {
+                let hash = word.bytes().fold(5381u32, |h, b| h.wrapping_mul(33) ^ u32::from(b));
+                vector[concepts.len() + (hash % 64) as usize] += 0.1;
+            }
+        }
+    }
+    vector
+}

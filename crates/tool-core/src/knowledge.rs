@@ -41,6 +41,8 @@ pub struct KnowledgeBase {
     pub updated_at: i64,
     /// Bumped by every change to its sources: an index built at one version is stale at another.
     pub version: i64,
+    /// The embeddings model its chunks' vectors come from, when they have vectors.
+    pub embedding_model: Option<String>,
 }
 
 /// A base to make (or whose roots to replace, when the owner already has one by that name).
@@ -54,6 +56,8 @@ pub struct NewBase {
     pub name: String,
     /// Where it is added from.
     pub roots: Vec<String>,
+    /// The embeddings model its chunks' vectors come from, when they have vectors.
+    pub embedding_model: Option<String>,
 }
 
 /// A source as stored: its path and content hash.
@@ -81,7 +85,7 @@ pub struct Chunk {
 }
 
 /// A source to store, replacing what the base held under its path.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct NewSource {
     /// The path it was read from.
     pub path: String,
@@ -91,10 +95,12 @@ pub struct NewSource {
     pub kind: String,
     /// Its chunks, in order.
     pub chunks: Vec<Chunk>,
+    /// Each chunk's vector (by the base's embeddings model), or none at all.
+    pub embeddings: Vec<Vec<f32>>,
 }
 
 /// A stored chunk, with its id in the store and its source's path.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct StoredChunk {
     /// Its id, unique in the store.
     pub id: i64,
@@ -102,11 +108,14 @@ pub struct StoredChunk {
     pub path: String,
     /// The chunk.
     pub chunk: Chunk,
+    /// Its vector, when the base has them (only [`KnowledgeStore::base_chunks`] reads it).
+    pub embedding: Option<Vec<f32>>,
 }
 
 /// Knowledge bases and their chunks.
 pub trait KnowledgeStore: Send + Sync + std::fmt::Debug {
-    /// Makes a base, or replaces the roots of the owner's base of that name.
+    /// Makes a base, or replaces the roots (and embeddings model) of the owner's base of that
+    /// name.
     fn put_base(&self, base: NewBase) -> BoxFuture<'_, Result<KnowledgeBase, StorageError>>;
 
     /// The bases of a tenant a person sees (their own and the shared ones), or all of the

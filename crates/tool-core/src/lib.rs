@@ -43,6 +43,7 @@
 //! ```
 #![deny(missing_docs)]
 
+pub mod embed;
 pub mod knowledge;
 pub mod manifest;
 pub mod naming;

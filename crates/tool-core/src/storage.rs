@@ -141,6 +141,9 @@ pub enum StorageError {
     Backend(String),
 }
 
+/// A record's id and its vector.
+pub type RecordVector = (String, Vec<f32>);
+
 /// Records in collections, per owner, with full-text search.
 pub trait RecordStore: Send + Sync + std::fmt::Debug {
     /// Stores a record under a fresh id, unless its owner already holds `limit` records of its
@@ -174,6 +177,23 @@ pub trait RecordStore: Send + Sync + std::fmt::Debug {
 
     /// Records matching a query.
     fn find_records(&self, query: RecordQuery) -> BoxFuture<'_, Result<Vec<RecordHit>, StorageError>>;
+
+    /// Sets (or clears) a record's vector: the embedding of its text by `model`.
+    fn set_record_vector<'a>(
+        &'a self,
+        owner: &'a Owner,
+        collection: &'a str,
+        id: &'a str,
+        vector: Option<(&'a str, Vec<f32>)>,
+    ) -> BoxFuture<'a, Result<(), StorageError>>;
+
+    /// The vectors by `model` of the records a query covers (its text and limit aside): record
+    /// id and vector, for a search by meaning over one person's records.
+    fn record_vectors<'a>(
+        &'a self,
+        query: &'a RecordQuery,
+        model: &'a str,
+    ) -> BoxFuture<'a, Result<Vec<RecordVector>, StorageError>>;
 }
 
 /// The words of a free-text query, as both full-text engines take them: letters, digits and `_`

@@ -14,6 +14,7 @@ CREATE TABLE kb_bases (
     sources     BIGINT  NOT NULL DEFAULT 0,
     chunks      BIGINT  NOT NULL DEFAULT 0,
     bytes       BIGINT  NOT NULL DEFAULT 0,
+    embedding_model TEXT,
     PRIMARY KEY (tenant, id)
 );
 
@@ -40,7 +41,8 @@ CREATE TABLE kb_chunks (
     heading     TEXT    NOT NULL,
     first_line  BIGINT  NOT NULL,
     last_line   BIGINT  NOT NULL,
-    text        TEXT    NOT NULL
+    text        TEXT    NOT NULL,
+    embedding   BYTEA
 );
 
 CREATE INDEX kb_chunks_source ON kb_chunks (tenant, base, path, ordinal);

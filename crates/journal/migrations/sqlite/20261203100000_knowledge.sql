@@ -15,6 +15,7 @@ CREATE TABLE kb_bases (
     sources     BIGINT  NOT NULL DEFAULT 0,
     chunks      BIGINT  NOT NULL DEFAULT 0,
     bytes       BIGINT  NOT NULL DEFAULT 0,
+    embedding_model TEXT,
     PRIMARY KEY (tenant, id)
 );
 
@@ -41,7 +42,8 @@ CREATE TABLE kb_chunks (
     heading     TEXT    NOT NULL,
     first_line  BIGINT  NOT NULL,
     last_line   BIGINT  NOT NULL,
-    text        TEXT    NOT NULL
+    text        TEXT    NOT NULL,
+    embedding   BLOB
 );
 
 CREATE INDEX kb_chunks_source ON kb_chunks (tenant, base, path, ordinal);

@@ -11,9 +11,10 @@ use super::PostgresJournal;
 use crate::knowledge::{BaseRow, ChunkRow, chunk_text, new_base_id};
 use crate::records::{sqlx_backend, text};
 
-const PUT_BASE: &str = "INSERT INTO kb_bases (tenant, id, person, name, roots, created_at, updated_at) \
-     VALUES ($1, $2, $3, $4, $5, $6, $6) \
-     ON CONFLICT (tenant, person, name) DO UPDATE SET roots = excluded.roots, updated_at = excluded.updated_at";
+const PUT_BASE: &str = "INSERT INTO kb_bases (tenant, id, person, name, roots, embedding_model, created_at, updated_at) \
+     VALUES ($1, $2, $3, $4, $5, $7, $6, $6) \
+     ON CONFLICT (tenant, person, name) DO UPDATE SET roots = excluded.roots, \
+     embedding_model = excluded.embedding_model, updated_at = excluded.updated_at";
 const LOCK_BASE: &str = "SELECT id FROM kb_bases WHERE tenant = $1 AND id = $2 FOR UPDATE";
 const REMOVE_CHUNKS: &str = "DELETE FROM kb_chunks WHERE tenant = $1 AND base = $2";
 const REMOVE_SOURCES: &str = "DELETE FROM kb_sources WHERE tenant = $1 AND base = $2";
@@ -40,8 +41,11 @@ const READ_CHUNKS: &str = concat!(
     " FROM kb_chunks WHERE tenant = $1 AND base = $2 AND path = $3 AND last_line >= $4 AND first_line <= $5 \
      ORDER BY ordinal"
 );
-const BASE_CHUNKS: &str =
-    concat!("SELECT ", chunk_columns!(), " FROM kb_chunks WHERE tenant = $1 AND base = $2 ORDER BY id");
+const BASE_CHUNKS: &str = concat!(
+    "SELECT ",
+    chunk_columns!(),
+    ", embedding FROM kb_chunks WHERE tenant = $1 AND base = $2 ORDER BY id"
+);
 
 /// Chunks per insert statement (8 parameters each, under Postgres's 65 535).
 const CHUNKS_PER_INSERT: usize = 1_000;
@@ -61,6 +65,7 @@ impl KnowledgeStore for PostgresJournal {
                 .bind(&name)
                 .bind(roots)
                 .bind(crate::rows::now_ms())
+                .bind(base.embedding_model.as_deref().map(text))
                 .execute(&self.pool)
                 .await
                 .map_err(sqlx_backend)?;
@@ -177,15 +182,20 @@ impl KnowledgeStore for PostgresJournal {
                 });
                 sources.build().execute(&mut *tx).await.map_err(sqlx_backend)?;
             }
-            let chunks: Vec<(String, &Chunk)> = put
+            let chunks: Vec<(String, &Chunk, Option<Vec<u8>>)> = put
                 .iter()
-                .flat_map(|source| source.chunks.iter().map(|chunk| (text(&source.path), chunk)))
+                .flat_map(|source| {
+                    source.chunks.iter().enumerate().map(|(index, chunk)| {
+                        let vector = source.embeddings.get(index).map(|v| tool_core::embed::to_bytes(v));
+                        (text(&source.path), chunk, vector)
+                    })
+                })
                 .collect();
             for group in chunks.chunks(CHUNKS_PER_INSERT) {
                 let mut insert = QueryBuilder::<Postgres>::new(
-                    "INSERT INTO kb_chunks (tenant, base, path, ordinal, heading, first_line, last_line, text) ",
+                    "INSERT INTO kb_chunks (tenant, base, path, ordinal, heading, first_line, last_line, text, embedding) ",
                 );
-                insert.push_values(group, |mut row, (path, chunk)| {
+                insert.push_values(group, |mut row, (path, chunk, vector)| {
                     let (heading, body) = chunk_text(chunk);
                     row.push_bind(&tenant)
                         .push_bind(&base)
@@ -194,7 +204,8 @@ impl KnowledgeStore for PostgresJournal {
                         .push_bind(heading)
                         .push_bind(i64::from(chunk.first_line))
                         .push_bind(i64::from(chunk.last_line))
-                        .push_bind(body);
+                        .push_bind(body)
+                        .push_bind(vector);
                 });
                 insert.build().execute(&mut *tx).await.map_err(sqlx_backend)?;
             }

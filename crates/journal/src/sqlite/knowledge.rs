@@ -11,9 +11,10 @@ use super::{Op, Outcome, SqliteJournal};
 use crate::knowledge::{BaseRow, ChunkRow, chunk_text, new_base_id};
 use crate::records::{backend, sqlx_backend, text};
 
-const PUT_BASE: &str = "INSERT INTO kb_bases (tenant, id, person, name, roots, created_at, updated_at) \
-     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?6) \
-     ON CONFLICT (tenant, person, name) DO UPDATE SET roots = excluded.roots, updated_at = excluded.updated_at";
+const PUT_BASE: &str = "INSERT INTO kb_bases (tenant, id, person, name, roots, embedding_model, created_at, updated_at) \
+     VALUES (?1, ?2, ?3, ?4, ?5, ?7, ?6, ?6) \
+     ON CONFLICT (tenant, person, name) DO UPDATE SET roots = excluded.roots, \
+     embedding_model = excluded.embedding_model, updated_at = excluded.updated_at";
 const BASE_EXISTS: &str = "SELECT count(*) FROM kb_bases WHERE tenant = ?1 AND id = ?2";
 const REMOVE_CHUNKS: &str = "DELETE FROM kb_chunks WHERE tenant = ?1 AND base = ?2";
 const REMOVE_SOURCES: &str = "DELETE FROM kb_sources WHERE tenant = ?1 AND base = ?2";
@@ -22,8 +23,8 @@ const REMOVE_SOURCE_CHUNKS: &str = "DELETE FROM kb_chunks WHERE tenant = ?1 AND 
 const REMOVE_SOURCE: &str = "DELETE FROM kb_sources WHERE tenant = ?1 AND base = ?2 AND path = ?3";
 const INSERT_SOURCE: &str = "INSERT INTO kb_sources (tenant, base, path, hash, kind, bytes, chunks, updated_at) \
      VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)";
-const INSERT_CHUNK: &str = "INSERT INTO kb_chunks (tenant, base, path, ordinal, heading, first_line, last_line, text) \
-     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)";
+const INSERT_CHUNK: &str = "INSERT INTO kb_chunks (tenant, base, path, ordinal, heading, first_line, last_line, text, \
+     embedding) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)";
 const TOUCH_BASE: &str = touch_base!("?1", "?2", "?3");
 
 const BASE_BY_NAME: &str = concat!(
@@ -44,15 +45,18 @@ const READ_CHUNKS: &str = concat!(
     " FROM kb_chunks WHERE tenant = ?1 AND base = ?2 AND path = ?3 AND last_line >= ?4 AND first_line <= ?5 \
      ORDER BY ordinal"
 );
-const BASE_CHUNKS: &str =
-    concat!("SELECT ", chunk_columns!(), " FROM kb_chunks WHERE tenant = ?1 AND base = ?2 ORDER BY id");
+const BASE_CHUNKS: &str = concat!(
+    "SELECT ",
+    chunk_columns!(),
+    ", embedding FROM kb_chunks WHERE tenant = ?1 AND base = ?2 ORDER BY id"
+);
 
 /// Runs a knowledge-base operation of the writer.
 pub(super) fn run(conn: &rusqlite::Connection, op: &Op) -> rusqlite::Result<Outcome> {
     let run = |sql: &str, values: &[&dyn rusqlite::ToSql]| conn.prepare_cached(sql)?.execute(values);
     Ok(match op {
-        Op::PutBase { values: [tenant, id, person, name, roots], now } => {
-            run(PUT_BASE, &[tenant, id, person, name, roots, now])?;
+        Op::PutBase { values: [tenant, id, person, name, roots], model, now } => {
+            run(PUT_BASE, &[tenant, id, person, name, roots, now, model])?;
             Outcome::Done
         }
         Op::RemoveBase { tenant, id } => {
@@ -79,8 +83,9 @@ pub(super) fn run(conn: &rusqlite::Connection, op: &Op) -> rusqlite::Result<Outc
                     INSERT_SOURCE,
                     &[tenant, base, &path, &text(&source.hash), &text(&source.kind), &bytes, &count, now],
                 )?;
-                for chunk in &source.chunks {
+                for (index, chunk) in source.chunks.iter().enumerate() {
                     let (heading, body) = chunk_text(chunk);
+                    let vector = source.embeddings.get(index).map(|v| tool_core::embed::to_bytes(v));
                     insert.execute(rusqlite::params![
                         tenant,
                         base,
@@ -89,7 +94,8 @@ pub(super) fn run(conn: &rusqlite::Connection, op: &Op) -> rusqlite::Result<Outc
                         heading,
                         i64::from(chunk.first_line),
                         i64::from(chunk.last_line),
-                        body
+                        body,
+                        vector
                     ])?;
                 }
             }
@@ -109,7 +115,10 @@ impl KnowledgeStore for SqliteJournal {
             let roots = serde_json::to_string(&base.roots.iter().map(|root| text(root)).collect::<Vec<_>>())
                 .map_err(|error| StorageError::Backend(error.to_string()))?;
             let values = [tenant.clone(), new_base_id()?, person.clone(), name.clone(), roots];
-            self.write_done(Op::PutBase { values, now: crate::rows::now_ms() }).await.map_err(backend)?;
+            let model = base.embedding_model.as_deref().map(text);
+            self.write_done(Op::PutBase { values, model, now: crate::rows::now_ms() })
+                .await
+                .map_err(backend)?;
             let row: Option<BaseRow> = sqlx::query_as(BASE_BY_NAME)
                 .bind(&tenant)
                 .bind(&person)

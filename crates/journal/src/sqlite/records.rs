@@ -1,7 +1,7 @@
 //! Records (`tool_core::storage::RecordStore`) on SQLite: writes as writer operations, reads on
 //! the read pool.
 
-use super::{GET_RECORD, LIST_RECORDS, Op, SEARCH_RECORDS, SqliteJournal};
+use super::{GET_RECORD, LIST_RECORDS, Op, RECORD_VECTORS, SEARCH_RECORDS, SqliteJournal};
 
 impl tool_core::storage::RecordStore for SqliteJournal {
     fn insert_record(
@@ -118,27 +118,58 @@ impl tool_core::storage::RecordStore for SqliteJournal {
         Result<Vec<tool_core::storage::RecordHit>, tool_core::storage::StorageError>,
     > {
         Box::pin(async move {
-            use crate::records::text;
-            let (mode, project) = crate::records::project_params(&query.project);
             let words = query.text.as_deref().map(tool_core::storage::query_words).unwrap_or_default();
             let sql = if query.text.is_some() { SEARCH_RECORDS } else { LIST_RECORDS };
             if query.text.is_some() && words.is_empty() {
                 return Ok(Vec::new());
             }
             let matching = words.iter().map(|w| format!("\"{w}\"")).collect::<Vec<_>>().join(" OR ");
-            let mut statement = sqlx::query_as::<_, crate::records::ScoredRow>(sql)
-                .bind(text(&query.owner.tenant))
-                .bind(text(&query.collection))
-                .bind(text(&query.owner.person))
-                .bind(mode)
-                .bind(project)
-                .bind(query.tag.as_deref().map(text))
-                .bind(i64::from(query.limit));
+            let mut statement =
+                bind_record_filter!(sqlx::query_as::<_, crate::records::ScoredRow>(sql), query)
+                    .bind(i64::from(query.limit));
             if query.text.is_some() {
                 statement = statement.bind(matching);
             }
             let rows = statement.fetch_all(&self.reads).await.map_err(crate::records::sqlx_backend)?;
             Ok(rows.into_iter().map(crate::records::ScoredRow::into_hit).collect())
+        })
+    }
+
+    fn set_record_vector<'a>(
+        &'a self,
+        owner: &'a tool_core::storage::Owner,
+        collection: &'a str,
+        id: &'a str,
+        vector: Option<(&'a str, Vec<f32>)>,
+    ) -> futures::future::BoxFuture<'a, Result<(), tool_core::storage::StorageError>> {
+        Box::pin(async move {
+            use crate::records::text;
+            let (model, bytes) = match vector {
+                Some((model, vector)) => (Some(text(model)), Some(tool_core::embed::to_bytes(&vector))),
+                None => (None, None),
+            };
+            let key = [text(&owner.tenant), text(&owner.person), text(collection), text(id)];
+            self.write_moved(Op::SetRecordVector { key, model, bytes })
+                .await
+                .map_err(crate::records::backend)?;
+            Ok(())
+        })
+    }
+
+    fn record_vectors<'a>(
+        &'a self,
+        query: &'a tool_core::storage::RecordQuery,
+        model: &'a str,
+    ) -> futures::future::BoxFuture<'a, Result<Vec<(String, Vec<f32>)>, tool_core::storage::StorageError>>
+    {
+        Box::pin(async move {
+            use crate::records::text;
+            let rows: Vec<(String, Vec<u8>)> = bind_record_filter!(sqlx::query_as(RECORD_VECTORS), query)
+                .bind(text(model))
+                .fetch_all(&self.reads)
+                .await
+                .map_err(crate::records::sqlx_backend)?;
+            Ok(rows.into_iter().map(|(id, bytes)| (id, tool_core::embed::from_bytes(&bytes))).collect())
         })
     }
 }
