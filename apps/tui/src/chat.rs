@@ -369,7 +369,7 @@ pub async fn screen(args: ChatArgs) -> anyhow::Result<u8> {
         Err(error) => (None, Some(format!("{error:#}"))),
     };
     let (broker, questions) = ui::broker::ScreenBroker::new();
-    let executor = setup::executor(Arc::new(broker), &args.guard).await?;
+    let (executor, records) = setup::executor_and_records(Arc::new(broker), &args.guard).await?;
     let resumed = if args.resume { last(&data, &folder)? } else { None };
     let nothing_to_resume = args.resume && resumed.is_none();
     let (session_id, history) = match resumed {
@@ -397,6 +397,7 @@ pub async fn screen(args: ChatArgs) -> anyhow::Result<u8> {
         notes,
         instructions,
         executor,
+        records: Some(records),
         profile,
         folder,
         data: Some(data),

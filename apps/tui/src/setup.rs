@@ -140,8 +140,20 @@ pub async fn stores(data: &Path) -> anyhow::Result<journal::Stores> {
 /// The data folder, the journal, the toolbox, an invalid MCP configuration, or the journal's
 /// housekeeping.
 pub async fn executor(broker: Arc<dyn ApprovalBroker>, guard: &GuardArgs) -> anyhow::Result<Executor> {
+    Ok(executor_and_records(broker, guard).await?.0)
+}
+
+/// [`executor`], and the record store its memory tool keeps memories in (for the memory view).
+///
+/// # Errors
+///
+/// As [`executor`].
+pub async fn executor_and_records(
+    broker: Arc<dyn ApprovalBroker>,
+    guard: &GuardArgs,
+) -> anyhow::Result<(Executor, Arc<dyn tool_core::storage::RecordStore>)> {
     let journal::Stores { journal, records, knowledge } = stores(&data_dir()?).await?;
-    let mut services = tool_core::Services::new().with(records).with(knowledge);
+    let mut services = tool_core::Services::new().with(records.clone()).with(knowledge);
     // TOOLHOST_EMBEDDINGS_URL and …_MODEL: memories and knowledge bases searched by meaning too.
     if let Some(embedder) = agent::OpenAiEmbedder::from_env() {
         services = services.with(Arc::new(embedder) as Arc<dyn tool_core::embed::Embedder>);
@@ -154,7 +166,7 @@ pub async fn executor(broker: Arc<dyn ApprovalBroker>, guard: &GuardArgs) -> any
     }
     let executor = Executor::builder(Arc::new(toolbox)).journal(journal).broker(broker).build();
     executor.start(Duration::from_secs(60)).await.context("starting the journal's housekeeping")?;
-    Ok(executor)
+    Ok((executor, records))
 }
 
 /// Mounts the configured MCP servers into `toolbox`; returns what to tell the person. Their tool

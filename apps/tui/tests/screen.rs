@@ -145,6 +145,32 @@ fn a_conversation_with_every_card_kind() {
 }
 
 #[test]
+fn a_document_the_model_wrote_opens_whole_in_the_pager() {
+    let mut app = new_app();
+    let content: String = (1..=80).map(|n| format!("Finding {n}: the cache is warm.\n")).collect();
+    let arguments = json!({ "name": "report.md", "content": content }).to_string();
+    call(&mut app, 0, "d1", "createDocument", &arguments, ("documents", "createDocument"));
+    reply(&mut app, &[("d1", "createDocument", &arguments)]);
+    settle(
+        &mut app,
+        "d1",
+        "createDocument",
+        ("documents", "createDocument"),
+        ToolOutput::ok("Created report.md"),
+    );
+    let conversation = draw_sized(&app, 60);
+    assert!(conversation.contains("Document · report.md"), "{conversation}");
+    assert!(!conversation.contains("Finding 40:"), "the card is cut in the conversation: {conversation}");
+    app.on_key(ctrl('p'));
+    let pager = draw_sized(&app, 100);
+    assert!(pager.contains("Finding 1:") && pager.contains("Finding 40:"), "the whole document: {pager}");
+    app.on_key(KeyCode::PageDown.into());
+    app.on_key(KeyCode::PageDown.into());
+    assert!(draw_sized(&app, 100).contains("Finding 80:"));
+    app.on_key(key(KeyCode::Char('q')));
+}
+
+#[test]
 fn an_edit_shows_its_diff_in_colour_and_a_failure_its_reason() {
     let mut app = new_app();
     let edit = json!({ "path": "src/lib.rs", "old_text": "a", "new_text": "b" }).to_string();
@@ -769,6 +795,7 @@ async fn context(
         mcp_config: None,
     };
     let context = toolhost::ui::run::Context {
+        records: None,
         executor,
         profile: Some(profile),
         folder: folder.canonicalize().unwrap(),
@@ -936,8 +963,17 @@ async fn session_commands_clear_resume_status_and_compact() {
     assert!(third.contains("the first question") && !third.contains("the second question"), "{third}");
 
     say("/status");
-    let status = wait_for(&screen, "profile env").await.replace('\n', " ");
-    for part in ["context ~", "tokens used", "approvals manual", "Answer"] {
+    // The whole frame (a screen read mid-frame has only some of its lines).
+    let mut status = wait_for(&screen, "profile env").await.replace('\n', " ");
+    let parts = ["context ~", "tokens used", "approvals manual", "Answer"];
+    for _ in 0..100 {
+        if parts.iter().all(|part| status.contains(part)) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        status = screen.text().replace('\n', " ");
+    }
+    for part in parts {
         assert!(status.contains(part), "{part}: {status}");
     }
     say("/compact");
@@ -1029,6 +1065,36 @@ async fn a_reason_typed_at_the_question_reaches_the_model() {
     tokio::time::timeout(Duration::from_secs(10), running).await.unwrap().unwrap().unwrap();
 }
 
+/// A screen with no model, on `folder`, in manual mode.
+fn context_without_a_model(
+    executor: tool_executor::Executor,
+    folder: &std::path::Path,
+    records: Option<Arc<dyn tool_core::storage::RecordStore>>,
+    setup_hint: Option<&str>,
+) -> toolhost::ui::run::Context {
+    let canonical = folder.canonicalize().unwrap();
+    toolhost::ui::run::Context {
+        records,
+        executor,
+        profile: None,
+        folder: canonical.clone(),
+        data: None,
+        guard: toolhost::setup::GuardArgs {
+            folder: Some(canonical.clone()),
+            sandbox: tool_core::SandboxMode::WorkspaceWrite,
+            network: tool_core::NetworkAccess::Off,
+            mcp_config: None,
+        },
+        mode: ApprovalMode::Manual,
+        session_id: toolhost::setup::new_session_id(&canonical),
+        history: Vec::new(),
+        setup_hint: setup_hint.map(str::to_owned),
+        shift_enter: false,
+        instructions: toolhost::instructions::Instructions::default(),
+        notes: Vec::new(),
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn without_a_model_the_console_runs_tools_and_the_journal_shows_and_revokes() {
     let folder = tempfile::tempdir().unwrap();
@@ -1055,26 +1121,8 @@ async fn without_a_model_the_console_runs_tools_and_the_journal_shows_and_revoke
         .broker(Arc::new(broker))
         .journal(journal.clone())
         .build();
-    let canonical = folder.path().canonicalize().unwrap();
-    let context = toolhost::ui::run::Context {
-        executor,
-        profile: None,
-        folder: canonical.clone(),
-        data: None,
-        guard: toolhost::setup::GuardArgs {
-            folder: Some(canonical.clone()),
-            sandbox: tool_core::SandboxMode::WorkspaceWrite,
-            network: tool_core::NetworkAccess::Off,
-            mcp_config: None,
-        },
-        mode: ApprovalMode::Manual,
-        session_id: toolhost::setup::new_session_id(&canonical),
-        history: Vec::new(),
-        setup_hint: Some("no model configured: set OPENAI_API_KEY or ANTHROPIC_API_KEY".into()),
-        shift_enter: false,
-        instructions: toolhost::instructions::Instructions::default(),
-        notes: Vec::new(),
-    };
+    let hint = "no model configured: set OPENAI_API_KEY or ANTHROPIC_API_KEY";
+    let context = context_without_a_model(executor, folder.path(), None, Some(hint));
     let (screen, tx, running) = start(context, questions, 30);
 
     let list = wait_for(&screen, "Tool console").await;
@@ -1177,6 +1225,68 @@ async fn changing_the_mode_reopens_the_session_and_the_loop_keeps_going() {
     let done = wait_for(&screen, "Touched.").await;
     assert!(!done.contains("approval needed"), "{done}");
     assert!(folder.path().join("after-mode-change").exists());
+    drop(tx);
+    tokio::time::timeout(Duration::from_secs(10), running).await.unwrap().unwrap().unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_memory_view_lists_opens_and_forgets_only_on_yes() {
+    let folder = tempfile::tempdir().unwrap();
+    let data = tempfile::tempdir().unwrap();
+    let stores =
+        journal::open_stores(&format!("sqlite://{}", data.path().join("j.db").display())).await.unwrap();
+    let owner = tool_core::storage::Owner { tenant: "local".into(), person: "local".into() };
+    for (title, body) in [("Shell", "Uses the fish shell"), ("Editor", "Prefers Helix over Vim")] {
+        let memory = tool_core::storage::NewRecord {
+            collection: "memory".into(),
+            owner: owner.clone(),
+            project: None,
+            tag: "preferences".into(),
+            title: title.into(),
+            body: body.into(),
+            metadata: json!({}),
+        };
+        stores.records.insert_record(memory, 100).await.unwrap();
+    }
+    let (broker, questions) = toolhost::ui::broker::ScreenBroker::new();
+    let toolbox = client_executor::device::builtin_toolbox().unwrap();
+    let executor = tool_executor::Executor::builder(Arc::new(toolbox)).broker(Arc::new(broker)).build();
+    let context = context_without_a_model(executor, folder.path(), Some(stores.records.clone()), None);
+    let (screen, tx, running) = start(context, questions, 30);
+    wait_for(&screen, "Tool console").await;
+    tx.send(TermEvent::Key(key(KeyCode::Esc))).unwrap();
+
+    tx.send(TermEvent::Key(key(KeyCode::F(4)))).unwrap();
+    wait_for(&screen, "What the agent remembers about you").await;
+    let listed = wait_for(&screen, "Prefers Helix over Vim").await;
+    assert!(listed.contains("Uses the fish shell") && listed.contains("2 memories"), "{listed}");
+    // The newest first: Editor. Enter shows it whole; q comes back to the list.
+    tx.send(TermEvent::Key(key(KeyCode::Enter))).unwrap();
+    wait_for(&screen, "\"body\": \"Prefers Helix over Vim\"").await;
+    tx.send(TermEvent::Key(key(KeyCode::Char('q')))).unwrap();
+    wait_for(&screen, "2 memories").await;
+    // d asks; a key other than y keeps it; d then y forgets it.
+    tx.send(TermEvent::Key(key(KeyCode::Char('d')))).unwrap();
+    wait_for(&screen, "forget? y/n").await;
+    tx.send(TermEvent::Key(key(KeyCode::Char('n')))).unwrap();
+    tx.send(TermEvent::Key(key(KeyCode::Char('r')))).unwrap();
+    wait_for(&screen, "2 memories").await;
+    tx.send(TermEvent::Key(key(KeyCode::Char('d')))).unwrap();
+    wait_for(&screen, "forget? y/n").await;
+    tx.send(TermEvent::Key(key(KeyCode::Char('y')))).unwrap();
+    let after = wait_for(&screen, "1 memory ·").await;
+    assert!(!after.contains("Helix") && after.contains("fish"), "{after}");
+    let query = tool_core::storage::RecordQuery {
+        collection: "memory".into(),
+        owner,
+        project: tool_core::storage::ProjectScope::Any,
+        tag: None,
+        text: None,
+        limit: 10,
+    };
+    let left = stores.records.find_records(query).await.unwrap();
+    assert_eq!(left.len(), 1);
+    assert_eq!(left[0].record.title, "Shell");
     drop(tx);
     tokio::time::timeout(Duration::from_secs(10), running).await.unwrap().unwrap().unwrap();
 }

@@ -1,6 +1,7 @@
 //! The tool console (any tool and API, its arguments filled in a form generated from its schema,
-//! run through the pipeline without a model) and the journal view (this folder's calls, filtered
-//! by status and tool, each record whole; remembered decisions, revocable).
+//! run through the pipeline without a model), the journal view (this folder's calls, filtered
+//! by status and tool, each record whole; remembered decisions, revocable) and the memory view
+//! (what the memory tool keeps about the person, each whole, forgettable).
 
 use crossterm::event::{KeyCode, KeyEvent};
 use journal::{Attempt, AttemptStatus, RememberedDecision};
@@ -322,10 +323,96 @@ impl JournalView {
     }
 }
 
+/// The memory view: what the memory tool keeps about this machine's person.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct MemoryView {
+    /// The memories, newest first.
+    pub rows: Vec<tool_core::storage::Record>,
+    /// The highlighted one.
+    pub selected: usize,
+    /// The memory `d` asked to forget, waiting for `y`.
+    pub forgetting: Option<String>,
+}
+
+/// What a memory key asks for.
+#[derive(Debug, Clone, PartialEq)]
+pub enum MemoryAction {
+    /// Nothing beyond the state change.
+    None,
+    /// Leave the view.
+    Leave,
+    /// Load the memories again.
+    Reload,
+    /// Show this memory whole.
+    Open(String),
+    /// Forget this memory (confirmed).
+    Forget(String),
+}
+
+impl MemoryView {
+    /// Takes a key. `d` asks, and only `y` then forgets: any other key keeps the memory.
+    pub fn on_key(&mut self, key: KeyEvent) -> MemoryAction {
+        if let Some(id) = self.forgetting.take() {
+            return if key.code == KeyCode::Char('y') {
+                MemoryAction::Forget(id)
+            } else {
+                MemoryAction::None
+            };
+        }
+        match key.code {
+            KeyCode::Esc | KeyCode::Char('q') => return MemoryAction::Leave,
+            KeyCode::Up | KeyCode::Char('k') => self.selected = self.selected.saturating_sub(1),
+            KeyCode::Down | KeyCode::Char('j') => {
+                self.selected = (self.selected + 1).min(self.rows.len().saturating_sub(1))
+            }
+            KeyCode::Char('r') => return MemoryAction::Reload,
+            KeyCode::Enter => {
+                if let Some(record) = self.rows.get(self.selected) {
+                    return MemoryAction::Open(serde_json::to_string_pretty(record).unwrap_or_default());
+                }
+            }
+            KeyCode::Char('d') | KeyCode::Delete => {
+                self.forgetting = self.rows.get(self.selected).map(|record| record.id.clone());
+            }
+            _ => {}
+        }
+        MemoryAction::None
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn a_memory_is_forgotten_only_after_yes() {
+        use crossterm::event::KeyModifiers;
+        let key = |code| KeyEvent::new(code, KeyModifiers::NONE);
+        let record = |id: &str| tool_core::storage::Record {
+            id: id.into(),
+            collection: "memory".into(),
+            owner: tool_core::storage::Owner { tenant: "local".into(), person: "local".into() },
+            project: None,
+            tag: "notes".into(),
+            title: id.into(),
+            body: id.into(),
+            metadata: json!({}),
+            created_at: 0,
+            updated_at: 0,
+        };
+        let mut view = MemoryView { rows: vec![record("a"), record("b")], ..MemoryView::default() };
+        assert_eq!(view.on_key(key(KeyCode::Down)), MemoryAction::None);
+        assert_eq!(view.on_key(key(KeyCode::Char('d'))), MemoryAction::None);
+        assert_eq!(view.on_key(key(KeyCode::Char('n'))), MemoryAction::None, "anything but y keeps it");
+        assert_eq!(view.on_key(key(KeyCode::Char('y'))), MemoryAction::None, "y alone forgets nothing");
+        view.on_key(key(KeyCode::Char('d')));
+        assert_eq!(view.on_key(key(KeyCode::Char('y'))), MemoryAction::Forget("b".into()));
+        assert!(
+            matches!(view.on_key(key(KeyCode::Enter)), MemoryAction::Open(text) if text.contains("\"b\""))
+        );
+        assert_eq!(view.on_key(key(KeyCode::Esc)), MemoryAction::Leave);
+    }
 
     #[test]
     fn a_form_from_a_schema_makes_typed_arguments() {

@@ -31,6 +31,8 @@ pub const FRAME: Duration = Duration::from_millis(16);
 pub struct Context {
     /// The pipeline (its broker is the [`super::broker::ScreenBroker`] whose questions arrive here).
     pub executor: Executor,
+    /// The memory tool's store, for the memory view (`None`: the view says there is none).
+    pub records: Option<std::sync::Arc<dyn tool_core::storage::RecordStore>>,
     /// The model; `None` shows how to configure one.
     pub profile: Option<ModelProfile>,
     /// The folder.
@@ -86,6 +88,7 @@ enum FromPane {
     Files(Vec<String>),
     Trusted(crate::instructions::Instructions),
     Journal(Vec<journal::Attempt>, Vec<journal::RememberedDecision>),
+    Memories(Vec<tool_core::storage::Record>),
     Failed(String),
 }
 
@@ -329,6 +332,8 @@ where
                                 }
                                 Command::LoadJournal => load_journal(&context, &app, &pane_results, None),
                                 Command::Revoke(id) => load_journal(&context, &app, &pane_results, Some(id)),
+                                Command::LoadMemories => load_memories(&context, &pane_results, None),
+                                Command::Forget(id) => load_memories(&context, &pane_results, Some(id)),
                                 Command::Copy(text) => {
                                     let backend = terminal.backend_mut();
                                     let _ = write!(backend, "\x1b]52;c;{}\x07", base64(text.as_bytes()));
@@ -432,6 +437,10 @@ where
                         let len = if app.journal.showing_remembered { app.journal.remembered.len() } else { app.journal.rows.len() };
                         app.journal.selected = app.journal.selected.min(len.saturating_sub(1));
                     }
+                    FromPane::Memories(rows) => {
+                        app.memory.selected = app.memory.selected.min(rows.len().saturating_sub(1));
+                        app.memory.rows = rows;
+                    }
                     FromPane::Failed(error) => app.notice(error, true),
                     FromPane::Files(files) => {
                         app.files = files;
@@ -521,6 +530,45 @@ fn load_journal(
             (Err(error), _) | (_, Err(error)) => {
                 results.send(FromPane::Failed(format!("reading the journal: {error}")))
             }
+        };
+    });
+}
+
+/// Loads the person's memories (forgetting one first), off the event loop.
+fn load_memories(context: &Context, results: &mpsc::UnboundedSender<FromPane>, forget: Option<String>) {
+    let Some(records) = context.records.clone() else {
+        let _ = results.send(FromPane::Failed("this app keeps no memories".into()));
+        return;
+    };
+    let results = results.clone();
+    tokio::spawn(async move {
+        let owner = tool_core::storage::Owner {
+            tenant: crate::setup::TENANT.into(),
+            person: crate::memory::PERSON.into(),
+        };
+        let collection = builtin_tool_memory::COLLECTION;
+        if let Some(id) = forget {
+            match records.remove_record(&owner, collection, &id).await {
+                Ok(true) => {}
+                Ok(false) => {
+                    let _ = results.send(FromPane::Failed(format!("memory {id} was already gone")));
+                }
+                Err(error) => {
+                    let _ = results.send(FromPane::Failed(format!("forgetting: {error}")));
+                }
+            }
+        }
+        let query = tool_core::storage::RecordQuery {
+            collection: collection.into(),
+            owner,
+            project: tool_core::storage::ProjectScope::Any,
+            tag: None,
+            text: None,
+            limit: 1000,
+        };
+        let _ = match records.find_records(query).await {
+            Ok(hits) => results.send(FromPane::Memories(hits.into_iter().map(|hit| hit.record).collect())),
+            Err(error) => results.send(FromPane::Failed(format!("reading the memories: {error}"))),
         };
     });
 }

@@ -103,6 +103,7 @@ pub const COMMANDS: &[(&str, &str)] = &[
     ("/help", "the keys and commands"),
     ("/init", "draft an AGENTS.md for this folder"),
     ("/journal", "what ran in this folder"),
+    ("/memory", "what the agent remembers about you"),
     ("/mode", "manual, auto-run or read-only"),
     ("/model", "switch to a profile of config.toml"),
     ("/quit", "leave"),
@@ -165,7 +166,11 @@ pub enum View {
         text: String,
         /// Lines scrolled from the top.
         scroll: usize,
+        /// It is a memory (closing it goes back to the memory view, not the journal).
+        memory: bool,
     },
+    /// What the memory tool keeps about the person.
+    Memory,
 }
 
 /// What a key asks the event loop to do.
@@ -213,6 +218,10 @@ pub enum Command {
     Resume(String),
     /// Revoke a remembered decision.
     Revoke(String),
+    /// Load the memory view's memories.
+    LoadMemories,
+    /// Forget a memory, then load the memories again.
+    Forget(String),
     /// Leave.
     Quit,
 }
@@ -269,6 +278,8 @@ pub struct App {
     pub console: super::panes::Console,
     /// The journal view.
     pub journal: super::panes::JournalView,
+    /// The memory view.
+    pub memory: super::panes::MemoryView,
     /// How long a new question ignores keys ([`QUESTION_GRACE`]; tests set zero).
     pub question_grace: std::time::Duration,
     /// Prompts sent before, oldest first (this folder's, loaded at start); ↑ and ↓ walk them.
@@ -647,9 +658,11 @@ impl App {
             }
             return None;
         }
-        if let View::Record { scroll, .. } = &mut self.view {
+        if let View::Record { scroll, memory, .. } = &mut self.view {
             match key.code {
-                KeyCode::Esc | KeyCode::Char('q') => self.view = View::Journal,
+                KeyCode::Esc | KeyCode::Char('q') => {
+                    self.view = if *memory { View::Memory } else { View::Journal };
+                }
                 KeyCode::Down | KeyCode::Char('j') => *scroll += 1,
                 KeyCode::Up | KeyCode::Char('k') => *scroll = scroll.saturating_sub(1),
                 KeyCode::PageDown | KeyCode::Char(' ') => *scroll += 20,
@@ -666,6 +679,10 @@ impl App {
             KeyCode::F(3) => {
                 self.view = View::Journal;
                 return Some(Command::LoadJournal);
+            }
+            KeyCode::F(4) => {
+                self.view = View::Memory;
+                return Some(Command::LoadMemories);
             }
             _ => {}
         }
@@ -690,7 +707,7 @@ impl App {
             self.completion = None;
             return None;
         }
-        let pane = matches!(self.view, View::Console | View::Journal);
+        let pane = matches!(self.view, View::Console | View::Journal | View::Memory);
         if ctrl && key.code == KeyCode::Char('c') || esc && (!pane || self.answering.is_some()) {
             self.completion = None;
             // A choice key just pressed is dropped, never taken later by the timer.
@@ -787,10 +804,25 @@ impl App {
                 }
                 super::panes::JournalAction::Reload => Some(Command::LoadJournal),
                 super::panes::JournalAction::Open(text) => {
-                    self.view = View::Record { text, scroll: 0 };
+                    self.view = View::Record { text, scroll: 0, memory: false };
                     None
                 }
                 super::panes::JournalAction::Revoke(id) => Some(Command::Revoke(id)),
+            };
+        }
+        if self.view == View::Memory {
+            return match self.memory.on_key(key) {
+                super::panes::MemoryAction::None => None,
+                super::panes::MemoryAction::Leave => {
+                    self.view = View::Chat;
+                    None
+                }
+                super::panes::MemoryAction::Reload => Some(Command::LoadMemories),
+                super::panes::MemoryAction::Open(text) => {
+                    self.view = View::Record { text, scroll: 0, memory: true };
+                    None
+                }
+                super::panes::MemoryAction::Forget(id) => Some(Command::Forget(id)),
             };
         }
         if let Some(completion) = &mut self.completion {
@@ -1183,6 +1215,10 @@ impl App {
                     self.view = View::Journal;
                     Some(Command::LoadJournal)
                 }
+                (Some("memory"), _) => {
+                    self.view = View::Memory;
+                    Some(Command::LoadMemories)
+                }
                 (Some("trust"), _) => Some(Command::Trust),
                 (Some("clear" | "new"), _) if self.running => {
                     self.notice("a new conversation can start when this turn ends (Esc cancels it)", true);
@@ -1268,7 +1304,7 @@ you did not find. If an AGENTS.md exists, propose improvements instead of overwr
 pub const CLEAR_WINDOW: std::time::Duration = std::time::Duration::from_millis(1500);
 
 /// What the keys do.
-pub const HELP: &str = "F2 or /console: the tool console · F3 or /journal: the journal · Enter sends (during a turn: queued for its end) · \
+pub const HELP: &str = "F2 or /console: the tool console · F3 or /journal: the journal · F4 or /memory: what the agent remembers about you · Enter sends (during a turn: queued for its end) · \
 Shift-Enter or Alt-Enter new line (Ctrl-J in any terminal) · ↑↓ earlier prompts · Esc or Ctrl-C cancels the turn; twice clears the prompt · \
 Ctrl-U clears it · Ctrl-T approval mode · Tab selects a card · Ctrl-O folds it · Ctrl-P opens it whole (c copies, q closes) · PgUp/PgDn scroll · \
 /mode manual|auto-run|read-only · /sandbox workspace-write|read-only|off · /trust this folder (its AGENTS.md) · \

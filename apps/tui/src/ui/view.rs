@@ -27,7 +27,7 @@ pub fn render(app: &App, frame: &mut Frame<'_>) {
         render_pager(lines, *scroll, "c copies · q closes", frame, area);
         return;
     }
-    if let View::Record { text, scroll } = &app.view {
+    if let View::Record { text, scroll, .. } = &app.view {
         let lines = text.lines().map(|l| Line::raw(l.to_owned())).collect();
         render_pager(lines, *scroll, "q closes", frame, area);
         return;
@@ -53,6 +53,7 @@ pub fn render(app: &App, frame: &mut Frame<'_>) {
     match &app.view {
         View::Console => render_console(app, frame, transcript),
         View::Journal => render_journal(app, frame, transcript),
+        View::Memory => render_memory(app, frame, transcript),
         View::Resume { items, selected } => render_resume(items, *selected, frame, transcript),
         _ => render_transcript(app, frame, transcript),
     }
@@ -183,6 +184,10 @@ fn render_input(app: &App, frame: &mut Frame<'_>, area: Rect) {
         }
         View::Journal => {
             Some("↑↓ · Enter the whole record · s status · t tool · r remembered decisions · Esc back")
+        }
+        View::Memory if app.memory.forgetting.is_some() => Some("y forgets it · any other key keeps it"),
+        View::Memory => {
+            Some("↑↓ · Enter the whole memory · d forgets it · r reloads · Esc to the conversation")
         }
         _ => None,
     };
@@ -575,6 +580,46 @@ fn render_resume(items: &[crate::chat::Saved], selected: usize, frame: &mut Fram
             Span::styled(crate::setup::time_of(saved.saved_at), selected_style(index == selected)),
             Span::styled(format!("  {:>4} msgs  ", saved.messages), dim),
             Span::raw(request),
+        ]));
+    }
+    frame.render_widget(Paragraph::new(lines), area);
+}
+
+fn render_memory(app: &App, frame: &mut Frame<'_>, area: Rect) {
+    let view = &app.memory;
+    let dim = Style::default().add_modifier(Modifier::DIM);
+    let mut lines = vec![
+        Line::from(vec![
+            Span::styled("What the agent remembers about you", Style::default().add_modifier(Modifier::BOLD)),
+            Span::styled(
+                format!(
+                    "  {} {} · also `toolhost memory list`",
+                    view.rows.len(),
+                    if view.rows.len() == 1 { "memory" } else { "memories" }
+                ),
+                dim,
+            ),
+        ]),
+        Line::default(),
+    ];
+    if view.rows.is_empty() {
+        lines.push(Line::styled("nothing yet", dim));
+    }
+    let height = (area.height as usize).saturating_sub(lines.len());
+    let first = window(view.selected, view.rows.len(), height);
+    for (index, record) in view.rows.iter().enumerate().skip(first).take(height) {
+        let forgetting = view.forgetting.as_deref() == Some(record.id.as_str());
+        let scope = if record.project.is_some() { " (this project)" } else { "" };
+        let body: String = record.body.chars().take(100).collect();
+        lines.push(Line::from(vec![
+            Span::styled(format!("{:<11}", record.tag), selected_style(index == view.selected)),
+            Span::raw(" "),
+            Span::styled(
+                format!("{}{scope}: ", record.title),
+                if forgetting { Style::default().fg(Color::Red) } else { Style::default() },
+            ),
+            Span::styled(body, dim),
+            Span::styled(if forgetting { "  forget? y/n" } else { "" }, Style::default().fg(Color::Red)),
         ]));
     }
     frame.render_widget(Paragraph::new(lines), area);
