@@ -34,6 +34,35 @@ fn write(dir: &std::path::Path, name: &str, text: &str) {
     std::fs::write(path, text).unwrap();
 }
 
+/// A one-page PDF whose page says `text` (Helvetica, one line), with a correct cross-reference
+/// table.
+fn pdf(text: &str) -> Vec<u8> {
+    let stream = format!("BT /F1 12 Tf 72 712 Td ({text}) Tj ET");
+    let objects = [
+        "<< /Type /Catalog /Pages 2 0 R >>".to_owned(),
+        "<< /Type /Pages /Kids [3 0 R] /Count 1 >>".to_owned(),
+        "<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Contents 4 0 R /Resources << /Font << /F1 5 0 R >> >> >>"
+            .to_owned(),
+        format!("<< /Length {} >>\nstream\n{stream}\nendstream", stream.len()),
+        "<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>".to_owned(),
+    ];
+    let mut out = b"%PDF-1.4\n".to_vec();
+    let mut offsets = Vec::new();
+    for (index, object) in objects.iter().enumerate() {
+        offsets.push(out.len());
+        out.extend(format!("{} 0 obj\n{object}\nendobj\n", index + 1).bytes());
+    }
+    let xref = out.len();
+    out.extend(format!("xref\n0 {}\n0000000000 65535 f \n", objects.len() + 1).bytes());
+    for offset in offsets {
+        out.extend(format!("{offset:010} 00000 n \n").bytes());
+    }
+    out.extend(
+        format!("trailer\n<< /Size {} /Root 1 0 R >>\nstartxref\n{xref}\n%%EOF\n", objects.len() + 1).bytes(),
+    );
+    out
+}
+
 async fn call(runtime: &KnowledgeBaseRuntime, api: &str, args: Value, context: &CallContext) -> ToolOutput {
     runtime.execute(api, args, context).await
 }
@@ -74,6 +103,9 @@ async fn add_search_read_sync_and_isolate(store: Arc<dyn KnowledgeStore>) {
         "src/lib.rs",
         "/// Computes the warp factor.\npub fn warp_factor(speed: f64) -> f64 {\n    speed / 299_792.458\n}\n",
     );
+    std::fs::write(root.join("manual.pdf"), pdf("The quantum flux manual says to recalibrate weekly"))
+        .unwrap();
+    std::fs::write(root.join("broken.pdf"), b"%PDF-1.4 this is not a PDF at all").unwrap();
     std::fs::write(root.join("logo.png"), [0x89, b'P', b'N', b'G', 0, 1, 2]).unwrap();
     std::fs::write(root.join("blob.txt"), [b'a', 0, b'b']).unwrap();
     write(root, "huge.md", &"big ".repeat(300_000));
@@ -83,8 +115,8 @@ async fn add_search_read_sync_and_isolate(store: Arc<dyn KnowledgeStore>) {
     let limits = AddLimits { max_file_bytes: 1024 * 1024, ..AddLimits::default() };
     let report =
         add_base(store.as_ref(), base("acme", Some("ada"), "docs", root), limits, None).await.unwrap();
-    assert_eq!((report.added, report.changed, report.unchanged, report.removed), (4, 0, 0, 0));
-    assert_eq!(report.base.sources, 4);
+    assert_eq!((report.added, report.changed, report.unchanged, report.removed), (5, 0, 0, 0));
+    assert_eq!(report.base.sources, 5);
     let skipped: Vec<(String, &str)> = report
         .skipped
         .iter()
@@ -94,6 +126,7 @@ async fn add_search_read_sync_and_isolate(store: Arc<dyn KnowledgeStore>) {
         skipped,
         [
             ("blob.txt".into(), "binary"),
+            ("broken.pdf".into(), "the"),
             ("huge.md".into(), "larger"),
             ("logo.png".into(), "binary"),
             ("passwd.md".into(), "a")
@@ -117,6 +150,9 @@ async fn add_search_read_sync_and_isolate(store: Arc<dyn KnowledgeStore>) {
     let html = call(&tool, "searchKnowledgeBase", json!({"query": "gigawatts flux capacitor"}), &ada).await;
     assert_eq!(sources(&html)[0], "faq.html", "HTML through the extractor");
     assert!(!html.content.contains("menu menu"), "navigation left out: {}", html.content);
+    let manual =
+        call(&tool, "searchKnowledgeBase", json!({"query": "recalibrate the quantum flux"}), &ada).await;
+    assert_eq!(sources(&manual)[0], "manual.pdf", "PDF text: {}", manual.content);
     let code = call(&tool, "searchKnowledgeBase", json!({"query": "warp_factor"}), &ada).await;
     assert_eq!(sources(&code)[0], "lib.rs");
     let hidden = call(&tool, "searchKnowledgeBase", json!({"query": "hidden quasar notes"}), &ada).await;
@@ -174,7 +210,7 @@ async fn add_search_read_sync_and_isolate(store: Arc<dyn KnowledgeStore>) {
     assert_eq!(sources(&bob), ["handbook.md"]);
     let listed = call(&tool, "listKnowledgeBases", json!({}), &ada).await;
     assert!(
-        listed.content.contains("- docs: 4 sources") && listed.content.contains("- handbook (shared)"),
+        listed.content.contains("- docs: 5 sources") && listed.content.contains("- handbook (shared)"),
         "{}",
         listed.content
     );
@@ -184,13 +220,13 @@ async fn add_search_read_sync_and_isolate(store: Arc<dyn KnowledgeStore>) {
     // Re-adding syncs by content: unchanged, changed, new and removed files; searches see it.
     let again =
         add_base(store.as_ref(), base("acme", Some("ada"), "docs", root), limits, None).await.unwrap();
-    assert_eq!((again.added, again.changed, again.unchanged, again.removed), (0, 0, 4, 0));
+    assert_eq!((again.added, again.changed, again.unchanged, again.removed), (0, 0, 5, 0));
     write(root, "guide/deploy.md", "# Deploy\n\nShip with the teleporter now.\n");
     write(root, "guide/new.md", "# New\n\nThe hyperdrive is new.\n");
     std::fs::remove_file(root.join("src/lib.rs")).unwrap();
     let synced =
         add_base(store.as_ref(), base("acme", Some("ada"), "docs", root), limits, None).await.unwrap();
-    assert_eq!((synced.added, synced.changed, synced.unchanged, synced.removed), (1, 1, 2, 1));
+    assert_eq!((synced.added, synced.changed, synced.unchanged, synced.removed), (1, 1, 3, 1));
     let teleporter = call(&tool, "searchKnowledgeBase", json!({"query": "teleporter"}), &ada).await;
     assert_eq!(sources(&teleporter), ["deploy.md"], "the cached index follows the base's version");
     let gone =
