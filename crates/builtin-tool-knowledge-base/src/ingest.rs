@@ -1,16 +1,16 @@
 //! Adding a knowledge base from folders and files, and syncing it when it is added again: files
-//! are walked (hidden files and what `.gitignore` leaves out are skipped, links are not followed),
+//! are walked (hidden files and what `.gitignore` leaves out are skipped, links are not followed,
+//! each file is opened beneath a handle on its root so that no link swapped in can lead out),
 //! hashed, and only new or changed ones are read into chunks; sources no longer found are removed.
 //! Binary, oversized and unreadable files are skipped and reported, never indexed silently.
 //!
 //! Reading and chunking run on a blocking thread while the store writes the previous batch.
 
 use std::collections::{HashMap, HashSet};
-use std::io::Read;
-use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
+use computer_runtime::beneath::Opener;
 use serde::Serialize;
 use sha2::{Digest, Sha256};
 use tool_core::embed::{EmbedError, Embedder};
@@ -162,7 +162,10 @@ pub async fn add_base(
 
     // Read, hash and chunk on a blocking thread, a batch ahead of the store.
     let (batches, mut arriving) = tokio::sync::mpsc::channel::<Batch>(2);
-    let reader = tokio::task::spawn_blocking(move || read_batches(files, &unchanged_if, limits, &batches));
+    let reader = {
+        let roots = roots.clone();
+        tokio::task::spawn_blocking(move || read_batches(files, &roots, &unchanged_if, limits, &batches))
+    };
     let mut report = AddReport {
         base: made.clone(),
         added: 0,
@@ -229,11 +232,11 @@ async fn embed(embedder: &dyn Embedder, sources: &mut [NewSource]) -> Result<(),
 }
 
 /// The files under the roots (each once, in order), and those left out.
-fn walk(roots: &[PathBuf], limits: AddLimits) -> (Vec<(PathBuf, u64)>, Vec<Skipped>) {
+fn walk(roots: &[PathBuf], limits: AddLimits) -> (Vec<(PathBuf, usize)>, Vec<Skipped>) {
     let mut files = Vec::new();
     let mut skipped = Vec::new();
     let mut seen = HashSet::new();
-    for root in roots {
+    for (number, root) in roots.iter().enumerate() {
         let walker = ignore::WalkBuilder::new(root)
             .hidden(true)
             .git_ignore(true)
@@ -266,7 +269,7 @@ fn walk(roots: &[PathBuf], limits: AddLimits) -> (Vec<(PathBuf, u64)>, Vec<Skipp
                     .push(Skipped { path: lossy(&path), reason: format!("past {} files", limits.max_files) });
                 continue;
             }
-            files.push((path, size));
+            files.push((path, number));
         }
     }
     (files, skipped)
@@ -284,16 +287,23 @@ struct Batch {
 }
 
 fn read_batches(
-    files: Vec<(PathBuf, u64)>,
+    files: Vec<(PathBuf, usize)>,
+    roots: &[PathBuf],
     known: &HashMap<String, String>,
     limits: AddLimits,
     out: &tokio::sync::mpsc::Sender<Batch>,
 ) {
     let mut batch = Batch { sources: Vec::new(), unchanged: 0, skipped: Vec::new() };
     let mut bytes = 0;
-    for (path, _) in files {
+    // Each root's files are opened beneath a handle on the root (`openat2`, `RESOLVE_BENEATH`):
+    // a folder swapped for a link after the walk listed it cannot lead the read out of the root.
+    let openers: Vec<Opener> = roots
+        .iter()
+        .map(|root| Opener::rooted(if root.is_dir() { root } else { root.parent().unwrap_or(root) }))
+        .collect();
+    for (path, root) in files {
         let name = lossy(&path);
-        match read_source(&path, &name, known.get(&name), limits) {
+        match read_source(&openers[root], &path, &name, known.get(&name), limits) {
             Outcome::Unchanged => batch.unchanged += 1,
             Outcome::Skipped(reason) => batch.skipped.push(Skipped { path: name, reason }),
             Outcome::Source(source) => {
@@ -423,19 +433,21 @@ fn classify(path: &Path) -> Option<(&'static str, Option<Kind>)> {
     })
 }
 
-fn read_source(path: &Path, name: &str, known: Option<&String>, limits: AddLimits) -> Outcome {
+fn read_source(
+    opener: &Opener,
+    path: &Path,
+    name: &str,
+    known: Option<&String>,
+    limits: AddLimits,
+) -> Outcome {
     let Some((kind, cut)) = classify(path) else {
         return Outcome::Skipped("binary (by its extension)".into());
     };
-    let mut bytes = Vec::new();
-    let opened = std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(rustix::fs::OFlags::NOFOLLOW.bits() as i32)
-        .open(path)
-        .and_then(|file| file.take(limits.max_file_bytes + 1).read_to_end(&mut bytes));
-    if let Err(error) = opened {
-        return Outcome::Skipped(format!("unreadable: {error}"));
-    }
+    let limit = usize::try_from(limits.max_file_bytes.saturating_add(1)).unwrap_or(usize::MAX);
+    let bytes = match opener.read_prefix(path, limit) {
+        Ok(bytes) => bytes,
+        Err(error) => return Outcome::Skipped(format!("unreadable: {error}")),
+    };
     if bytes.len() as u64 > limits.max_file_bytes {
         return Outcome::Skipped(format!(
             "larger than {}",
