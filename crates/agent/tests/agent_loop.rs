@@ -561,10 +561,10 @@ async fn a_preference_saved_in_one_session_shapes_the_next() {
     let folder = tempfile::tempdir().unwrap();
     let data = tempfile::tempdir().unwrap();
     let url = format!("sqlite://{}?mode=rwc", data.path().join("journal.db").display());
-    let records = journal::open_stores(&url).await.unwrap().records;
+    let stores = journal::open_stores(&url).await.unwrap();
     let computer: Arc<dyn computer_runtime::ComputerRuntime> =
         Arc::new(computer_runtime::LocalComputer::default());
-    let services = tool_core::Services::new().with(computer).with(records);
+    let services = tool_core::Services::new().with(computer).with(stores.records).with(stores.knowledge);
     let mut toolbox = Toolbox::new();
     for (manifest, runtime) in builtin_tools::Registry::builtin().runtimes(&services).unwrap() {
         toolbox.add_tool(manifest, runtime).unwrap();

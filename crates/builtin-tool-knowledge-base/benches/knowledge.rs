@@ -276,6 +276,23 @@ async fn speed() {
         first.as_secs_f64()
     );
 
+    let chunks = store.base_chunks("local", &report.base.id).await.expect("chunks");
+    let index = builtin_tool_knowledge_base::index::Index::build(chunks.iter().map(|stored| {
+        builtin_tool_knowledge_base::index::Entry {
+            id: stored.id,
+            path: &stored.path,
+            heading: &stored.chunk.heading,
+            text: &stored.chunk.text,
+            embedding: None,
+        }
+    }));
+    println!(
+        "speed: the index of {} chunks holds about {:.0} MB",
+        index.len(),
+        index.memory_bytes() as f64 / 1e6
+    );
+    drop((index, chunks));
+
     let tool = builtin_tool_knowledge_base::KnowledgeBaseRuntime::new(store.clone());
     let context = CallContext::new("bench", "bench");
     let mut rng = Rng(99);

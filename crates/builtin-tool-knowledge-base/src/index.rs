@@ -224,6 +224,19 @@ impl Index {
         self.analyzer.query_stems(query)
     }
 
+    /// About how many bytes it holds in memory (postings, documents, vectors, terms).
+    pub fn memory_bytes(&self) -> usize {
+        let postings: usize =
+            self.postings.iter().map(|(term, list)| term.len() + 16 + list.capacity() * 8).sum();
+        let analyzer: usize = self.analyzer.stems.keys().map(|word| word.len() + 32).sum::<usize>()
+            + self.analyzer.terms.iter().map(|term| term.len() * 2 + 40).sum::<usize>();
+        postings
+            + analyzer
+            + self.documents.capacity() * 16
+            + self.vectors.capacity() * 4
+            + self.vector_documents.capacity() * 4
+    }
+
     /// Whether its chunks have vectors.
     pub fn has_vectors(&self) -> bool {
         !self.vector_documents.is_empty()
