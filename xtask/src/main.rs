@@ -64,6 +64,7 @@ fn run() -> Result<()> {
                 ("tool-executor", "pipeline"),
                 ("tool-executor", "code"),
                 ("builtin-tool-knowledge-base", "knowledge"),
+                ("tool-search", "search"),
                 ("toolhost-server", "load"),
                 ("toolhost-server", "mcp"),
                 ("toolhost", "frame"),

@@ -98,6 +98,62 @@ const STOPWORDS: &[&str] = &[
     "which", "while", "who", "will", "with", "would", "you", "your", "tool", "tools",
 ];
 
+/// Words a task is phrased in and the words tools are described by: a query word also looks
+/// for these, at [`RELATED`] of its weight. Generic actions and objects of tool descriptions
+/// only (what any tool catalogue says), not any one server's vocabulary.
+const RELATED_WORDS: &[(&str, &[&str])] = &[
+    ("make", &["create", "new", "generate"]),
+    ("add", &["create", "insert", "new"]),
+    ("new", &["create"]),
+    ("open", &["create", "get", "read"]),
+    ("start", &["create", "run"]),
+    ("remove", &["delete"]),
+    ("erase", &["delete"]),
+    ("drop", &["delete"]),
+    ("wipe", &["delete", "clear"]),
+    ("change", &["update", "edit", "set"]),
+    ("modify", &["update", "edit"]),
+    ("edit", &["update"]),
+    ("rename", &["update", "move"]),
+    ("close", &["update", "state"]),
+    ("show", &["get", "list", "read"]),
+    ("see", &["get", "list", "read"]),
+    ("view", &["get", "read"]),
+    ("find", &["search", "list"]),
+    ("look", &["search", "get"]),
+    ("lookup", &["search", "get"]),
+    ("locate", &["search"]),
+    ("fetch", &["get", "read"]),
+    ("retrieve", &["get", "read"]),
+    ("read", &["get"]),
+    ("tell", &["send", "post", "message"]),
+    ("notify", &["send", "post", "message"]),
+    ("announce", &["post", "message"]),
+    ("say", &["post", "message"]),
+    ("write", &["create", "send", "post"]),
+    ("save", &["write", "create"]),
+    ("store", &["write", "create"]),
+    ("picture", &["image"]),
+    ("photo", &["image"]),
+    ("bug", &["issue"]),
+    ("ticket", &["issue"]),
+    ("pr", &["pull", "request"]),
+    ("repo", &["repository"]),
+    ("mail", &["email"]),
+    ("meeting", &["event", "calendar"]),
+    ("appointment", &["event", "calendar"]),
+    ("book", &["event", "create"]),
+    ("schedule", &["event", "create"]),
+    ("chat", &["message", "channel"]),
+    ("folder", &["directory"]),
+    ("coworker", &["user"]),
+    ("colleague", &["user"]),
+    ("person", &["user"]),
+];
+
+/// The weight of a related word against the word itself.
+const RELATED: f32 = 0.4;
+
 /// The words of a text: runs of letters and digits, split at camelCase, lowercased.
 pub fn words(text: &str) -> Vec<String> {
     let mut out = Vec::new();
@@ -225,21 +281,25 @@ impl ToolIndex {
         &self.docs[number]
     }
 
-    /// The stems a query looks for (function words dropped, unless all are).
-    fn query_stems(&self, query: &str) -> Vec<String> {
+    /// The stems a query looks for, with their weights: its words (function words dropped,
+    /// unless all are) at 1, and words related to them ([`RELATED_WORDS`]) at [`RELATED`].
+    fn query_stems(&self, query: &str) -> Vec<(String, f32)> {
         let all = words(query);
-        let mut stems: Vec<String> = Vec::new();
-        for word in all.iter().filter(|w| !STOPWORDS.contains(&w.as_str())) {
-            let stem = self.stemmer.stem(word).into_owned();
-            if !stems.contains(&stem) {
-                stems.push(stem);
-            }
-        }
-        if stems.is_empty() {
-            for word in &all {
-                let stem = self.stemmer.stem(word).into_owned();
-                if !stems.contains(&stem) {
-                    stems.push(stem);
+        let mut stems: Vec<(String, f32)> = Vec::new();
+        let add = |stem: String, weight: f32, stems: &mut Vec<(String, f32)>| match stems
+            .iter_mut()
+            .find(|(known, _)| *known == stem)
+        {
+            Some((_, known)) => *known = known.max(weight),
+            None => stems.push((stem, weight)),
+        };
+        let topical: Vec<&String> = all.iter().filter(|w| !STOPWORDS.contains(&w.as_str())).collect();
+        let chosen: Vec<&String> = if topical.is_empty() { all.iter().collect() } else { topical };
+        for word in chosen {
+            add(self.stemmer.stem(word).into_owned(), 1.0, &mut stems);
+            if let Some((_, related)) = RELATED_WORDS.iter().find(|(known, _)| *known == word.as_str()) {
+                for other in *related {
+                    add(self.stemmer.stem(other).into_owned(), RELATED, &mut stems);
                 }
             }
         }
@@ -251,10 +311,10 @@ impl ToolIndex {
         let total = self.docs.len() as f32;
         let mut scores = vec![0.0f32; self.docs.len()];
         let mut touched: Vec<u32> = Vec::new();
-        for stem in self.query_stems(query) {
+        for (stem, weight) in self.query_stems(query) {
             let Some(list) = self.postings.get(&stem) else { continue };
             let df = list.len() as f32;
-            let idf = ((total - df + 0.5) / (df + 0.5) + 1.0).ln();
+            let idf = weight * ((total - df + 0.5) / (df + 0.5) + 1.0).ln();
             for (doc, tf) in list {
                 let norm = K1 * (1.0 - B + B * self.lengths[*doc as usize] / self.average);
                 let slot = &mut scores[*doc as usize];
