@@ -27,8 +27,10 @@ const READ_BYTES: usize = 48 * 1024;
 /// Hits of one source a search keeps, so that one long page does not fill the list.
 const PER_SOURCE: usize = 2;
 
-/// Indexes kept in memory (the least recently used one goes first past this).
+/// Indexes kept in memory: at most this many, and this many bytes together (the least recently
+/// used go first; an index of 50 MB of text takes about 80 MB).
 const CACHED_INDEXES: usize = 16;
+const CACHED_BYTES: usize = 512 * 1024 * 1024;
 
 /// A base's index at one version of the base.
 #[derive(Debug)]
@@ -36,6 +38,7 @@ struct Cached {
     version: i64,
     index: Arc<Index>,
     used: u64,
+    bytes: usize,
 }
 
 /// The cached indexes by (tenant, base id), and a use counter.
@@ -167,14 +170,20 @@ impl KnowledgeBaseRuntime {
         let index = Arc::new(index);
         let mut guard = self.indexes.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         let (clock, cache) = &mut *guard;
-        if cache.len() >= CACHED_INDEXES
-            && !cache.contains_key(&key)
-            && let Some(oldest) =
-                cache.iter().min_by_key(|(_, cached)| cached.used).map(|(key, _)| key.clone())
+        let bytes = index.memory_bytes();
+        cache.remove(&key);
+        // Room for this one: the least recently used go (a search holding one keeps its `Arc`).
+        while !cache.is_empty()
+            && (cache.len() >= CACHED_INDEXES
+                || cache.values().map(|cached| cached.bytes).sum::<usize>() + bytes > CACHED_BYTES)
         {
+            let Some(oldest) = cache.iter().min_by_key(|(_, cached)| cached.used).map(|(key, _)| key.clone())
+            else {
+                break;
+            };
             cache.remove(&oldest);
         }
-        cache.insert(key, Cached { version: base.version, index: index.clone(), used: *clock });
+        cache.insert(key, Cached { version: base.version, index: index.clone(), used: *clock, bytes });
         Ok(index)
     }
 
@@ -489,5 +498,69 @@ impl ToolRuntime for KnowledgeBaseRuntime {
             };
             result.unwrap_or_else(|output| output)
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tool_core::knowledge::{Chunk, NewBase, NewSource};
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn the_index_cache_keeps_the_most_recently_used_and_follows_versions() {
+        let dir = tempfile::tempdir().unwrap();
+        let url = format!("sqlite://{}?mode=rwc", dir.path().join("j.db").display());
+        let store = journal::open_stores(&url).await.unwrap().knowledge;
+        let tool = KnowledgeBaseRuntime::new(store.clone());
+        let context = CallContext::new("call", "session");
+        let chunk = |text: &str| Chunk {
+            ordinal: 0,
+            heading: String::new(),
+            first_line: 1,
+            last_line: 1,
+            text: format!("{text}\n"),
+        };
+        let mut first = None;
+        for number in 0..=CACHED_INDEXES {
+            let base = NewBase {
+                tenant: "local".into(),
+                person: Some("local".into()),
+                name: format!("base{number}"),
+                roots: vec![],
+                embedding_model: None,
+            };
+            let base = store.put_base(base).await.unwrap();
+            let source = NewSource {
+                path: format!("/doc{number}.md"),
+                hash: "h".into(),
+                kind: "markdown".into(),
+                chunks: vec![chunk(&format!("word{number}"))],
+                embeddings: Vec::new(),
+            };
+            store.apply_sources("local", &base.id, vec![source], vec![]).await.unwrap();
+            first.get_or_insert(base.id.clone());
+            let query = json!({"query": format!("word{number}"), "base": format!("base{number}")});
+            let found = tool.execute("searchKnowledgeBase", query, &context).await;
+            assert!(found.content.contains(&format!("/doc{number}.md")), "{}", found.content);
+        }
+        let cached =
+            |id: &str| tool.indexes.lock().unwrap().1.contains_key(&("local".to_owned(), id.to_owned()));
+        assert_eq!(tool.indexes.lock().unwrap().1.len(), CACHED_INDEXES, "bounded");
+        assert!(!cached(first.as_deref().unwrap()), "the least recently used went first");
+
+        // A change to a base is seen at the next search (its version moved).
+        let bases = store.list_bases("local", Some("local")).await.unwrap();
+        let last = bases.iter().find(|base| base.name == format!("base{CACHED_INDEXES}")).unwrap();
+        let source = NewSource {
+            path: "/late.md".into(),
+            hash: "h2".into(),
+            kind: "markdown".into(),
+            chunks: vec![chunk("latecomer")],
+            embeddings: Vec::new(),
+        };
+        store.apply_sources("local", &last.id, vec![source], vec![]).await.unwrap();
+        let query = json!({"query": "latecomer", "base": last.name});
+        let found = tool.execute("searchKnowledgeBase", query, &context).await;
+        assert!(found.content.contains("/late.md"), "{}", found.content);
     }
 }
