@@ -1208,8 +1208,8 @@ fn knowledge_person(principal: &Principal) -> Result<String, ApiError> {
     Ok(principal.person().unwrap_or("local").to_owned())
 }
 
-/// Whether `path` (canonical) lies inside one of the tenant's workspace roots or granted paths.
-fn inside_tenant_roots(state: &AppState, tenant: &str, path: &std::path::Path) -> bool {
+/// The tenant's workspace roots and granted paths: where its knowledge bases may come from.
+fn tenant_folders(state: &AppState, tenant: &str) -> Vec<std::path::PathBuf> {
     let roots =
         state.args.workspace_roots.iter().filter(|root| root.admits(tenant)).map(|root| root.path.clone());
     let granted = state
@@ -1218,7 +1218,7 @@ fn inside_tenant_roots(state: &AppState, tenant: &str, path: &std::path::Path) -
         .iter()
         .filter(|granted| granted.admits(tenant))
         .map(|granted| granted.root.path.clone());
-    roots.chain(granted).any(|root| std::fs::canonicalize(&root).is_ok_and(|root| path.starts_with(root)))
+    roots.chain(granted).collect()
 }
 
 /// The knowledge bases the key's person searches (their own and the tenant's shared ones; an
@@ -1263,25 +1263,23 @@ async fn add_knowledge_base(
     if request.paths.is_empty() || request.paths.len() > 64 {
         return Err(ApiError::bad_request("give 1 to 64 paths"));
     }
-    let mut roots = Vec::new();
     for path in &request.paths {
         check_text("paths", path, 4096)?;
-        let given = std::path::Path::new(path);
-        if !given.is_absolute() {
+        if !std::path::Path::new(path).is_absolute() {
             return Err(ApiError::bad_request(format!("`{path}` is not an absolute path")));
         }
-        // Resolved first, so that a link inside a root cannot lead out of it.
-        let canonical = std::fs::canonicalize(given).map_err(|_| {
-            ApiError::bad_request(format!("`{path}` is not a folder or file the server can read"))
-        })?;
-        if !inside_tenant_roots(&state, &principal.tenant, &canonical) {
-            return Err(forbidden(format!(
-                "`{path}` is outside your tenant's workspace roots and granted paths: knowledge bases are \
-                 added from inside them"
-            )));
-        }
-        roots.push(canonical.to_string_lossy().into_owned());
     }
+    // `add_base` resolves each path, refuses one outside these folders (a link inside them
+    // included), and opens every file beneath a handle on its folder.
+    let within = tenant_folders(&state, &principal.tenant);
+    if within.is_empty() {
+        // With no folder of its own, a tenant adds from nowhere (an empty list would let each
+        // path be its own boundary).
+        return Err(forbidden(
+            "your tenant has no workspace roots or granted paths to add knowledge bases from".into(),
+        ));
+    }
+    let roots = request.paths.clone();
     let base = tool_core::knowledge::NewBase {
         tenant: principal.tenant.clone(),
         person: (!request.shared).then_some(person),
@@ -1291,16 +1289,29 @@ async fn add_knowledge_base(
     };
     let limits = builtin_tool_knowledge_base::ingest::AddLimits::default();
     let embedder = state.embedder.as_deref();
-    let report =
-        builtin_tool_knowledge_base::ingest::add_base(state.knowledge.as_ref(), base, limits, embedder)
-            .await
-            .map_err(|error| match error {
-                builtin_tool_knowledge_base::ingest::AddError::Storage(error) => storage_error(error),
-                builtin_tool_knowledge_base::ingest::AddError::Embedding(error) => {
-                    ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "embeddings", error.to_string())
-                }
-                other => ApiError::bad_request(other.to_string()),
-            })?;
+    let report = builtin_tool_knowledge_base::ingest::add_base(
+        state.knowledge.as_ref(),
+        base,
+        &within,
+        limits,
+        embedder,
+    )
+    .await
+    .map_err(|error| match error {
+        builtin_tool_knowledge_base::ingest::AddError::Storage(error) => storage_error(error),
+        builtin_tool_knowledge_base::ingest::AddError::Outside(path) => ApiError::new(
+            StatusCode::FORBIDDEN,
+            "forbidden",
+            format!(
+                "`{path}` is outside your tenant's workspace roots and granted paths: knowledge bases are \
+                     added from inside them"
+            ),
+        ),
+        builtin_tool_knowledge_base::ingest::AddError::Embedding(error) => {
+            ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "embeddings", error.to_string())
+        }
+        other => ApiError::bad_request(other.to_string()),
+    })?;
     Ok(Json(AddReportView {
         base: report.base.into(),
         added: report.added,

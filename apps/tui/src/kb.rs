@@ -72,7 +72,8 @@ pub async fn run(args: KbArgs) -> anyhow::Result<()> {
             // With TOOLHOST_EMBEDDINGS_URL and …_MODEL set, each passage gets a vector too.
             let embedder = agent::OpenAiEmbedder::from_env();
             let embedder = embedder.as_ref().map(|e| e as &dyn tool_core::embed::Embedder);
-            let report = add_base(store.as_ref(), base, limits, embedder).await?;
+            // The person's own machine: each folder they name is its own boundary.
+            let report = add_base(store.as_ref(), base, &[], limits, embedder).await?;
             if json {
                 out::line(serde_json::to_string(&report)?)?;
                 return Ok(());

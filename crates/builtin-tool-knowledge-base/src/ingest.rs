@@ -77,6 +77,9 @@ pub enum AddError {
     /// A root that is not there.
     #[error("`{0}` is not a folder or file that can be read")]
     NoSuchPath(String),
+    /// A root outside the folders the add may read.
+    #[error("`{0}` is outside the folders knowledge bases may be added from")]
+    Outside(String),
     /// The store failed.
     #[error(transparent)]
     Storage(#[from] StorageError),
@@ -97,7 +100,10 @@ const BATCH_BYTES: usize = 4 * 1024 * 1024;
 const BATCH_FILES: usize = 500;
 
 /// Makes (or syncs) the base `base` from its roots, which must be absolute paths of folders or
-/// files. Re-adding a base replaces its roots and syncs its sources with what they hold now. With
+/// files, and with `within` not empty, inside one of those folders (as the roots resolve): every
+/// file is then opened beneath a handle on that folder, so nothing swapped in after the check (a
+/// folder replaced by a link) can lead a read out of it. With `within` empty, each root is its own
+/// boundary. Re-adding a base replaces its roots and syncs its sources with what they hold now. With
 /// an embedder, each chunk (heading trail and text) gets a vector; a base whose vectors came from
 /// another model (or that had none) is read again whole.
 ///
@@ -108,6 +114,7 @@ const BATCH_FILES: usize = 500;
 pub async fn add_base(
     store: &dyn KnowledgeStore,
     base: NewBase,
+    within: &[PathBuf],
     limits: AddLimits,
     embedder: Option<&dyn Embedder>,
 ) -> Result<AddReport, AddError> {
@@ -118,14 +125,32 @@ pub async fn add_base(
     if base.roots.is_empty() {
         return Err(AddError::NoRoots);
     }
+    let within: Vec<PathBuf> =
+        within.iter().filter_map(|folder| std::fs::canonicalize(folder).ok()).collect();
+    // Each root, resolved, and the folder its files are opened beneath.
     let mut roots = Vec::new();
+    let mut boundaries = Vec::new();
     for root in &base.roots {
         let path = Path::new(root);
-        let canonical = std::fs::canonicalize(path).map_err(|_| AddError::NoSuchPath(root.clone()))?;
         if !path.is_absolute() {
             return Err(AddError::NoSuchPath(root.clone()));
         }
+        let canonical = std::fs::canonicalize(path).map_err(|_| AddError::NoSuchPath(root.clone()))?;
+        let boundary = if within.is_empty() {
+            if canonical.is_dir() {
+                canonical.clone()
+            } else {
+                canonical.parent().unwrap_or(&canonical).to_path_buf()
+            }
+        } else {
+            within
+                .iter()
+                .find(|folder| canonical.starts_with(folder))
+                .cloned()
+                .ok_or_else(|| AddError::Outside(root.clone()))?
+        };
         roots.push(canonical);
+        boundaries.push(boundary);
     }
     let (files, mut skipped) = {
         let roots = roots.clone();
@@ -162,10 +187,9 @@ pub async fn add_base(
 
     // Read, hash and chunk on a blocking thread, a batch ahead of the store.
     let (batches, mut arriving) = tokio::sync::mpsc::channel::<Batch>(2);
-    let reader = {
-        let roots = roots.clone();
-        tokio::task::spawn_blocking(move || read_batches(files, &roots, &unchanged_if, limits, &batches))
-    };
+    let reader = tokio::task::spawn_blocking(move || {
+        read_batches(files, &boundaries, &unchanged_if, limits, &batches)
+    });
     let mut report = AddReport {
         base: made.clone(),
         added: 0,
@@ -288,19 +312,16 @@ struct Batch {
 
 fn read_batches(
     files: Vec<(PathBuf, usize)>,
-    roots: &[PathBuf],
+    boundaries: &[PathBuf],
     known: &HashMap<String, String>,
     limits: AddLimits,
     out: &tokio::sync::mpsc::Sender<Batch>,
 ) {
     let mut batch = Batch { sources: Vec::new(), unchanged: 0, skipped: Vec::new() };
     let mut bytes = 0;
-    // Each root's files are opened beneath a handle on the root (`openat2`, `RESOLVE_BENEATH`):
-    // a folder swapped for a link after the walk listed it cannot lead the read out of the root.
-    let openers: Vec<Opener> = roots
-        .iter()
-        .map(|root| Opener::rooted(if root.is_dir() { root } else { root.parent().unwrap_or(root) }))
-        .collect();
+    // Each root's files are opened beneath a handle on its boundary (`openat2`, `RESOLVE_BENEATH`):
+    // a folder swapped for a link after the check or the walk cannot lead the read out of it.
+    let openers: Vec<Opener> = boundaries.iter().map(|boundary| Opener::rooted(boundary)).collect();
     for (path, root) in files {
         let name = lossy(&path);
         match read_source(&openers[root], &path, &name, known.get(&name), limits) {

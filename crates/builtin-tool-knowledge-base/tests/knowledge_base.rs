@@ -114,7 +114,7 @@ async fn add_search_read_sync_and_isolate(store: Arc<dyn KnowledgeStore>) {
 
     let limits = AddLimits { max_file_bytes: 1024 * 1024, ..AddLimits::default() };
     let report =
-        add_base(store.as_ref(), base("acme", Some("ada"), "docs", root), limits, None).await.unwrap();
+        add_base(store.as_ref(), base("acme", Some("ada"), "docs", root), &[], limits, None).await.unwrap();
     assert_eq!((report.added, report.changed, report.unchanged, report.removed), (5, 0, 0, 0));
     assert_eq!(report.base.sources, 5);
     let skipped: Vec<(String, &str)> = report
@@ -197,7 +197,7 @@ async fn add_search_read_sync_and_isolate(store: Arc<dyn KnowledgeStore>) {
     // A shared base of the tenant is seen by all its persons, and by no other tenant.
     let team = tempfile::tempdir().unwrap();
     write(team.path(), "handbook.md", "# Handbook\n\nVacation requests go through the zeppelin portal.\n");
-    add_base(store.as_ref(), base("acme", None, "handbook", team.path()), AddLimits::default(), None)
+    add_base(store.as_ref(), base("acme", None, "handbook", team.path()), &[], AddLimits::default(), None)
         .await
         .unwrap();
     let bob = call(
@@ -219,13 +219,13 @@ async fn add_search_read_sync_and_isolate(store: Arc<dyn KnowledgeStore>) {
 
     // Re-adding syncs by content: unchanged, changed, new and removed files; searches see it.
     let again =
-        add_base(store.as_ref(), base("acme", Some("ada"), "docs", root), limits, None).await.unwrap();
+        add_base(store.as_ref(), base("acme", Some("ada"), "docs", root), &[], limits, None).await.unwrap();
     assert_eq!((again.added, again.changed, again.unchanged, again.removed), (0, 0, 5, 0));
     write(root, "guide/deploy.md", "# Deploy\n\nShip with the teleporter now.\n");
     write(root, "guide/new.md", "# New\n\nThe hyperdrive is new.\n");
     std::fs::remove_file(root.join("src/lib.rs")).unwrap();
     let synced =
-        add_base(store.as_ref(), base("acme", Some("ada"), "docs", root), limits, None).await.unwrap();
+        add_base(store.as_ref(), base("acme", Some("ada"), "docs", root), &[], limits, None).await.unwrap();
     assert_eq!((synced.added, synced.changed, synced.unchanged, synced.removed), (1, 1, 3, 1));
     let teleporter = call(&tool, "searchKnowledgeBase", json!({"query": "teleporter"}), &ada).await;
     assert_eq!(sources(&teleporter), ["deploy.md"], "the cached index follows the base's version");
@@ -235,13 +235,42 @@ async fn add_search_read_sync_and_isolate(store: Arc<dyn KnowledgeStore>) {
 
     // Adds refuse what they cannot take.
     assert!(matches!(
-        add_base(store.as_ref(), base("acme", Some("ada"), "../x", root), limits, None).await,
+        add_base(store.as_ref(), base("acme", Some("ada"), "../x", root), &[], limits, None).await,
         Err(AddError::BadName(_))
     ));
     assert!(matches!(
-        add_base(store.as_ref(), base("acme", Some("ada"), "x", &root.join("absent")), limits, None).await,
+        add_base(store.as_ref(), base("acme", Some("ada"), "x", &root.join("absent")), &[], limits, None)
+            .await,
         Err(AddError::NoSuchPath(_))
     ));
+    // Within given folders: a root outside them, directly or through a link inside, is refused.
+    let inside = [root.join("guide")];
+    assert!(matches!(
+        add_base(store.as_ref(), base("acme", Some("ada"), "x", team.path()), &inside, limits, None).await,
+        Err(AddError::Outside(_))
+    ));
+    std::os::unix::fs::symlink(team.path(), root.join("guide/team")).unwrap();
+    assert!(matches!(
+        add_base(
+            store.as_ref(),
+            base("acme", Some("ada"), "x", &root.join("guide/team")),
+            &inside,
+            limits,
+            None
+        )
+        .await,
+        Err(AddError::Outside(_))
+    ));
+    let guide = add_base(
+        store.as_ref(),
+        base("acme", Some("ada"), "guide", &root.join("guide")),
+        &inside,
+        limits,
+        None,
+    )
+    .await
+    .unwrap();
+    assert_eq!(guide.base.sources, 3, "install, deploy and new: {:?}", guide.skipped);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
