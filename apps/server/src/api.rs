@@ -1292,7 +1292,12 @@ async fn add_knowledge_base(
     let report = builtin_tool_knowledge_base::ingest::add_base(
         state.knowledge.as_ref(),
         base,
-        &within,
+        // The server's own files and the operator's denied paths are never read, even inside a
+        // tenant's folder.
+        Some(builtin_tool_knowledge_base::ingest::Within {
+            folders: &within,
+            protected: &state.sandboxing.deny_read,
+        }),
         limits,
         embedder,
     )

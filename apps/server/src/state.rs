@@ -364,7 +364,8 @@ impl AppState {
             &args.embeddings_model,
         ) {
             (Some(url), Some(model)) => {
-                tracing::info!(url = %url, model = %model, "memories and knowledge bases are searched by meaning too");
+                // The URL may carry credentials: only the model is logged.
+                tracing::info!(model = %model, "memories and knowledge bases are searched by meaning too");
                 Some(Arc::new(agent::OpenAiEmbedder::new(url, args.embeddings_api_key.clone(), model)))
             }
             _ => None,

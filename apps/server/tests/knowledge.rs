@@ -9,19 +9,6 @@ use serde_json::{Value, json};
 use toolhost_server::auth::{Role, stored_form_as};
 use toolhost_server::config::WorkspaceRoot;
 
-/// The same server, spoken to with another key.
-fn as_key(server: &TestServer, key: &str) -> TestServer {
-    TestServer {
-        base: server.base.clone(),
-        state: server.state.clone(),
-        stop: None,
-        handle: tokio::spawn(async { Ok(()) }),
-        dir: tempfile::tempdir().unwrap(),
-        client: server.client.clone(),
-        key: Some(key.to_owned()),
-    }
-}
-
 /// One read call in a fresh session of the key's person; its result.
 async fn search(server: &TestServer, ws: &std::path::Path, query: &str) -> Value {
     let sid = server.session(json!({"working_directory": ws, "approval_mode": "manual"})).await;
@@ -69,10 +56,10 @@ async fn bases_come_from_the_tenants_roots_and_stay_with_their_person() {
     ];
     args.workspace_roots = vec![WorkspaceRoot::of("acme", ws.path())];
     let alice = TestServer::start_with(dir, args).await.with_key("key-alice");
-    let bob = as_key(&alice, "key-bob");
-    let lead = as_key(&alice, "key-lead");
-    let bot = as_key(&alice, "key-bot");
-    let globex = as_key(&alice, "key-globex");
+    let bob = alice.as_key("key-bob");
+    let lead = alice.as_key("key-lead");
+    let bot = alice.as_key("key-bot");
+    let globex = alice.as_key("key-globex");
 
     let (status, report) = alice.post("/v1/knowledge-bases", json!({"name": "docs", "paths": [docs]})).await;
     assert_eq!(status, 200, "{report}");

@@ -8,19 +8,6 @@ use common::{TestServer, workspace};
 use serde_json::{Value, json};
 use toolhost_server::auth::{Role, stored_form_as};
 
-/// The same server, spoken to with another key.
-fn as_key(server: &TestServer, key: &str) -> TestServer {
-    TestServer {
-        base: server.base.clone(),
-        state: server.state.clone(),
-        stop: None,
-        handle: tokio::spawn(async { Ok(()) }),
-        dir: tempfile::tempdir().unwrap(),
-        client: server.client.clone(),
-        key: Some(key.to_owned()),
-    }
-}
-
 async fn session(server: &TestServer, ws: &std::path::Path) -> String {
     server.session(json!({"working_directory": ws, "approval_mode": "manual"})).await
 }
@@ -66,10 +53,10 @@ async fn memories_outlive_sessions_and_stay_with_their_person() {
     args.max_memories_per_person = 3;
     args.approval_timeout_secs = 20;
     let alice = TestServer::start_with(dir, args).await.with_key("key-alice");
-    let bob = as_key(&alice, "key-bob");
-    let lead = as_key(&alice, "key-lead");
-    let bot = as_key(&alice, "key-bot");
-    let globex = as_key(&alice, "key-globex");
+    let bob = alice.as_key("key-bob");
+    let lead = alice.as_key("key-lead");
+    let bot = alice.as_key("key-bot");
+    let globex = alice.as_key("key-globex");
 
     // A session may not claim another person.
     let (status, refused) =

@@ -73,7 +73,7 @@ pub async fn run(args: KbArgs) -> anyhow::Result<()> {
             let embedder = agent::OpenAiEmbedder::from_env();
             let embedder = embedder.as_ref().map(|e| e as &dyn tool_core::embed::Embedder);
             // The person's own machine: each folder they name is its own boundary.
-            let report = add_base(store.as_ref(), base, &[], limits, embedder).await?;
+            let report = add_base(store.as_ref(), base, None, limits, embedder).await?;
             if json {
                 out::line(serde_json::to_string(&report)?)?;
                 return Ok(());

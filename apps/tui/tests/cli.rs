@@ -616,4 +616,45 @@ fn with_an_embeddings_endpoint_knowledge_and_memories_are_found_by_meaning() {
         "{}",
         stderr(&meaning)
     );
+
+    // An endpoint that fails: the memory is kept, searches say so and go on by words.
+    let dead = |args: &[&str]| {
+        let mut command = home.command(None);
+        command.args(args).stdin(Stdio::null());
+        command
+            .env("TOOLHOST_EMBEDDINGS_URL", "http://127.0.0.1:1/v1")
+            .env("TOOLHOST_EMBEDDINGS_MODEL", "concepts-1");
+        command.output().unwrap()
+    };
+    let kept = dead(&[
+        "call",
+        "--approval-mode",
+        "auto-run",
+        "addMemory",
+        r#"{"category": "notes", "title": "Desk", "content": "Sits by the window"}"#,
+    ]);
+    assert_eq!(kept.status.code(), Some(0), "{}", stderr(&kept));
+    assert!(
+        String::from_utf8_lossy(&kept.stdout).contains("kept, but found by its words only"),
+        "{}",
+        String::from_utf8_lossy(&kept.stdout)
+    );
+    let by_words = String::from_utf8_lossy(&dead(&["call", "searchMemory", r#"{"query": "window"}"#]).stdout)
+        .into_owned();
+    assert!(
+        by_words.contains("Sits by the window") && by_words.contains("Searched by words only"),
+        "{by_words}"
+    );
+    assert!(!by_words.contains("127.0.0.1:1"), "the endpoint's address is not told: {by_words}");
+    std::fs::write(
+        docs.path().join("fleet.md"),
+        "# Fleet\n\nEvery car is serviced each spring and autumn.\n",
+    )
+    .unwrap();
+    let _ = toolhost(&["kb", "add", "ops", docs.path().to_str().unwrap()], true);
+    let fallback = String::from_utf8_lossy(
+        &dead(&["call", "searchKnowledgeBase", r#"{"query": "serviced car"}"#]).stdout,
+    )
+    .into_owned();
+    assert!(fallback.contains("fleet.md") && fallback.contains("Searched by words only"), "{fallback}");
 }

@@ -16,12 +16,21 @@ const BATCH: usize = 64;
 const MAX_CHARS: usize = 8_000;
 
 /// An OpenAI-compatible embeddings endpoint.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct OpenAiEmbedder {
     http: reqwest::Client,
     url: String,
     api_key: Option<String>,
     model: String,
+}
+
+impl std::fmt::Debug for OpenAiEmbedder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("OpenAiEmbedder")
+            .field("model", &self.model)
+            .field("api_key", &self.api_key.as_ref().map(|_| "<set>"))
+            .finish_non_exhaustive()
+    }
 }
 
 impl OpenAiEmbedder {
@@ -61,7 +70,8 @@ impl OpenAiEmbedder {
         if let Some(key) = &self.api_key {
             request = request.bearer_auth(key);
         }
-        let response = request.send().await.map_err(|e| EmbedError(format!("{}: {e}", self.url)))?;
+        // The URL may carry credentials: errors say what failed, not where.
+        let response = request.send().await.map_err(|e| EmbedError(e.without_url().to_string()))?;
         let status = response.status();
         let body: Value =
             response.json().await.map_err(|e| EmbedError(format!("{status}: not JSON ({e})")))?;

@@ -93,8 +93,9 @@ async fn quality() {
     let dir = tempfile::tempdir().expect("a temp dir");
     let store = open(dir.path()).await;
     let roots = pages.iter().map(|p| p.to_string_lossy().into_owned()).collect();
-    let report =
-        add_base(store.as_ref(), base("cargo", roots), &[], AddLimits::default(), None).await.expect("added");
+    let report = add_base(store.as_ref(), base("cargo", roots), None, AddLimits::default(), None)
+        .await
+        .expect("added");
     println!(
         "quality corpus: the Cargo book, {} pages, {} chunks, {} questions",
         report.base.sources,
@@ -264,7 +265,7 @@ async fn speed() {
     let roots = vec![corpus.to_string_lossy().into_owned()];
 
     let started = Instant::now();
-    let report = add_base(store.as_ref(), base("speed", roots.clone()), &[], AddLimits::default(), None)
+    let report = add_base(store.as_ref(), base("speed", roots.clone()), None, AddLimits::default(), None)
         .await
         .expect("added");
     let first = started.elapsed();
@@ -319,7 +320,7 @@ async fn speed() {
     );
 
     let started = Instant::now();
-    let again = add_base(store.as_ref(), base("speed", roots), &[], AddLimits::default(), None)
+    let again = add_base(store.as_ref(), base("speed", roots), None, AddLimits::default(), None)
         .await
         .expect("re-added");
     println!(

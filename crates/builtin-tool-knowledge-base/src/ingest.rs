@@ -95,15 +95,25 @@ pub fn valid_name(name: &str) -> bool {
         && !name.starts_with('.')
 }
 
+/// The folders an add may read (a server tenant's), and files in them it must not.
+#[derive(Debug, Clone, Copy)]
+pub struct Within<'a> {
+    /// Every root must lie inside one of these (as it resolves).
+    pub folders: &'a [PathBuf],
+    /// Never read (the server's own files, the operator's denied paths).
+    pub protected: &'a [PathBuf],
+}
+
 /// Sources written per store step: a step holds at most this many bytes of text, or files.
 const BATCH_BYTES: usize = 4 * 1024 * 1024;
 const BATCH_FILES: usize = 500;
 
 /// Makes (or syncs) the base `base` from its roots, which must be absolute paths of folders or
-/// files, and with `within` not empty, inside one of those folders (as the roots resolve): every
-/// file is then opened beneath a handle on that folder, so nothing swapped in after the check (a
-/// folder replaced by a link) can lead a read out of it. With `within` empty, each root is its own
-/// boundary. Re-adding a base replaces its roots and syncs its sources with what they hold now. With
+/// files, and with [`Within`] bounds, inside one of their folders (as the roots resolve; none
+/// resolving admits nothing): every file is then opened beneath a handle on that folder and
+/// checked against the protected paths, so nothing swapped in after the check (a folder replaced
+/// by a link) can lead a read out of it. Without bounds (a person's own machine), each root is its
+/// own boundary. Re-adding a base replaces its roots and syncs its sources with what they hold now. With
 /// an embedder, each chunk (heading trail and text) gets a vector; a base whose vectors came from
 /// another model (or that had none) is read again whole.
 ///
@@ -114,7 +124,7 @@ const BATCH_FILES: usize = 500;
 pub async fn add_base(
     store: &dyn KnowledgeStore,
     base: NewBase,
-    within: &[PathBuf],
+    within: Option<Within<'_>>,
     limits: AddLimits,
     embedder: Option<&dyn Embedder>,
 ) -> Result<AddReport, AddError> {
@@ -125,32 +135,39 @@ pub async fn add_base(
     if base.roots.is_empty() {
         return Err(AddError::NoRoots);
     }
-    let within: Vec<PathBuf> =
-        within.iter().filter_map(|folder| std::fs::canonicalize(folder).ok()).collect();
-    // Each root, resolved, and the folder its files are opened beneath.
+    // The allowed folders, resolved; with bounds given, none resolving admits nothing.
+    let folders: Option<Vec<PathBuf>> = within.map(|within| {
+        within.folders.iter().filter_map(|folder| std::fs::canonicalize(folder).ok()).collect()
+    });
+    let bounded = folders.as_ref().map(|folders| {
+        Opener::new(&tool_core::sandbox::FileBoundary {
+            roots: folders.iter().map(tool_core::FileRoot::read_only).collect(),
+            outside: tool_core::sandbox::OutsideFiles::Refuse,
+            protected: within.map(|within| within.protected.to_vec()).unwrap_or_default(),
+            ..tool_core::sandbox::FileBoundary::default()
+        })
+    });
+    // Each root, resolved, and what its files are opened beneath.
     let mut roots = Vec::new();
-    let mut boundaries = Vec::new();
+    let mut openers = Vec::new();
     for root in &base.roots {
         let path = Path::new(root);
         if !path.is_absolute() {
             return Err(AddError::NoSuchPath(root.clone()));
         }
         let canonical = std::fs::canonicalize(path).map_err(|_| AddError::NoSuchPath(root.clone()))?;
-        let boundary = if within.is_empty() {
-            if canonical.is_dir() {
-                canonical.clone()
-            } else {
-                canonical.parent().unwrap_or(&canonical).to_path_buf()
+        let opener = match (&folders, &bounded) {
+            (Some(folders), Some(opener)) => {
+                if !folders.iter().any(|folder| canonical.starts_with(folder)) {
+                    return Err(AddError::Outside(root.clone()));
+                }
+                opener.clone()
             }
-        } else {
-            within
-                .iter()
-                .find(|folder| canonical.starts_with(folder))
-                .cloned()
-                .ok_or_else(|| AddError::Outside(root.clone()))?
+            _ if canonical.is_dir() => Opener::rooted(&canonical),
+            _ => Opener::rooted(canonical.parent().unwrap_or(&canonical)),
         };
         roots.push(canonical);
-        boundaries.push(boundary);
+        openers.push(opener);
     }
     let (files, mut skipped) = {
         let roots = roots.clone();
@@ -187,9 +204,8 @@ pub async fn add_base(
 
     // Read, hash and chunk on a blocking thread, a batch ahead of the store.
     let (batches, mut arriving) = tokio::sync::mpsc::channel::<Batch>(2);
-    let reader = tokio::task::spawn_blocking(move || {
-        read_batches(files, &boundaries, &unchanged_if, limits, &batches)
-    });
+    let reader =
+        tokio::task::spawn_blocking(move || read_batches(files, &openers, &unchanged_if, limits, &batches));
     let mut report = AddReport {
         base: made.clone(),
         added: 0,
@@ -312,16 +328,16 @@ struct Batch {
 
 fn read_batches(
     files: Vec<(PathBuf, usize)>,
-    boundaries: &[PathBuf],
+    openers: &[Opener],
     known: &HashMap<String, String>,
     limits: AddLimits,
     out: &tokio::sync::mpsc::Sender<Batch>,
 ) {
     let mut batch = Batch { sources: Vec::new(), unchanged: 0, skipped: Vec::new() };
     let mut bytes = 0;
-    // Each root's files are opened beneath a handle on its boundary (`openat2`, `RESOLVE_BENEATH`):
-    // a folder swapped for a link after the check or the walk cannot lead the read out of it.
-    let openers: Vec<Opener> = boundaries.iter().map(|boundary| Opener::rooted(boundary)).collect();
+    // Each root's files are opened beneath a handle on its folder (`openat2`, `RESOLVE_BENEATH`):
+    // a folder swapped for a link after the check or the walk cannot lead the read out of it, and
+    // protected files are refused by what the kernel says was opened.
     for (path, root) in files {
         let name = lossy(&path);
         match read_source(&openers[root], &path, &name, known.get(&name), limits) {

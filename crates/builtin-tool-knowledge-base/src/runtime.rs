@@ -244,9 +244,12 @@ impl KnowledgeBaseRuntime {
             };
             if meaning.is_none() {
                 let asked = [query.to_owned()];
-                meaning = Some(match embedder.embed(&asked).await {
-                    Ok(mut vectors) => vectors.pop().ok_or_else(|| "no vector came back".to_owned()),
-                    Err(error) => Err(error.to_string()),
+                // Well inside the API's timeout, so a slow endpoint leaves time to answer by words.
+                let wait = std::time::Duration::from_secs(3);
+                meaning = Some(match tokio::time::timeout(wait, embedder.embed(&asked)).await {
+                    Ok(Ok(mut vectors)) => vectors.pop().ok_or_else(|| "no vector came back".to_owned()),
+                    Ok(Err(error)) => Err(error.to_string()),
+                    Err(_) => Err("the embeddings endpoint did not answer in time".to_owned()),
                 });
             }
             let Some(Ok(vector)) = &meaning else {

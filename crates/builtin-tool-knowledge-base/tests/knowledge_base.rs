@@ -5,7 +5,7 @@
 use std::sync::Arc;
 
 use builtin_tool_knowledge_base::KnowledgeBaseRuntime;
-use builtin_tool_knowledge_base::ingest::{AddError, AddLimits, add_base};
+use builtin_tool_knowledge_base::ingest::{AddError, AddLimits, Within, add_base};
 use serde_json::{Value, json};
 use tool_core::knowledge::{KnowledgeStore, NewBase};
 use tool_core::sandbox::CallSandbox;
@@ -114,7 +114,7 @@ async fn add_search_read_sync_and_isolate(store: Arc<dyn KnowledgeStore>) {
 
     let limits = AddLimits { max_file_bytes: 1024 * 1024, ..AddLimits::default() };
     let report =
-        add_base(store.as_ref(), base("acme", Some("ada"), "docs", root), &[], limits, None).await.unwrap();
+        add_base(store.as_ref(), base("acme", Some("ada"), "docs", root), None, limits, None).await.unwrap();
     assert_eq!((report.added, report.changed, report.unchanged, report.removed), (5, 0, 0, 0));
     assert_eq!(report.base.sources, 5);
     let skipped: Vec<(String, &str)> = report
@@ -197,7 +197,7 @@ async fn add_search_read_sync_and_isolate(store: Arc<dyn KnowledgeStore>) {
     // A shared base of the tenant is seen by all its persons, and by no other tenant.
     let team = tempfile::tempdir().unwrap();
     write(team.path(), "handbook.md", "# Handbook\n\nVacation requests go through the zeppelin portal.\n");
-    add_base(store.as_ref(), base("acme", None, "handbook", team.path()), &[], AddLimits::default(), None)
+    add_base(store.as_ref(), base("acme", None, "handbook", team.path()), None, AddLimits::default(), None)
         .await
         .unwrap();
     let bob = call(
@@ -219,13 +219,13 @@ async fn add_search_read_sync_and_isolate(store: Arc<dyn KnowledgeStore>) {
 
     // Re-adding syncs by content: unchanged, changed, new and removed files; searches see it.
     let again =
-        add_base(store.as_ref(), base("acme", Some("ada"), "docs", root), &[], limits, None).await.unwrap();
+        add_base(store.as_ref(), base("acme", Some("ada"), "docs", root), None, limits, None).await.unwrap();
     assert_eq!((again.added, again.changed, again.unchanged, again.removed), (0, 0, 5, 0));
     write(root, "guide/deploy.md", "# Deploy\n\nShip with the teleporter now.\n");
     write(root, "guide/new.md", "# New\n\nThe hyperdrive is new.\n");
     std::fs::remove_file(root.join("src/lib.rs")).unwrap();
     let synced =
-        add_base(store.as_ref(), base("acme", Some("ada"), "docs", root), &[], limits, None).await.unwrap();
+        add_base(store.as_ref(), base("acme", Some("ada"), "docs", root), None, limits, None).await.unwrap();
     assert_eq!((synced.added, synced.changed, synced.unchanged, synced.removed), (1, 1, 3, 1));
     let teleporter = call(&tool, "searchKnowledgeBase", json!({"query": "teleporter"}), &ada).await;
     assert_eq!(sources(&teleporter), ["deploy.md"], "the cached index follows the base's version");
@@ -235,18 +235,25 @@ async fn add_search_read_sync_and_isolate(store: Arc<dyn KnowledgeStore>) {
 
     // Adds refuse what they cannot take.
     assert!(matches!(
-        add_base(store.as_ref(), base("acme", Some("ada"), "../x", root), &[], limits, None).await,
+        add_base(store.as_ref(), base("acme", Some("ada"), "../x", root), None, limits, None).await,
         Err(AddError::BadName(_))
     ));
     assert!(matches!(
-        add_base(store.as_ref(), base("acme", Some("ada"), "x", &root.join("absent")), &[], limits, None)
+        add_base(store.as_ref(), base("acme", Some("ada"), "x", &root.join("absent")), None, limits, None)
             .await,
         Err(AddError::NoSuchPath(_))
     ));
     // Within given folders: a root outside them, directly or through a link inside, is refused.
     let inside = [root.join("guide")];
     assert!(matches!(
-        add_base(store.as_ref(), base("acme", Some("ada"), "x", team.path()), &inside, limits, None).await,
+        add_base(
+            store.as_ref(),
+            base("acme", Some("ada"), "x", team.path()),
+            Some(Within { folders: &inside, protected: &[] }),
+            limits,
+            None
+        )
+        .await,
         Err(AddError::Outside(_))
     ));
     std::os::unix::fs::symlink(team.path(), root.join("guide/team")).unwrap();
@@ -254,7 +261,7 @@ async fn add_search_read_sync_and_isolate(store: Arc<dyn KnowledgeStore>) {
         add_base(
             store.as_ref(),
             base("acme", Some("ada"), "x", &root.join("guide/team")),
-            &inside,
+            Some(Within { folders: &inside, protected: &[] }),
             limits,
             None
         )
@@ -264,13 +271,40 @@ async fn add_search_read_sync_and_isolate(store: Arc<dyn KnowledgeStore>) {
     let guide = add_base(
         store.as_ref(),
         base("acme", Some("ada"), "guide", &root.join("guide")),
-        &inside,
+        Some(Within { folders: &inside, protected: &[] }),
         limits,
         None,
     )
     .await
     .unwrap();
     assert_eq!(guide.base.sources, 3, "install, deploy and new: {:?}", guide.skipped);
+    // A protected file inside the folders is never read, and no folder resolving admits nothing.
+    let protected = [root.join("guide/deploy.md")];
+    let guarded = add_base(
+        store.as_ref(),
+        base("acme", Some("ada"), "guarded", &root.join("guide")),
+        Some(Within { folders: &inside, protected: &protected }),
+        limits,
+        None,
+    )
+    .await
+    .unwrap();
+    assert_eq!(guarded.base.sources, 2, "{:?}", guarded.skipped);
+    assert!(
+        guarded.skipped.iter().any(|s| s.path.ends_with("deploy.md") && s.reason.starts_with("unreadable"))
+    );
+    let nowhere = [root.join("no-such-folder")];
+    assert!(matches!(
+        add_base(
+            store.as_ref(),
+            base("acme", Some("ada"), "y", &root.join("guide")),
+            Some(Within { folders: &nowhere, protected: &[] }),
+            limits,
+            None
+        )
+        .await,
+        Err(AddError::Outside(_))
+    ));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

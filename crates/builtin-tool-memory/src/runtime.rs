@@ -40,6 +40,10 @@ pub struct MemoryRuntime {
 /// Reciprocal rank fusion's constant.
 const RRF_K: f64 = 60.0;
 
+/// How long a search or a write waits for a vector before going on by words alone (well inside
+/// the APIs' timeouts).
+const EMBED_WAIT: std::time::Duration = std::time::Duration::from_secs(3);
+
 /// Builds the runtime from the front end's record store (and [`MemorySettings`], if given).
 ///
 /// # Errors
@@ -168,10 +172,15 @@ impl MemoryRuntime {
     async fn embed(&self, owner: &Owner, record: &Record) -> Option<String> {
         let embedder = self.embedder.as_ref()?;
         let text = [format!("{}\n{}", record.title, record.body)];
-        let vector = match embedder.embed(&text).await {
-            Ok(mut vectors) => vectors.pop(),
-            Err(error) => return Some(format!(" (kept, but found by its words only: {error})")),
-        };
+        let vector =
+            match tokio::time::timeout(EMBED_WAIT, embedder.embed(&text)).await {
+                Ok(Ok(mut vectors)) => vectors.pop(),
+                Ok(Err(error)) => return Some(format!(" (kept, but found by its words only: {error})")),
+                Err(_) => return Some(
+                    " (kept, but found by its words only: the embeddings endpoint did not answer in time)"
+                        .into(),
+                ),
+            };
         let vector = vector.map(|vector| (embedder.model(), vector));
         match self.store.set_record_vector(owner, COLLECTION, &record.id, vector).await {
             Ok(()) => None,
@@ -229,8 +238,12 @@ impl MemoryRuntime {
             limit,
         };
         let mut hits = self.store.find_records(query.clone()).await.map_err(failed)?;
+        let mut note = String::new();
         if let (Some(embedder), Some(text)) = (&self.embedder, &text) {
-            hits = self.by_meaning_too(embedder.as_ref(), &query, text, hits).await;
+            match self.by_meaning_too(embedder.as_ref(), &query, text, &hits).await {
+                Ok(fused) => hits = fused,
+                Err(error) => note = format!("\n(Searched by words only: {error}.)"),
+            }
         }
         let mut content = match (&text, hits.is_empty()) {
             (Some(q), true) => format!("No memory matches \"{q}\"."),
@@ -242,6 +255,7 @@ impl MemoryRuntime {
             content.push('\n');
             content.push_str(&line(&hit.record));
         }
+        content.push_str(&note);
         let memories: Vec<Value> = hits.iter().map(|hit| view(&hit.record)).collect();
         Ok(ToolOutput::ok(content).with_state(json!({"query": text, "memories": memories})))
     }
@@ -253,11 +267,15 @@ impl MemoryRuntime {
         embedder: &dyn Embedder,
         query: &RecordQuery,
         text: &str,
-        hits: Vec<tool_core::storage::RecordHit>,
-    ) -> Vec<tool_core::storage::RecordHit> {
-        let Ok(mut asked) = embedder.embed(&[text.to_owned()]).await else { return hits };
-        let Some(asked) = asked.pop() else { return hits };
-        let Ok(vectors) = self.store.record_vectors(query, embedder.model()).await else { return hits };
+        hits: &[tool_core::storage::RecordHit],
+    ) -> Result<Vec<tool_core::storage::RecordHit>, String> {
+        let asked = [text.to_owned()];
+        let asked = match tokio::time::timeout(EMBED_WAIT, embedder.embed(&asked)).await {
+            Ok(Ok(mut vectors)) => vectors.pop().ok_or("the endpoint returned no vector")?,
+            Ok(Err(error)) => return Err(error.to_string()),
+            Err(_) => return Err("the embeddings endpoint did not answer in time".into()),
+        };
+        let vectors = self.store.record_vectors(query, embedder.model()).await.map_err(|e| e.to_string())?;
         let mut near: Vec<(String, f32)> =
             vectors.into_iter().map(|(id, vector)| (id, cosine(&vector, &asked))).collect();
         near.sort_by(|a, b| b.1.total_cmp(&a.1));
@@ -267,7 +285,7 @@ impl MemoryRuntime {
             near.into_iter().map(|(id, _)| id).collect(),
         ];
         let mut by_id: std::collections::HashMap<String, tool_core::storage::RecordHit> =
-            hits.into_iter().map(|hit| (hit.record.id.clone(), hit)).collect();
+            hits.iter().map(|hit| (hit.record.id.clone(), hit.clone())).collect();
         let mut fused = Vec::new();
         for (id, score) in fuse(&lists, RRF_K).into_iter().take(query.limit as usize) {
             let record = match by_id.remove(&id) {
@@ -278,7 +296,7 @@ impl MemoryRuntime {
                 fused.push(tool_core::storage::RecordHit { record, score });
             }
         }
-        fused
+        Ok(fused)
     }
 
     async fn update(&self, args: UpdateArgs, context: &CallContext) -> Result<ToolOutput, ToolOutput> {

@@ -54,6 +54,20 @@ impl TestServer {
         self
     }
 
+    /// The same server, spoken to with another key (this one keeps it running).
+    #[allow(dead_code)]
+    pub fn as_key(&self, key: &str) -> TestServer {
+        TestServer {
+            base: self.base.clone(),
+            state: self.state.clone(),
+            stop: None,
+            handle: tokio::spawn(async { Ok(()) }),
+            dir: tempfile::tempdir().unwrap(),
+            client: self.client.clone(),
+            key: Some(key.to_owned()),
+        }
+    }
+
     pub fn url(&self, path: &str) -> String {
         format!("{}{path}", self.base)
     }
