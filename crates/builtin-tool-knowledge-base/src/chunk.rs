@@ -272,9 +272,7 @@ fn pack(lines: &[&str], units: &[Unit]) -> Vec<Chunk> {
             continue;
         }
         open = match open {
-            Some((first, size)) if size + unit.bytes <= TARGET || unit.starts.is_some() => {
-                Some((first, size + unit.bytes))
-            }
+            Some((first, size)) if size + unit.bytes <= TARGET => Some((first, size + unit.bytes)),
             Some((first, _)) => {
                 flush(&mut chunks, first, last_line, &heading);
                 Some((unit.first, unit.bytes))

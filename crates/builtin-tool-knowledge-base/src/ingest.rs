@@ -524,10 +524,11 @@ fn read_source(
 
 /// Whether bytes are not text: a NUL in the first 8 KiB, or mostly invalid UTF-8.
 fn looks_binary(bytes: &[u8]) -> bool {
-    let head = &bytes[..bytes.len().min(8 * 1024)];
-    if head.contains(&0) {
+    // The file tools' test (a NUL in the first 8 KiB), then mostly invalid UTF-8.
+    if computer_runtime::files::looks_binary(bytes) {
         return true;
     }
+    let head = &bytes[..bytes.len().min(8 * 1024)];
     match std::str::from_utf8(head) {
         Ok(_) => false,
         // A character cut at the end of the head is not a sign.
@@ -546,8 +547,9 @@ fn looks_binary(bytes: &[u8]) -> bool {
 /// The text of a PDF, by a pure-Rust extractor; a PDF it cannot read (or that breaks it) is
 /// skipped with the reason.
 fn pdf_text(bytes: &[u8]) -> Result<String, String> {
-    let bytes = bytes.to_vec();
-    match std::panic::catch_unwind(move || builtin_tool_web_browsing::extract::pdf_text(&bytes)) {
+    // Nothing it touches outlives a panic: the bytes are only read.
+    let extract = std::panic::AssertUnwindSafe(|| builtin_tool_web_browsing::extract::pdf_text(bytes));
+    match std::panic::catch_unwind(extract) {
         Ok(Ok(text)) if text.trim().is_empty() => Err("a PDF with no text (scanned?)".into()),
         Ok(Ok(text)) => Ok(text),
         Ok(Err(reason)) => Err(reason),

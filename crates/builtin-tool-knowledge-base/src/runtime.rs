@@ -238,8 +238,11 @@ impl KnowledgeBaseRuntime {
             let embedder = self.embedder.as_ref().filter(|embedder| {
                 index.has_vectors() && base.embedding_model.as_deref() == Some(embedder.model())
             });
+            let by_words: Vec<i64> = by_words.into_iter().map(|(id, _)| id).collect();
+            // Every base's list as reciprocal-rank scores, by words alone or fused with meaning, so
+            // that lists of several bases (hybrid or not) compare on one scale.
             let Some(embedder) = embedder else {
-                ranked.extend(by_words.into_iter().map(|(id, score)| (number, id, score)));
+                ranked.extend(fused(&[by_words], number));
                 continue;
             };
             if meaning.is_none() {
@@ -253,18 +256,12 @@ impl KnowledgeBaseRuntime {
                 });
             }
             let Some(Ok(vector)) = &meaning else {
-                ranked.extend(by_words.into_iter().map(|(id, score)| (number, id, score)));
+                ranked.extend(fused(&[by_words], number));
                 continue;
             };
             hybrid = true;
-            let by_meaning = index.nearest(vector, POOL);
-            let lists = [
-                by_words.iter().map(|(id, _)| *id).collect(),
-                by_meaning.iter().map(|(id, _)| *id).collect(),
-            ];
-            ranked.extend(
-                fuse(&lists, RRF_K).into_iter().map(|(id, score)| (number, id, score as f32 * 1000.0)),
-            );
+            let by_meaning = index.nearest(vector, POOL).into_iter().map(|(id, _)| id).collect();
+            ranked.extend(fused(&[by_words, by_meaning], number));
         }
         ranked.sort_by(|a, b| b.2.total_cmp(&a.2));
         ranked.truncate(limit as usize * 4);
@@ -304,6 +301,7 @@ impl KnowledgeBaseRuntime {
         for (index, hit) in hits.iter().enumerate() {
             let (path, chunk) = (&hit.stored.path, &hit.stored.chunk);
             let lines = format!("{}-{}", chunk.first_line, chunk.last_line);
+            let text = passage(&chunk.text);
             let _ = writeln!(
                 content,
                 "<hit index=\"{}\" base=\"{}\" source=\"{}\" heading=\"{}\" lines=\"{lines}\" score=\"{:.2}\">\n{}\n</hit>",
@@ -312,7 +310,7 @@ impl KnowledgeBaseRuntime {
                 escape(path),
                 escape(&chunk.heading),
                 hit.score,
-                body(&passage(&chunk.text)),
+                body(&text),
             );
             views.push(json!({
                 "base": name_of(hit.base),
@@ -322,7 +320,7 @@ impl KnowledgeBaseRuntime {
                 "firstLine": chunk.first_line,
                 "lastLine": chunk.last_line,
                 "score": hit.score,
-                "text": passage(&chunk.text),
+                "text": text,
             }));
         }
         content.push_str("</knowledgeResults>");
@@ -399,6 +397,22 @@ impl KnowledgeBaseRuntime {
                 }
                 if text.len() + line.len() > READ_BYTES {
                     cut = true;
+                    if text.is_empty() {
+                        // One line longer than a read: its beginning, said to be cut, rather
+                        // than nothing.
+                        let line = line.trim_end_matches('\n');
+                        let end = (0..=READ_BYTES.min(line.len()))
+                            .rev()
+                            .find(|i| line.is_char_boundary(*i))
+                            .unwrap_or(0);
+                        let _ = writeln!(
+                            text,
+                            "{number:>6}\t{} … [the line goes on past {} KiB]",
+                            &line[..end],
+                            READ_BYTES / 1024
+                        );
+                        shown_last = number;
+                    }
                     break 'chunks;
                 }
                 let _ = write!(text, "{number:>6}\t{}", line.trim_end_matches('\n'));
@@ -447,6 +461,12 @@ impl KnowledgeBaseRuntime {
         let views: Vec<Value> = bases.iter().map(base_view).collect();
         Ok(ToolOutput::ok(content.trim_end()).with_state(json!({"bases": views})))
     }
+}
+
+/// Ranked lists of one base's chunk ids as (base, id, score) by reciprocal rank fusion (scaled
+/// by 1 000 to read as a score).
+fn fused(lists: &[Vec<i64>], base: usize) -> impl Iterator<Item = (usize, i64, f32)> + use<> {
+    fuse(lists, RRF_K).into_iter().map(move |(id, score)| (base, id, score as f32 * 1000.0))
 }
 
 /// The best `limit` hits, at most [`PER_SOURCE`] from one source unless too few sources match.

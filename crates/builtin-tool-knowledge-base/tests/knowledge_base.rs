@@ -174,6 +174,18 @@ async fn add_search_read_sync_and_isolate(store: Arc<dyn KnowledgeStore>) {
     assert_eq!(past.error.unwrap().kind, ErrorKind::InvalidArguments);
     let bad = call(&tool, "readKnowledgeBase", json!({"source": source, "range": "x-y"}), &ada).await;
     assert_eq!(bad.error.unwrap().kind, ErrorKind::InvalidArguments);
+    // A line longer than a read comes back begun and said to be cut, never as nothing.
+    let minified = root.join("guide/install.md").to_string_lossy().replace("install.md", "minified.js");
+    std::fs::write(&minified, format!("{}\n", "x".repeat(100_000))).unwrap();
+    add_base(store.as_ref(), base("acme", Some("ada"), "docs", root), None, limits, None).await.unwrap();
+    let long = call(&tool, "readKnowledgeBase", json!({"source": minified}), &ada).await;
+    assert!(
+        long.content.contains("     1\txxxx") && long.content.contains("the line goes on past 48 KiB"),
+        "{}",
+        &long.content[..200]
+    );
+    std::fs::remove_file(&minified).unwrap();
+    add_base(store.as_ref(), base("acme", Some("ada"), "docs", root), None, limits, None).await.unwrap();
     let missing = call(&tool, "readKnowledgeBase", json!({"source": "/nowhere.md"}), &ada).await;
     assert_eq!(missing.error.unwrap().kind, ErrorKind::NotFound);
 
