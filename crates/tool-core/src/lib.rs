@@ -56,14 +56,14 @@ pub mod services;
 pub mod storage;
 
 pub use manifest::{
-    ApiSpec, DisplayControl, ExecutionMode, Executor, Intervention, InterventionPolicy, InterventionRule,
-    Matcher, MatcherKind, PathParam, Tier, TierSpec, ToolManifest, ToolMeta, schema_for,
+    ApiSpec, DisplayControl, ExecutionMode, Executor, Exposure, Intervention, InterventionPolicy,
+    InterventionRule, Matcher, MatcherKind, PathParam, Tier, TierSpec, ToolManifest, ToolMeta, schema_for,
 };
 pub use naming::ToolNames;
 pub use render::{Badge, Block, Card, Field, RenderHooks, Tone};
 pub use runtime::{
-    CallContext, ErrorKind, NestedCaller, Progress, ProgressSink, ToolError, ToolOutput, ToolRuntime,
-    parse_arguments,
+    CallContext, ErrorKind, FoundTool, NestedCaller, Progress, ProgressSink, ToolError, ToolFinder,
+    ToolOutput, ToolRuntime, parse_arguments,
 };
 pub use sandbox::{
     ApprovedFile, CallSandbox, FileBoundary, FileRoot, NetworkAccess, OutsideFiles, Pins, ReadAccess,

@@ -28,6 +28,49 @@ pub struct ToolManifest {
     /// System-role prompt fragment, a template with `{{key}}` placeholders.
     #[serde(default)]
     pub system_role: String,
+    /// How its functions reach the model: declared from the start (the default), deferred behind
+    /// tool search, or never.
+    #[serde(default, skip_serializing_if = "Exposure::is_direct")]
+    pub exposure: Exposure,
+}
+
+/// How a tool's functions reach the model of a session.
+///
+/// A front end may override a tool's own exposure per session; what a session finally does is
+/// one of `Direct`, `Deferred` or `Hidden` for each function.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Exposure {
+    /// Declared to the model from the first turn (core tools).
+    #[default]
+    Direct,
+    /// Direct while the session's tools are few, deferred once they pass the session's threshold
+    /// of functions or schema tokens (mounted MCP servers).
+    Auto,
+    /// Not declared until tool search finds it; found, it is declared from the next turn on.
+    Deferred,
+    /// Never declared nor found by search, and the model cannot call it; other tools may.
+    Hidden,
+    /// Declared only while the session has deferred functions (tool search itself).
+    WhenDeferred,
+}
+
+impl Exposure {
+    /// Whether this is the default, `Direct`.
+    pub fn is_direct(&self) -> bool {
+        *self == Self::Direct
+    }
+
+    /// The stable string form.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Self::Direct => "direct",
+            Self::Auto => "auto",
+            Self::Deferred => "deferred",
+            Self::Hidden => "hidden",
+            Self::WhenDeferred => "when_deferred",
+        }
+    }
 }
 
 fn default_executors() -> Vec<Executor> {
@@ -44,7 +87,15 @@ impl ToolManifest {
             intervention: InterventionPolicy::default(),
             executors: default_executors(),
             system_role: String::new(),
+            exposure: Exposure::Direct,
         }
+    }
+
+    /// Sets how the tool's functions reach the model.
+    #[must_use]
+    pub fn exposure(mut self, exposure: Exposure) -> Self {
+        self.exposure = exposure;
+        self
     }
 
     /// Adds an API.

@@ -167,6 +167,36 @@ pub struct CallContext {
     pub progress: ProgressSink,
     /// How this call runs other tools (through the same pipeline), when the front end allows it.
     pub nested: Option<NestedCaller>,
+    /// The session's deferred functions and the way to declare them (tool search), when the front
+    /// end's pipeline offers it.
+    pub finder: Option<Arc<dyn ToolFinder>>,
+}
+
+/// A function the session keeps out of the model's declarations until tool search finds it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct FoundTool {
+    /// The name the model calls it by in this session.
+    pub name: String,
+    /// The tool it belongs to (identifier).
+    pub tool: String,
+    /// The tool's title (for a mounted MCP server, its name).
+    pub title: String,
+    /// The function's description.
+    pub description: String,
+    /// Its parameters' JSON Schema.
+    pub parameters: serde_json::Value,
+    /// Already declared to the model (found earlier in the session).
+    pub declared: bool,
+}
+
+/// A session's deferred functions, as the pipeline hands them to tool search.
+pub trait ToolFinder: Send + Sync + fmt::Debug {
+    /// Every deferred function of the session, in a stable order.
+    fn deferred(&self) -> Vec<FoundTool>;
+
+    /// Declares these functions (by model-facing name) to the model from its next turn on;
+    /// returns the names that were deferred and undeclared until now. Unknown names are ignored.
+    fn activate(&self, names: &[String]) -> Vec<String>;
 }
 
 impl CallContext {
@@ -182,6 +212,7 @@ impl CallContext {
             deadline: None,
             progress: ProgressSink::default(),
             nested: None,
+            finder: None,
         }
     }
 

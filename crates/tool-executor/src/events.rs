@@ -9,6 +9,15 @@ use tool_core::{Progress, ToolOutput};
 #[serde(tag = "type")]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub enum Event {
+    /// Tool search found deferred functions: the model is given their declarations from its next
+    /// turn on (an MCP client is told its tool list changed).
+    #[serde(rename = "tools.activated")]
+    ToolsActivated {
+        /// The call that found them.
+        call_id: String,
+        /// Their model-facing names.
+        names: Vec<String>,
+    },
     /// The call was resolved, parsed and journalled.
     #[serde(rename = "call.proposed")]
     Proposed {
@@ -103,7 +112,8 @@ impl Event {
             | Self::Progress { call_id, .. }
             | Self::Finished { call_id, .. }
             | Self::Failed { call_id, .. }
-            | Self::Blocked { call_id, .. } => call_id,
+            | Self::Blocked { call_id, .. }
+            | Self::ToolsActivated { call_id, .. } => call_id,
         }
     }
 
@@ -119,6 +129,7 @@ impl Event {
             Self::Finished { .. } => "call.finished",
             Self::Failed { .. } => "call.failed",
             Self::Blocked { .. } => "call.blocked",
+            Self::ToolsActivated { .. } => "tools.activated",
         }
     }
 }

@@ -27,6 +27,7 @@
 pub mod approval;
 pub mod deny;
 pub mod events;
+pub mod exposure;
 pub mod matcher;
 mod pipeline;
 pub mod session;
@@ -35,6 +36,7 @@ pub mod toolbox;
 
 pub use approval::{ApprovalBroker, ApprovalMode, Decided, Decision, LocalBroker, SessionPolicy};
 pub use events::Event;
+pub use exposure::{ExposureConfig, deferred_summary, deferred_tools};
 pub use pipeline::{BLOCKED_CONTENT, Batch, CallResult, Executor, ExecutorBuilder, ExecutorConfig, RawCall};
 pub use session::{AfterHook, AfterPatch, BeforeHook, BeforeOutcome, HookCall, Session, SessionConfig};
 pub use toolbox::{Toolbox, ToolboxError};

@@ -366,7 +366,8 @@ impl Executor {
             config.working_directory = Some(pinned);
         }
         let names = self.inner.toolbox.names(config.active_tools.as_deref());
-        Arc::new(Session::new(config, names))
+        let exposures = crate::exposure::resolve(&self.inner.toolbox, &config.exposure, &names);
+        Arc::new(Session::new(config, names, exposures))
     }
 
     /// Runs the calls of one model message: preflight in the model's order, then concurrently
@@ -590,8 +591,19 @@ impl Executor {
         let active = |tool: &str| {
             session.config.active_tools.as_ref().is_none_or(|tools| tools.iter().any(|t| t == tool))
         };
-        let resolved =
-            session.names.resolve(&call.name).map(|(t, a)| (t.to_owned(), a.to_owned())).or_else(|| {
+        // A hidden function is not the model's to call (other tools may); a deferred one it names
+        // without having searched for it runs, and is declared from then on.
+        let exposure = session.exposure_of(&call.name);
+        let visible = parent.is_some() || exposure != tool_core::Exposure::Hidden;
+        if parent.is_none() && exposure == tool_core::Exposure::Deferred {
+            session.activate(&call.id, std::slice::from_ref(&call.name));
+        }
+        let resolved = session
+            .names
+            .resolve(&call.name)
+            .filter(|_| visible)
+            .map(|(t, a)| (t.to_owned(), a.to_owned()))
+            .or_else(|| {
                 // `tool/api` is for tools calling tools, and only among the session's active tools.
                 parent?;
                 let (tool, api) = call.name.split_once('/')?;
@@ -1082,6 +1094,13 @@ impl Executor {
         };
         context.cancel = session.call_token(&call.call_id, call.batch_cancel.as_ref());
         context.nested = Some(nested);
+        if session.has_deferred() {
+            context.finder = Some(Arc::new(crate::exposure::SessionFinder {
+                toolbox: self.inner.toolbox.clone(),
+                session: session.clone(),
+                call_id: call.call_id.clone(),
+            }));
+        }
         context
     }
 

@@ -53,6 +53,9 @@ pub struct SessionConfig {
     /// The tools the model is offered (identifiers); `None` offers every tool of the toolbox.
     #[serde(default)]
     pub active_tools: Option<Vec<String>>,
+    /// Which of them are declared from the start and which wait behind tool search.
+    #[serde(default)]
+    pub exposure: crate::exposure::ExposureConfig,
     /// Where "always allow" decisions are kept; defaults to the working directory.
     #[serde(default)]
     pub project: Option<String>,
@@ -156,6 +159,8 @@ pub struct Session {
     pub(crate) sandbox: Arc<CallSandbox>,
     /// Each running call's cancellation (a child of the session's), by call id.
     pub(crate) calls: Mutex<std::collections::HashMap<String, CancellationToken>>,
+    /// Which functions are declared, deferred or hidden, and what tool search found.
+    pub(crate) exposures: crate::exposure::Exposures,
 }
 
 impl std::fmt::Debug for Session {
@@ -244,7 +249,11 @@ fn resolved(path: &std::path::Path) -> PathBuf {
 const EVENT_BUFFER: usize = 1024;
 
 impl Session {
-    pub(crate) fn new(config: SessionConfig, names: ToolNames) -> Self {
+    pub(crate) fn new(
+        config: SessionConfig,
+        names: ToolNames,
+        exposures: crate::exposure::Exposures,
+    ) -> Self {
         // The temp folder is the session's from the start, not only once a command made it: a
         // file call there before any command would find no folder to pin, and be refused as
         // outside. Private (0700): other users of the machine do not read a session's files.
@@ -274,6 +283,7 @@ impl Session {
             batch_lock: Arc::new(tokio::sync::RwLock::new(())),
             sandbox,
             calls: Mutex::new(std::collections::HashMap::new()),
+            exposures,
         }
     }
 
