@@ -38,6 +38,7 @@ static TOOLS: LazyLock<Vec<BuiltinTool>> = LazyLock::new(|| {
         tool!(builtin_tool_memory),
         tool!(builtin_tool_documents),
         tool!(builtin_tool_knowledge_base),
+        tool!(builtin_tool_tool_search),
         // new-tool: register
     ]
 });
