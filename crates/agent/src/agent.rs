@@ -140,6 +140,8 @@ pub struct Agent {
     system: String,
     tools: Vec<Value>,
     tools_chars: usize,
+    /// The session's tools version the declarations were made at (tool search changes it).
+    tools_version: u64,
     messages: Vec<Message>,
     usage: Usage,
     config: AgentConfig,
@@ -157,6 +159,7 @@ impl Agent {
         let tools = declarations(&executor, &session, client.tool_format());
         let system = system_prompt(&executor, &session);
         let tools_chars = tools.iter().map(|t| t.to_string().len()).sum();
+        let tools_version = session.tools_version();
         Self {
             client,
             executor,
@@ -164,6 +167,7 @@ impl Agent {
             system,
             tools,
             tools_chars,
+            tools_version,
             messages: Vec::new(),
             usage: Usage::default(),
             config,
@@ -196,6 +200,16 @@ impl Agent {
     /// The system prompt.
     pub fn system_prompt(&self) -> &str {
         &self.system
+    }
+
+    /// Declares the session's tools again when tool search found more since the last time.
+    fn redeclare_if_changed(&mut self) {
+        let version = self.session.tools_version();
+        if version != self.tools_version {
+            self.tools = declarations(&self.executor, &self.session, self.client.tool_format());
+            self.tools_chars = self.tools.iter().map(|t| t.to_string().len()).sum();
+            self.tools_version = version;
+        }
     }
 
     /// The tool declarations the model is given.
@@ -264,6 +278,7 @@ impl Agent {
                 Err(Some(error)) => return self.failed(error, mark),
             }
             turns += 1;
+            self.redeclare_if_changed();
 
             let mut partial = String::new();
             let result = {
@@ -541,7 +556,8 @@ impl Agent {
     }
 }
 
-/// The declarations of the session's tools in `format`, named as the session names them.
+/// The declarations the session's model is given now in `format`, named as the session names
+/// them: its direct functions and the deferred ones tool search has found.
 pub fn declarations(
     executor: &Executor,
     session: &Session,
@@ -550,7 +566,9 @@ pub fn declarations(
     let mut out = Vec::new();
     for entry in executor.toolbox().tools() {
         for api in &entry.manifest.apis {
-            if let Some(name) = session.names.name_of(&entry.manifest.identifier, &api.name) {
+            if let Some(name) = session.names.name_of(&entry.manifest.identifier, &api.name)
+                && session.declares(name)
+            {
                 out.push(format.declare(name, api));
             }
         }
@@ -566,14 +584,21 @@ pub fn system_prompt(executor: &Executor, session: &Session) -> String {
         .working_directory
         .as_ref()
         .map_or_else(|| "(none)".to_owned(), |d| d.display().to_string());
-    let values = BTreeMap::from([("date", tool_core::manifest::today()), ("working_directory", folder)]);
+    let values = BTreeMap::from([
+        ("date", tool_core::manifest::today()),
+        ("working_directory", folder),
+        ("deferred_tools", tool_executor::deferred_summary(executor.toolbox(), session)),
+    ]);
     let mut prompt = tool_core::manifest::render_template(BASE_PROMPT, &values);
+    // The roles of tools the model is given from the start: a deferred tool's role would teach a
+    // function the model has not seen (the prompt stays the same all session, for caching).
     for entry in executor.toolbox().tools() {
-        let active = entry
-            .manifest
-            .apis
-            .iter()
-            .any(|api| session.names.name_of(&entry.manifest.identifier, &api.name).is_some());
+        let active = entry.manifest.apis.iter().any(|api| {
+            session
+                .names
+                .name_of(&entry.manifest.identifier, &api.name)
+                .is_some_and(|name| session.exposure_of(name) == tool_core::Exposure::Direct)
+        });
         if active && !entry.manifest.system_role.trim().is_empty() {
             prompt.push_str("\n\n");
             prompt.push_str(entry.manifest.render_system_role(&values).trim_end());

@@ -17,7 +17,10 @@ pub mod message;
 pub mod openai;
 pub mod provider;
 
-pub use agent::{Agent, AgentConfig, AgentEvent, CANCELLED_NOTE, Compaction, Outcome, RESUME_NOTE};
+pub use agent::{
+    Agent, AgentConfig, AgentEvent, CANCELLED_NOTE, Compaction, Outcome, RESUME_NOTE, declarations,
+    system_prompt,
+};
 pub use anthropic::AnthropicClient;
 pub use config::{ConfigError, ConfigFile, ModelProfile, Overrides, ProviderKind};
 pub use embeddings::OpenAiEmbedder;

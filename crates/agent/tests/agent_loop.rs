@@ -613,3 +613,74 @@ async fn a_preference_saved_in_one_session_shapes_the_next() {
         "the second session is a new conversation: only memory carried the preference"
     );
 }
+
+/// Tool search through the loop: a deferred tool is not declared at first, `searchTools` finds it,
+/// the next request declares it, and the model calls it.
+#[tokio::test]
+async fn a_tool_found_by_search_is_declared_in_the_next_request() {
+    let folder = tempfile::tempdir().unwrap();
+    let executor = executor();
+    // A session whose calculator is declared or not as `exposure` says.
+    let open = |id: &str, exposure: tool_core::Exposure| {
+        let mut config = tool_executor::ExposureConfig::default();
+        config.tools.insert("calculator".into(), exposure);
+        executor.open_session(SessionConfig {
+            id: id.into(),
+            tenant: "local".into(),
+            working_directory: Some(folder.path().to_owned()),
+            policy: SessionPolicy { mode: ApprovalMode::AutoRun, ..SessionPolicy::default() },
+            active_tools: Some(vec!["local-system".into(), "calculator".into(), "tool-search".into()]),
+            exposure: config,
+            ..SessionConfig::default()
+        })
+    };
+    let session = open("tool-search-loop", tool_core::Exposure::Deferred);
+    let search = json!({"query": "evaluate an arithmetic expression"}).to_string();
+    let sum = json!({"expression": "2^10 + 1"}).to_string();
+    let server = ScriptedModel::start(vec![
+        openai_reply("", "", &[("s1", "searchTools", &search)], "tool_calls"),
+        openai_reply("", "", &[("c1", "calculate", &sum)], "tool_calls"),
+        openai_reply("", "It is 1025.", &[], "stop"),
+    ])
+    .await;
+    let mut agent = Agent::new(openai(&server), executor.clone(), session.clone(), AgentConfig::default());
+    let (outcome, _) = run(&mut agent, "What is 2^10 + 1?").await;
+    assert_eq!(outcome, Outcome::Answered { text: "It is 1025.".into(), truncated: false });
+
+    let received = server.received();
+    let declared = |n: usize| -> Vec<String> {
+        received[n].body["tools"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| t["function"]["name"].as_str().unwrap().to_owned())
+            .collect()
+    };
+    let first = declared(0);
+    assert!(first.contains(&"searchTools".to_owned()) && first.contains(&"readFile".to_owned()), "{first:?}");
+    assert!(!first.contains(&"calculate".to_owned()), "a deferred tool is not declared at first: {first:?}");
+    let system = received[0].body["messages"][0]["content"].as_str().unwrap();
+    assert!(system.contains("- calculator (1 function)"), "the model knows what it can search: {system}");
+    assert!(!system.contains("fend syntax"), "a deferred tool's role waits with it");
+    assert!(declared(1).contains(&"calculate".to_owned()), "found, it is declared next: {:?}", declared(1));
+    let messages = received[1].body["messages"].as_array().unwrap();
+    let found = messages.iter().find(|m| m["role"] == "tool").unwrap()["content"].as_str().unwrap();
+    assert!(found.contains("<tool name=\"calculate\" server=\"calculator\">"), "{found}");
+    assert!(found.contains("calculate(expression: string"), "the call signature: {found}");
+    let messages = received[2].body["messages"].as_array().unwrap();
+    let result = messages.iter().rev().find(|m| m["role"] == "tool").unwrap()["content"].as_str().unwrap();
+    assert!(result.contains("1025"), "{result}");
+
+    // Without deferred tools, tool search is not declared at all, and a hidden tool is refused.
+    let plain = open("tool-search-none", tool_core::Exposure::Hidden);
+    let tools = agent::declarations(&executor, &plain, tool_core::provider::Provider::Openai);
+    let names: Vec<&str> = tools.iter().map(|t| t["function"]["name"].as_str().unwrap()).collect();
+    assert!(!names.contains(&"searchTools") && !names.contains(&"calculate"), "{names:?}");
+    let batch = tool_executor::Batch {
+        message_id: None,
+        calls: vec![tool_executor::RawCall { id: "h1".into(), name: "calculate".into(), arguments: sum }],
+        stopped_on_length: false,
+    };
+    let result = executor.execute_batch(&plain, batch).await.pop().unwrap();
+    assert_eq!(result.output.error.unwrap().kind, tool_core::ErrorKind::UnknownTool, "hidden from the model");
+}

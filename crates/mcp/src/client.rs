@@ -823,7 +823,9 @@ fn manifest_of(connection: Arc<Connection>, tools: &[Value], remembered: bool) -
             format!("MCP server {}", connection.name),
             format!("Tools of the MCP server `{}`", connection.name),
         ),
-    );
+    )
+    // Declared while a session's tools are few; past its threshold, found through tool search.
+    .exposure(tool_core::Exposure::Auto);
     let mut names = BTreeMap::new();
     let mut tiers = BTreeMap::new();
     for tool in tools {

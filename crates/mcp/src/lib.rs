@@ -222,7 +222,7 @@ fn tool_of(name: &str, title: &str, api: &tool_core::ApiSpec) -> Option<Tool> {
 
 impl ServerHandler for Connection {
     fn get_info(&self) -> ServerConfig {
-        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+        ServerConfig::new(ServerCapabilities::builder().enable_tools().enable_tool_list_changed().build())
             .with_server_info(Implementation::new(self.name.clone(), env!("CARGO_PKG_VERSION")))
             .with_instructions(
                 "Toolhost's tools. Every call passes Toolhost's approvals, sandbox and journal: a call that \
@@ -240,6 +240,10 @@ impl ServerHandler for Connection {
         let names = &opened.session.names;
         let mut tools = Vec::new();
         for name in names.names() {
+            // Deferred functions wait until `searchTools` finds them; hidden ones never show.
+            if !opened.session.declares(name) {
+                continue;
+            }
             let Some((tool, api)) = names.resolve(name) else { continue };
             let Some(entry) = toolbox.tool(tool) else { continue };
             let Some(spec) = entry.manifest.find_api(api) else { continue };
@@ -252,6 +256,28 @@ impl ServerHandler for Connection {
     }
 
     async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, McpError> {
+        let version = |connection: &Self| match connection.opened.get() {
+            Some(Ok(opened)) => opened.session.tools_version(),
+            _ => 0,
+        };
+        let before = version(self);
+        let peer = context.peer.clone();
+        let result = self.run_tool(request, context).await;
+        // Tool search declared more functions: the client lists them again.
+        if version(self) != before {
+            // A client that has left cannot be told; the call's result stands either way.
+            let _ = peer.notify_tool_list_changed().await;
+        }
+        result
+    }
+}
+
+impl Connection {
+    async fn run_tool(
         &self,
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
