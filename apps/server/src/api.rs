@@ -117,13 +117,17 @@ fn provider(query: &ProviderQuery) -> Result<Provider, ApiError> {
     }
 }
 
+/// The catalogue of `tools`; with a session, only what its model is given now (its direct
+/// functions and those tool search found), named as it names them.
 fn build_catalogue(
     state: &AppState,
     provider: Provider,
     tools: &[String],
-    names: &tool_core::ToolNames,
+    session: Option<&tool_executor::Session>,
     values: &BTreeMap<&str, String>,
 ) -> Catalogue {
+    let all = state.executor.toolbox().names(None);
+    let names = session.map_or(&all, |session| &session.names);
     let mut functions = Vec::new();
     let mut listed = Vec::new();
     for entry in state.executor.toolbox().tools() {
@@ -131,9 +135,21 @@ fn build_catalogue(
         if !tools.contains(&manifest.identifier) {
             continue;
         }
+        let mut declared = false;
         for api in &manifest.apis {
             let name = names.name_of(&manifest.identifier, &api.name).unwrap_or(&api.name);
-            functions.push(provider.declare(name, api));
+            let shown = match session {
+                Some(session) => session.declares(name),
+                // Without a session nothing is deferred: tool search has nothing to find.
+                None => manifest.exposure != tool_core::Exposure::WhenDeferred,
+            };
+            if shown {
+                functions.push(provider.declare(name, api));
+                declared = true;
+            }
+        }
+        if !declared {
+            continue;
         }
         listed.push(CatalogueTool {
             identifier: manifest.identifier.clone(),
@@ -153,12 +169,13 @@ async fn catalogue(
     Query(query): Query<ProviderQuery>,
 ) -> Result<Json<Catalogue>, ApiError> {
     let provider = provider(&query)?;
-    let names = state.executor.toolbox().names(None);
     let values = BTreeMap::from([("date", tool_core::manifest::today())]);
-    Ok(Json(build_catalogue(&state, provider, &state.tools, &names, &values)))
+    Ok(Json(build_catalogue(&state, provider, &state.tools, None, &values)))
 }
 
-/// The session's active tools, named as its model must call them.
+/// The session's tools as its model is given them now, named as it must call them: its direct
+/// functions and those `searchTools` found (a front end asks again after a `tools.activated`
+/// event).
 #[utoipa::path(get, path = "/v1/sessions/{id}/catalogue", tag = "catalogue", params(("id" = String, Path), ProviderQuery),
     responses((status = 200, body = Catalogue), (status = 400, body = ErrorBody), (status = 404, body = ErrorBody)))]
 async fn session_catalogue(
@@ -169,11 +186,14 @@ async fn session_catalogue(
 ) -> Result<Json<Catalogue>, ApiError> {
     let provider = provider(&query)?;
     let entry = state.session(&tenant, &id).await?;
+    state.catch_up_activations(&entry).await;
     let mut values = BTreeMap::from([("date", tool_core::manifest::today())]);
     if let Some(dir) = &entry.view.working_directory {
         values.insert("working_directory", dir.clone());
     }
-    Ok(Json(build_catalogue(&state, provider, &entry.view.tools, &entry.session.names, &values)))
+    values
+        .insert("deferred_tools", tool_executor::deferred_summary(state.executor.toolbox(), &entry.session));
+    Ok(Json(build_catalogue(&state, provider, &entry.view.tools, Some(&entry.session), &values)))
 }
 
 // ---------------------------------------------------------------- sessions
@@ -370,7 +390,12 @@ async fn get_session(
     Tenant(tenant): Tenant,
     Path(id): Path<String>,
 ) -> Result<Json<SessionView>, ApiError> {
-    Ok(Json(state.session(&tenant, &id).await?.view.clone()))
+    let entry = state.session(&tenant, &id).await?;
+    state.catch_up_activations(&entry).await;
+    let mut view = entry.view.clone();
+    // What tool search has declared since the session was opened.
+    view.activated_tools = entry.session.activated();
+    Ok(Json(view))
 }
 
 /// Ends a session; its calls in flight are cancelled and settle as cancelled.
@@ -677,6 +702,7 @@ pub fn spawn_batch(
         let _batch_slot = slot;
         let message_id = batch.message_id.clone();
         let started = Instant::now();
+        let tools_version = session.tools_version();
         // Boxed: the pipeline's future is large, and moving it into the task copied it.
         let results = if new_message {
             Box::pin(run_state.executor.execute_new_batch(&session, batch)).await
@@ -690,6 +716,9 @@ pub fn spawn_batch(
                 result.status.as_str(),
                 seconds,
             );
+        }
+        if session.tools_version() != tools_version {
+            run_state.keep_activations(&session).await;
         }
         CallsResponse { message_id, results }
     })

@@ -211,6 +211,19 @@ pub struct ServeArgs {
     /// Disable a tool (repeatable, or comma-separated).
     #[arg(long = "disable-tool", env = "TOOLHOST_DISABLE_TOOLS", value_delimiter = ',')]
     pub disable_tools: Vec<String>,
+    /// How a tool's functions reach the model (repeatable, or comma-separated): `TOOL=MODE` with
+    /// MODE `direct` (declared from the start), `auto` (direct while a session's functions are
+    /// few, else deferred), `deferred` (found through `searchTools`) or `hidden` (never declared
+    /// nor callable by the model). Mounted MCP servers are `auto`, builtin tools `direct`.
+    #[arg(long = "tool-exposure", env = "TOOLHOST_TOOL_EXPOSURE", value_delimiter = ',', value_parser = parse_exposure)]
+    pub tool_exposure: Vec<(String, tool_core::Exposure)>,
+    /// `auto` tools are deferred behind `searchTools` when a session would declare more functions
+    /// than this…
+    #[arg(long, env = "TOOLHOST_MAX_DIRECT_FUNCTIONS", default_value_t = tool_executor::exposure::DEFAULT_MAX_DIRECT_FUNCTIONS)]
+    pub max_direct_functions: usize,
+    /// … or declarations of more tokens than this (about four characters a token).
+    #[arg(long, env = "TOOLHOST_MAX_DIRECT_TOKENS", default_value_t = tool_executor::exposure::DEFAULT_MAX_DIRECT_TOKENS)]
+    pub max_direct_tokens: usize,
     /// A folder sessions may work in (repeatable, or comma-separated): `TENANT=PATH` for one
     /// tenant's sessions, `*=PATH` shared by every tenant, or a plain `PATH` (only with keys of a
     /// single tenant). With API keys and no roots, sessions that run tools on the server are
@@ -626,9 +639,41 @@ fn data_dir() -> anyhow::Result<PathBuf> {
     Ok(dir)
 }
 
+/// `TOOL=MODE` of `--tool-exposure`.
+fn parse_exposure(text: &str) -> Result<(String, tool_core::Exposure), String> {
+    let (tool, mode) = text.split_once('=').ok_or_else(|| format!("`{text}` is not TOOL=MODE"))?;
+    let exposure = match mode.trim() {
+        "direct" => tool_core::Exposure::Direct,
+        "auto" => tool_core::Exposure::Auto,
+        "deferred" => tool_core::Exposure::Deferred,
+        "hidden" => tool_core::Exposure::Hidden,
+        other => return Err(format!("`{other}` is not an exposure: use direct, auto, deferred or hidden")),
+    };
+    let tool = tool.trim();
+    if tool.is_empty() {
+        return Err(format!("`{text}` names no tool"));
+    }
+    Ok((tool.to_owned(), exposure))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn tool_exposure_takes_tool_equals_mode() {
+        assert_eq!(
+            parse_exposure("mcp-github=deferred"),
+            Ok(("mcp-github".into(), tool_core::Exposure::Deferred))
+        );
+        assert_eq!(
+            parse_exposure(" calculator = hidden"),
+            Ok(("calculator".into(), tool_core::Exposure::Hidden))
+        );
+        assert!(parse_exposure("mcp-github").unwrap_err().contains("TOOL=MODE"));
+        assert!(parse_exposure("x=sometimes").unwrap_err().contains("direct, auto, deferred or hidden"));
+        assert!(parse_exposure("=direct").unwrap_err().contains("names no tool"));
+    }
 
     #[test]
     fn the_blocking_pool_leaves_room_beside_one_tenant_and_takes_an_explicit_size() {

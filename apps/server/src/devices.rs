@@ -741,11 +741,12 @@ impl Routed {
 }
 
 /// Tools whose data is the server's (the person's memories, the model's documents, the
-/// knowledge bases): never sent to a device.
+/// knowledge bases, the session's deferred tools): never sent to a device.
 const SERVER_ONLY: &[&str] = &[
     builtin_tool_memory::IDENTIFIER,
     builtin_tool_documents::IDENTIFIER,
     builtin_tool_knowledge_base::IDENTIFIER,
+    builtin_tool_tool_search::IDENTIFIER,
 ];
 
 impl ToolRuntime for Routed {

@@ -69,6 +69,10 @@ pub struct SessionView {
     pub sandbox: SessionSandbox,
     /// When it was created (Unix milliseconds).
     pub created_at: i64,
+    /// Deferred functions `searchTools` has declared to the session's model (kept here so that
+    /// another instance, or this one after a restart, declares them too).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub activated_tools: Vec<String>,
 }
 
 /// What a session chose of the sandbox, within what the operator allows.
@@ -543,6 +547,11 @@ impl AppState {
                 .time_budget_ms
                 .map(|budget| budget.saturating_sub(now_ms().saturating_sub(view.created_at).max(0) as u64)),
             active_tools: Some(view.tools.clone()),
+            exposure: tool_executor::ExposureConfig {
+                tools: self.args.tool_exposure.iter().cloned().collect(),
+                max_direct_functions: self.args.max_direct_functions,
+                max_direct_tokens: self.args.max_direct_tokens,
+            },
             project: view.project.clone(),
             hard_roots: self.hard_roots(tenant),
             // The server's own files are no call's, on an open server too.
@@ -561,6 +570,8 @@ impl AppState {
             self.evict_idle(&mut sessions);
         }
         let session = self.executor.open_session(config);
+        // What tool search found for it before (on another instance, or before a restart).
+        session.activate("restored", &view.activated_tools);
         let route = match view.runs_on {
             RunsOn::Server => Route::Server { tenant: tenant.to_owned() },
             RunsOn::Device => Route::Device { tenant: tenant.to_owned(), device_id: view.device_id.clone() },
@@ -949,6 +960,51 @@ impl AppState {
             device_id: None,
             sandbox: self.sandboxing.default_choice(),
             created_at: now_ms(),
+            activated_tools: Vec::new(),
+        }
+    }
+
+    /// Keeps what tool search declared to `session` in its stored view, so that another
+    /// instance, or this one after a restart, declares it too. A failure is logged: the functions
+    /// stay callable by name (a call of a deferred function declares it again).
+    pub async fn keep_activations(&self, session: &tool_executor::Session) {
+        let (tenant, id) = (&session.config.tenant, session.id());
+        let stored = match self.journal.get_session(tenant, id).await {
+            Ok(Some(record)) => record,
+            Ok(None) => return,
+            Err(error) => {
+                tracing::warn!(%error, session = id, "could not read the session to keep its found tools");
+                return;
+            }
+        };
+        let mut record = stored;
+        let Ok(mut view) = serde_json::from_value::<SessionView>(record.config.clone()) else { return };
+        let before = view.activated_tools.len();
+        for name in session.activated() {
+            if !view.activated_tools.contains(&name) {
+                view.activated_tools.push(name);
+            }
+        }
+        if view.activated_tools.len() == before {
+            return;
+        }
+        let Ok(config) = serde_json::to_value(&view) else { return };
+        record.config = config;
+        if let Err(error) = self.journal.put_session(&record).await {
+            tracing::warn!(%error, session = id, "could not keep the session's found tools");
+        }
+    }
+
+    /// Declares to a session held here what tool search found for it on another instance.
+    pub async fn catch_up_activations(&self, entry: &SessionEntry) {
+        if !entry.session.has_deferred() {
+            return;
+        }
+        if let Ok(Some(record)) = self.journal.get_session(&entry.tenant, entry.session.id()).await
+            && let Ok(view) = serde_json::from_value::<SessionView>(record.config)
+            && !view.activated_tools.is_empty()
+        {
+            entry.session.activate("restored", &view.activated_tools);
         }
     }
 }

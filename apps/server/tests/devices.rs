@@ -44,7 +44,11 @@ async fn a_device_session_runs_its_calls_on_the_device() {
     let (_, rows) = server.get(&format!("/v1/journal?session_id={sid}")).await;
     assert_eq!(rows.as_array().unwrap().len(), 3, "the server journals device calls: {rows}");
     let (_, devices) = server.get("/v1/devices").await;
-    assert_eq!(devices[0]["tools"], json!(["local-system", "todo", "calculator", "code-interpreter"]));
+    // (The device's builtin toolbox is the terminal app's; tool search runs on the server.)
+    assert_eq!(
+        devices[0]["tools"],
+        json!(["local-system", "todo", "calculator", "code-interpreter", "tool-search"])
+    );
     // Code runs on the device too, with its state kept there between calls.
     let code =
         server.call(&sid, "r4", "runCode", json!({"language": "python", "code": "x = 6\nx * 7"})).await;

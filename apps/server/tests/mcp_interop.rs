@@ -123,9 +123,13 @@ fn agent_and_approver(data: &Path, work: &Path) -> (Server, String) {
 }
 
 fn run_python(args: &[&str], envs: &[(&str, String)]) -> Value {
+    run_script(&script(), args, envs)
+}
+
+fn run_script(script: &Path, args: &[&str], envs: &[(&str, String)]) -> Value {
     let python = test_support::interop_dir().join("venv/bin/python");
     let mut command = Command::new(python);
-    command.arg(script()).args(args);
+    command.arg(script).args(args);
     for (name, value) in envs {
         command.env(name, value);
     }
@@ -163,6 +167,36 @@ fn the_python_sdk_uses_toolhost_over_stdio() {
     assert_eq!(seen["inside"], json!({"is_error": false, "text": "notes for the python client"}));
     assert_eq!(seen["outside"]["is_error"], true, "headless: what would ask is blocked");
     assert!(seen["outside"]["text"].as_str().unwrap().contains("Blocked"), "{seen}");
+}
+
+/// A deferred tool through MCP: not listed at first, found by `searchTools`, after which the
+/// client is told its list changed and lists it.
+#[test]
+fn the_python_sdk_finds_a_deferred_tool_and_is_told_the_list_changed() {
+    let (_dir, data, work, _outside) = folders();
+    let binary = env!("CARGO_BIN_EXE_toolhost-server");
+    let work_arg = work.display().to_string();
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/interop/tool_search_client.py");
+    let seen = run_script(
+        &script,
+        &["evaluate an arithmetic expression", binary, "mcp-stdio", "--working-directory", &work_arg],
+        &[
+            ("TOOLHOST_DATABASE_URL", format!("sqlite://{}/journal.db", data.display())),
+            ("TOOLHOST_STATE_DIR", data.display().to_string()),
+            ("TOOLHOST_TOOL_EXPOSURE", "calculator=deferred".into()),
+            ("RUST_LOG", "warn".into()),
+        ],
+    );
+    assert_eq!(seen["capabilities"], true, "tools.listChanged is declared: {seen}");
+    let listed = |key: &str| -> Vec<String> {
+        seen[key].as_array().unwrap().iter().filter_map(Value::as_str).map(str::to_owned).collect()
+    };
+    let before = listed("before");
+    assert!(before.contains(&"searchTools".into()) && !before.contains(&"calculate".into()), "{before:?}");
+    assert_eq!(seen["found"]["is_error"], false, "{seen}");
+    assert!(seen["found"]["text"].as_str().unwrap().contains("calculate(expression: string"), "{seen}");
+    assert_eq!(seen["notified"], true, "the client is told its list changed: {seen}");
+    assert!(listed("after").contains(&"calculate".into()), "{seen}");
 }
 
 /// In `auto_run` a question can remain (a read outside the folder); a stdio client that cannot

@@ -1,4 +1,5 @@
-//! `--mcp-config`: an MCP server mounted into the server's toolbox, against the reference
+//! `--mcp-config`: an MCP server mounted into the server's toolbox (deferred behind `searchTools`
+//! past the session's threshold), against the reference
 //! `@modelcontextprotocol/server-filesystem` (installed pinned by `.ci/interop-tools.sh`, which
 //! `cargo xtask test` runs first, into the folder `TOOLHOST_INTEROP_DIR` names).
 
@@ -34,14 +35,43 @@ async fn a_mounted_server_is_offered_and_its_calls_are_journalled() {
     .unwrap();
     let mut args = common::args(dir.path());
     args.mcp_config = Some(config);
+    // More functions than a session declares at once: the mounted server's wait behind search.
+    args.max_direct_functions = 20;
     let server = TestServer::start_with(dir, args).await;
 
     let sid = server.session(json!({ "working_directory": folder })).await;
-    let (status, catalogue) = server.get(&format!("/v1/sessions/{sid}/catalogue?provider=anthropic")).await;
-    assert_eq!(status, 200);
-    let names: Vec<&str> =
-        catalogue["functions"].as_array().unwrap().iter().filter_map(|f| f["name"].as_str()).collect();
-    assert!(names.contains(&"files__read_text_file") && names.contains(&"readFile"), "{names:?}");
+    let path = format!("/v1/sessions/{sid}/catalogue?provider=anthropic");
+    let names = |catalogue: &Value| -> Vec<String> {
+        catalogue["functions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(|f| f["name"].as_str())
+            .map(str::to_owned)
+            .collect()
+    };
+    let (status, first) = server.get(&path).await;
+    assert_eq!(status, 200, "{first}");
+    let declared = names(&first);
+    assert!(
+        declared.contains(&"readFile".into()) && declared.contains(&"searchTools".into()),
+        "{declared:?}"
+    );
+    assert!(!declared.iter().any(|n| n.starts_with("files__")), "deferred: {declared:?}");
+    let role = first["tools"].as_array().unwrap().iter().find(|t| t["identifier"] == "tool-search").unwrap();
+    assert!(role["system_role"].as_str().unwrap().contains("- mcp-files ("), "{role}");
+
+    let found =
+        server.call(&sid, "s1", "searchTools", json!({ "query": "read a text file's contents" })).await;
+    assert_eq!(found["status"], "executed", "{found}");
+    assert!(found["output"]["content"].as_str().unwrap().contains("files__read_text_file("), "{found}");
+    let declared = names(&server.get(&path).await.1);
+    assert!(declared.contains(&"files__read_text_file".into()), "found, then declared: {declared:?}");
+    let (_, view) = server.get(&format!("/v1/sessions/{sid}")).await;
+    assert!(
+        view["activated_tools"].as_array().unwrap().iter().any(|n| n == "files__read_text_file"),
+        "kept with the session for other instances: {view}"
+    );
 
     let result =
         server.call(&sid, "m1", "files__read_text_file", json!({ "path": folder.join("notes.txt") })).await;
