@@ -140,8 +140,17 @@ fn build_catalogue(
             let name = names.name_of(&manifest.identifier, &api.name).unwrap_or(&api.name);
             let shown = match session {
                 Some(session) => session.declares(name),
-                // Without a session nothing is deferred: tool search has nothing to find.
-                None => manifest.exposure != tool_core::Exposure::WhenDeferred,
+                // Without a session nothing is deferred (tool search has nothing to find); the
+                // operator's hidden tools stay hidden.
+                None => {
+                    let exposure = state
+                        .args
+                        .tool_exposure
+                        .iter()
+                        .find(|(tool, _)| *tool == manifest.identifier)
+                        .map_or(manifest.exposure, |(_, exposure)| *exposure);
+                    !matches!(exposure, tool_core::Exposure::WhenDeferred | tool_core::Exposure::Hidden)
+                }
             };
             if shown {
                 functions.push(provider.declare(name, api));
@@ -393,8 +402,11 @@ async fn get_session(
     let entry = state.session(&tenant, &id).await?;
     state.catch_up_activations(&entry).await;
     let mut view = entry.view.clone();
-    // What tool search has declared since the session was opened.
-    view.activated_tools = entry.session.activated();
+    // What tool search has declared since the session was opened (an ended session keeps what
+    // was stored).
+    if view.status == "active" {
+        view.activated_tools = entry.session.activated();
+    }
     Ok(Json(view))
 }
 

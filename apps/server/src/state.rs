@@ -264,6 +264,17 @@ pub fn enabled_tools(args: &ServeArgs) -> anyhow::Result<Vec<String>> {
             bail!("unknown tool `{name}`; the builtin tools are: {}", known.join(", "));
         }
     }
+    // An exposure (`hidden` above all) for a tool that does not exist would hide nothing:
+    // refused here for builtin names, after mounting for `mcp-` ones.
+    for (name, _) in &args.tool_exposure {
+        if registry.get(name).is_none() && !name.starts_with("mcp-") {
+            let known: Vec<&str> = registry.entries().iter().map(|e| e.tool.identifier).collect();
+            bail!(
+                "--tool-exposure names the unknown tool `{name}`; the builtin tools are: {} (mounted MCP servers are `mcp-NAME`)",
+                known.join(", ")
+            );
+        }
+    }
     Ok(registry
         .entries()
         .iter()
@@ -415,6 +426,22 @@ impl AppState {
             }
             tracing::info!(tools = ?mounted.tools, "MCP servers mounted");
             tools.extend(mounted.tools);
+        }
+        let configured: Vec<String> = match &args.mcp_config {
+            Some(path) => std::fs::read_to_string(path)
+                .ok()
+                .and_then(|text| mcp::client::McpConfig::parse(&text).ok())
+                .map(|config| config.servers.into_keys().map(|name| format!("mcp-{name}")).collect())
+                .unwrap_or_default(),
+            None => Vec::new(),
+        };
+        for (name, _) in &args.tool_exposure {
+            if name.starts_with("mcp-") && !configured.contains(name) {
+                anyhow::bail!(
+                    "--tool-exposure names `{name}`, which no server of the MCP configuration mounts (servers: {})",
+                    if configured.is_empty() { "none".to_owned() } else { configured.join(", ") }
+                );
+            }
         }
         // The approvals budget counts each call that would wait, not only each batch admitted.
         let broker = Arc::new(LocalBroker::with_budget(args.tenant_approvals));
@@ -977,6 +1004,10 @@ impl AppState {
                 return;
             }
         };
+        // An ended session stays ended (its row is written whole below).
+        if stored.status != "active" {
+            return;
+        }
         let mut record = stored;
         let Ok(mut view) = serde_json::from_value::<SessionView>(record.config.clone()) else { return };
         let before = view.activated_tools.len();

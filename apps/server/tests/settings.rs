@@ -137,6 +137,19 @@ fn unknown_keys_and_bad_values_are_refused_with_their_names() {
         err.contains("configuration file") && err.contains("--command-cpu-weight") && err.contains("heavy"),
         "{err}"
     );
+
+    // An exposure for a tool that does not exist would hide nothing: refused, not ignored.
+    for (setting, says) in [
+        ("tool-exposure = [\"code_interpreter=hidden\"]", "unknown tool `code_interpreter`"),
+        ("tool-exposure = [\"mcp-nothing=hidden\"]", "no server of the MCP configuration mounts"),
+        ("tool-exposure = [\"calculator=sometimes\"]", "direct, auto, deferred or hidden"),
+    ] {
+        let typo = setup(free_port(), setting);
+        let out = server().arg("--config").arg(&typo.file).output().unwrap();
+        assert!(!out.status.success(), "{setting}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains(says), "{setting}: {err}");
+    }
 }
 
 #[test]

@@ -266,6 +266,8 @@ impl Agent {
             if let Some(budget) = self.config.token_budget.filter(|b| used >= *b) {
                 return Outcome::BudgetSpent { used, budget };
             }
+            // Before measuring: what tool search declared counts toward the window.
+            self.redeclare_if_changed();
             match self.compact_if_needed(cancel).await {
                 Ok(Some(compaction)) => {
                     let _ = events.send(AgentEvent::Compacted(compaction));
@@ -278,7 +280,6 @@ impl Agent {
                 Err(Some(error)) => return self.failed(error, mark),
             }
             turns += 1;
-            self.redeclare_if_changed();
 
             let mut partial = String::new();
             let result = {

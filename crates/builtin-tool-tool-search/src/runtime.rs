@@ -25,6 +25,9 @@ const CACHED_VECTORS: usize = 20_000;
 const EMBED_TOOLS_WAIT: Duration = Duration::from_secs(10);
 /// How long a search waits for its query's vector before answering by words.
 const EMBED_QUERY_WAIT: Duration = Duration::from_secs(3);
+/// When a session's tools could not be embedded, how long its searches go by words only before
+/// the endpoint is tried again.
+const RETRY_EMBEDDINGS_AFTER: Duration = Duration::from_secs(60);
 
 /// One session's index.
 struct Entry {
@@ -35,6 +38,7 @@ struct Entry {
     tools: Arc<Vec<FoundTool>>,
     /// The embeddings endpoint failed while indexing: searched by words only.
     words_only: bool,
+    built: std::time::Instant,
 }
 
 /// Runs `searchTools`.
@@ -74,14 +78,17 @@ impl ToolSearchRuntime {
         let fingerprint = {
             let mut hasher = std::collections::hash_map::DefaultHasher::new();
             for tool in &tools {
-                (&tool.name, &tool.description, tool.parameters.to_string()).hash(&mut hasher);
+                (&tool.name, &tool.tool, &tool.title, &tool.description, tool.parameters.to_string())
+                    .hash(&mut hasher);
             }
             hasher.finish()
         };
         {
             let mut entries = self.entries.lock().unwrap_or_else(|p| p.into_inner());
+            // A session searched by words only because the endpoint failed tries it again later.
+            let fresh = |e: &Entry| !e.words_only || e.built.elapsed() < RETRY_EMBEDDINGS_AFTER;
             if let Some(at) =
-                entries.iter().position(|e| e.session == session && e.fingerprint == fingerprint)
+                entries.iter().position(|e| e.session == session && e.fingerprint == fingerprint && fresh(e))
                 && let Some(entry) = entries.remove(at)
             {
                 let found = (entry.index.clone(), entry.tools.clone(), entry.words_only);
@@ -113,6 +120,7 @@ impl ToolSearchRuntime {
             index: index.clone(),
             tools: tools.clone(),
             words_only,
+            built: std::time::Instant::now(),
         });
         entries.truncate(CACHED_SESSIONS);
         (index, tools, words_only)
@@ -129,6 +137,12 @@ impl ToolSearchRuntime {
             missing.dedup();
             missing
         };
+        // What is known now, plus what is embedded below, in a map of this search's own: another
+        // session clearing the shared one meanwhile takes nothing from it.
+        let mut vectors: HashMap<String, Arc<[f32]>> = {
+            let known = self.vectors.lock().unwrap_or_else(|p| p.into_inner());
+            texts.iter().filter_map(|t| Some((t.clone(), known.get(t)?.clone()))).collect()
+        };
         if !missing.is_empty() {
             let embedded =
                 tokio::time::timeout(EMBED_TOOLS_WAIT, embedder.embed(&missing)).await.ok()?.ok()?;
@@ -140,11 +154,12 @@ impl ToolSearchRuntime {
                 known.clear();
             }
             for (text, vector) in missing.into_iter().zip(embedded) {
-                known.insert(text, vector.into());
+                let vector: Arc<[f32]> = vector.into();
+                known.insert(text.clone(), vector.clone());
+                vectors.insert(text, vector);
             }
         }
-        let known = self.vectors.lock().unwrap_or_else(|p| p.into_inner());
-        texts.iter().map(|t| known.get(t).map(|v| v.to_vec())).collect()
+        texts.iter().map(|t| vectors.get(t).map(|v| v.to_vec())).collect()
     }
 
     async fn search(&self, args: SearchArgs, context: &CallContext) -> ToolOutput {
@@ -207,7 +222,7 @@ impl ToolSearchRuntime {
                 "<tool name=\"{}\" server=\"{}\">\n{}\n{}\n</tool>\n",
                 escape(&tool.name),
                 escape(server),
-                signature(&tool.name, &tool.parameters),
+                escape(&signature(&tool.name, &tool.parameters)),
                 escape(tool.description.trim()),
             ));
         }

@@ -79,7 +79,9 @@ pub(crate) fn resolve(toolbox: &Toolbox, config: &ExposureConfig, names: &ToolNa
         .iter()
         .filter(|(_, e, _)| matches!(e, Exposure::Direct | Exposure::Auto))
         .fold((0, 0), |(n, t), (_, _, cost)| (n + 1, t + cost));
-    let defer_auto = count > config.max_direct_functions || cost > config.max_direct_tokens;
+    // Deferred only where something can find them: a session without tool search declares all.
+    let can_search = functions.iter().any(|(_, e, _)| *e == Exposure::WhenDeferred);
+    let defer_auto = can_search && (count > config.max_direct_functions || cost > config.max_direct_tokens);
     let mut by_name = HashMap::new();
     for (name, exposure, _) in &functions {
         let exposure = match exposure {

@@ -14,7 +14,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 use tool_core::provider::drop_null_fields;
-use tool_core::{CallContext, ErrorKind, NestedCaller, ProgressSink, Tier, ToolNames, ToolOutput};
+use tool_core::{CallContext, ErrorKind, NestedCaller, ProgressSink, Tier, ToolOutput};
 
 use crate::approval::{
     ApprovalBroker, ApprovalMode, ApprovalRequest, Decided, Decision, DecisionInput, LocalBroker, Verdict,
@@ -595,9 +595,6 @@ impl Executor {
         // without having searched for it runs, and is declared from then on.
         let exposure = session.exposure_of(&call.name);
         let visible = parent.is_some() || exposure != tool_core::Exposure::Hidden;
-        if parent.is_none() && exposure == tool_core::Exposure::Deferred {
-            session.activate(&call.id, std::slice::from_ref(&call.name));
-        }
         let resolved = session
             .names
             .resolve(&call.name)
@@ -615,11 +612,15 @@ impl Executor {
             });
         let Some((tool, api)) = resolved else {
             let unknown = session.count_unknown();
-            let message = unknown_tool_message(&session.names, &call.name, unknown);
+            let message = unknown_tool_message(session, &call.name, unknown);
             return Err(self
                 .fail_early(session, &call, message_id, parent, ErrorKind::UnknownTool, message, started)
                 .await);
         };
+        if parent.is_none() && exposure == tool_core::Exposure::Deferred {
+            // Declaring is not permitting: the call still passes validation and approval.
+            session.activate(&call.id, std::slice::from_ref(&call.name));
+        }
         let Some(entry) = toolbox.tool(&tool) else {
             let message = format!("the tool `{tool}` is not available in this session");
             return Err(self
@@ -1643,10 +1644,13 @@ fn kind_of(value: &Value) -> &'static str {
 
 /// The unknown-tool message: the closest names first; from the third unknown name in a session
 /// a directive instead of the same error again.
-fn unknown_tool_message(names: &ToolNames, name: &str, unknown_so_far: u32) -> String {
-    let closest = names.closest(name, 3);
+fn unknown_tool_message(session: &Session, name: &str, unknown_so_far: u32) -> String {
+    // Hidden functions are never named to the model.
+    let shown = |n: &&str| session.exposure_of(n) != tool_core::Exposure::Hidden;
+    let names = &session.names;
+    let closest: Vec<&str> = names.closest(name, 8).into_iter().filter(shown).take(3).collect();
     if unknown_so_far > 2 {
-        let all: Vec<&str> = names.names().collect();
+        let all: Vec<&str> = names.names().filter(shown).collect();
         return format!(
             "`{name}` is not a tool. You have called tools that do not exist {unknown_so_far} times in this session. Stop guessing names: use only these tools: {}. If none fits, answer without a tool.",
             all.join(", ")
@@ -1729,11 +1733,17 @@ mod tests {
     }
 
     #[test]
-    fn unknown_names_suggest_then_direct() {
-        let names = ToolNames::build([("fs", "readFile"), ("fs", "writeFile")]);
-        assert!(unknown_tool_message(&names, "read_file", 1).contains("Did you mean `readFile`"));
-        assert!(unknown_tool_message(&names, "read_file", 2).contains("Did you mean"));
-        let third = unknown_tool_message(&names, "read_file", 3);
+    fn unknown_names_suggest_then_direct_and_never_name_hidden_ones() {
+        let names =
+            tool_core::ToolNames::build([("fs", "readFile"), ("fs", "writeFile"), ("fs", "readSecrets")]);
+        let mut exposures = crate::exposure::Exposures::default();
+        exposures.by_name.insert("readSecrets".into(), tool_core::Exposure::Hidden);
+        let session = Session::new(SessionConfig::default(), names, exposures);
+        assert!(unknown_tool_message(&session, "read_file", 1).contains("Did you mean `readFile`"));
+        assert!(unknown_tool_message(&session, "read_file", 2).contains("Did you mean"));
+        assert!(!unknown_tool_message(&session, "readSecret", 1).contains("readSecrets"));
+        let third = unknown_tool_message(&session, "read_file", 3);
         assert!(third.contains("Stop guessing") && third.contains("readFile, writeFile"), "{third}");
+        assert!(!third.contains("readSecrets"), "{third}");
     }
 }

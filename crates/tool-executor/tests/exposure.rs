@@ -16,7 +16,12 @@ fn executor() -> Executor {
     let mut mounted = common::manifest().exposure(Exposure::Auto);
     mounted.identifier = "mounted".into();
     mounted.meta.description = "A mounted server".into();
-    toolbox.add_tool(mounted, Arc::new(TestRuntime { probe })).unwrap();
+    toolbox.add_tool(mounted, Arc::new(TestRuntime { probe: probe.clone() })).unwrap();
+    // Something that finds deferred tools (tool search's exposure): without it nothing waits.
+    let finder = tool_core::ToolManifest::new("finder", tool_core::ToolMeta::new("Finder", "Finds"))
+        .exposure(Exposure::WhenDeferred)
+        .api(tool_core::ApiSpec::new::<common::Empty>("find", "Finds").tier(tool_core::Tier::Read));
+    toolbox.add_tool(finder, Arc::new(TestRuntime { probe })).unwrap();
     Executor::builder(Arc::new(toolbox)).config(common::fast_config()).build()
 }
 
@@ -59,7 +64,7 @@ async fn auto_tools_wait_past_the_threshold_and_are_declared_once_found() {
     let mut events = many.subscribe();
     let version = many.tools_version();
     let activated = many.activate("c1", &[deferred.clone(), direct.clone(), "nonsense".into()]);
-    assert_eq!(activated, [deferred.clone()]);
+    assert_eq!(activated, std::slice::from_ref(&deferred));
     assert!(many.declares(&deferred));
     assert_ne!(many.tools_version(), version);
     assert_eq!(
@@ -68,6 +73,9 @@ async fn auto_tools_wait_past_the_threshold_and_are_declared_once_found() {
     );
     assert!(many.activate("c2", std::slice::from_ref(&deferred)).is_empty(), "already declared");
     assert_eq!(many.activated(), [deferred]);
+
+    assert!(many.declares("find"), "the finder is declared while something waits");
+    assert!(!few.declares("find"), "and hidden when nothing does");
 
     // Past the tokens of declarations, likewise; an override beats the manifest.
     let heavy = open(&executor, ExposureConfig { max_direct_tokens: 10, ..ExposureConfig::default() });
@@ -78,4 +86,15 @@ async fn auto_tools_wait_past_the_threshold_and_are_declared_once_found() {
     let session = open(&executor, overridden);
     assert!(session.declares(&name(&session, "mounted")) && !session.has_deferred());
     assert_eq!(session.exposure_of(&name(&session, "test")), Exposure::Hidden);
+
+    // A session without anything that finds tools declares them all, whatever their number.
+    let config = ExposureConfig { max_direct_functions: 1, ..ExposureConfig::default() };
+    let unsearchable = executor.open_session(SessionConfig {
+        id: "u".into(),
+        tenant: "t".into(),
+        active_tools: Some(vec!["test".into(), "mounted".into()]),
+        exposure: config,
+        ..SessionConfig::default()
+    });
+    assert!(!unsearchable.has_deferred());
 }
