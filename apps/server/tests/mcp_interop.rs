@@ -167,6 +167,9 @@ fn the_python_sdk_uses_toolhost_over_stdio() {
     assert_eq!(seen["inside"], json!({"is_error": false, "text": "notes for the python client"}));
     assert_eq!(seen["outside"]["is_error"], true, "headless: what would ask is blocked");
     assert!(seen["outside"]["text"].as_str().unwrap().contains("Blocked"), "{seen}");
+    // The text an MCP client shows says why, and what would let the call run.
+    let text = seen["outside"]["text"].as_str().unwrap();
+    assert!(text.contains("Why: ") && text.contains("--approval-mode"), "{text}");
 }
 
 /// A deferred tool through MCP: not listed at first, found by `searchTools`, after which the

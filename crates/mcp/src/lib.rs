@@ -572,7 +572,22 @@ fn answer_of(joined: Result<Vec<CallResult>, OpenError>) -> Result<CallToolRespo
     let Some(result) = results.into_iter().next() else {
         return Err(McpError::internal_error("the pipeline returned no result", None));
     };
-    let content = vec![ContentBlock::text(result.output.content.clone())];
+    let mut text = result.output.content.clone();
+    // An MCP client shows the text, not `structuredContent`: a blocked call says why there, and
+    // what would let it run.
+    if result.status.as_str() == "blocked" {
+        let reason = result.output.state.as_ref().and_then(|s| s.get("reason")).and_then(Value::as_str);
+        if let Some(reason) = reason.filter(|r| !r.trim().is_empty()) {
+            text.push_str(&format!(" Why: {}.", reason.trim().trim_end_matches('.')));
+        }
+        text.push_str(
+            " Nobody could be asked to approve it in this session. To let such a call run, use a client \
+             that shows approval forms (MCP elicitation) with the approval mode `manual`, or start \
+             Toolhost with another `--approval-mode` (`auto_run` runs what the audits do not flag); on a \
+             server the operator can also allow the tool for the session.",
+        );
+    }
+    let content = vec![ContentBlock::text(text)];
     let mut answer =
         if result.output.success { CallToolResult::success(content) } else { CallToolResult::error(content) };
     if let Some(state @ Value::Object(_)) = &result.output.state {
