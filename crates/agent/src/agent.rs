@@ -570,7 +570,7 @@ pub fn declarations(
             if let Some(name) = session.names.name_of(&entry.manifest.identifier, &api.name)
                 && session.declares(name)
             {
-                out.push(format.declare(name, api));
+                out.push(format.declare(name, &session.declared_api(api)));
             }
         }
     }
@@ -589,6 +589,7 @@ pub fn system_prompt(executor: &Executor, session: &Session) -> String {
         ("date", tool_core::manifest::today()),
         ("working_directory", folder),
         ("deferred_tools", tool_executor::deferred_summary(executor.toolbox(), session)),
+        ("skills", session.config.skills.summary()),
     ]);
     let mut prompt = tool_core::manifest::render_template(BASE_PROMPT, &values);
     // The roles of tools the model is given from the start: a deferred tool's role would teach a

@@ -18,7 +18,7 @@ use tool_executor::{ApprovalMode, Executor, Session, SessionConfig, SessionPolic
 fn executor() -> Executor {
     let computer: Arc<dyn computer_runtime::ComputerRuntime> =
         Arc::new(computer_runtime::LocalComputer::default());
-    let services = tool_core::Services::new().with(computer);
+    let services = tool_core::Services::new().with(computer).with(Arc::new(builtin_tools::url_router()));
     let mut toolbox = Toolbox::new();
     for (manifest, runtime) in builtin_tools::Registry::builtin().available_runtimes(&services).0 {
         toolbox.add_tool(manifest, runtime).unwrap();
@@ -683,4 +683,91 @@ async fn a_tool_found_by_search_is_declared_in_the_next_request() {
     };
     let result = executor.execute_batch(&plain, batch).await.pop().unwrap();
     assert_eq!(result.output.error.unwrap().kind, tool_core::ErrorKind::UnknownTool, "hidden from the model");
+}
+
+#[tokio::test]
+async fn skills_are_listed_activated_and_their_files_read() {
+    let folder = tempfile::tempdir().unwrap();
+    let executor = executor();
+    let fixtures = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../builtin-tool-skills/tests/fixtures/accepted");
+    let found = builtin_tool_skills::discover::discover(&[builtin_tool_skills::discover::SkillRoot::new(
+        &fixtures,
+        tool_core::SkillSource::Project,
+    )]);
+    let open = |id: &str, skills: tool_core::SkillSet| {
+        executor.open_session(SessionConfig {
+            id: id.into(),
+            tenant: "local".into(),
+            working_directory: Some(folder.path().to_owned()),
+            policy: SessionPolicy { mode: ApprovalMode::Manual, ..SessionPolicy::default() },
+            active_tools: Some(vec!["local-system".into(), "skills".into()]),
+            skills: Arc::new(skills),
+            ..SessionConfig::default()
+        })
+    };
+    let session = open("skills-loop", found.set());
+    let activate = json!({"name": "pdf-forms"}).to_string();
+    let read = json!({"path": "skill://pdf-forms/references/field-types.md:3-4"}).to_string();
+    let server = ScriptedModel::start(vec![
+        openai_reply("", "", &[("a1", "activateSkill", &activate)], "tool_calls"),
+        openai_reply("", "", &[("r1", "readFile", &read)], "tool_calls"),
+        openai_reply("", "Text fields take strings.", &[], "stop"),
+    ])
+    .await;
+    let mut agent = Agent::new(openai(&server), executor.clone(), session.clone(), AgentConfig::default());
+    let (outcome, _) = run(&mut agent, "How do I fill this PDF form?").await;
+    assert_eq!(outcome, Outcome::Answered { text: "Text fields take strings.".into(), truncated: false });
+
+    let received = server.received();
+    let system = received[0].body["messages"][0]["content"].as_str().unwrap();
+    assert!(
+        system.contains("- pdf-forms: Fills in and checks PDF forms."),
+        "names and descriptions: {system}"
+    );
+    assert!(!system.contains("List the form fields"), "not the body: {system}");
+    let tools = received[0].body["tools"].as_array().unwrap();
+    let declared =
+        tools.iter().find(|t| t["function"]["name"] == "activateSkill").expect("activateSkill declared");
+    assert_eq!(
+        declared["function"]["parameters"]["properties"]["name"]["enum"],
+        json!(["changelog", "pdf-forms", "sql-2"]),
+        "the session's skills as an enum"
+    );
+    let result = |n: usize| -> String {
+        let messages = received[n].body["messages"].as_array().unwrap();
+        messages.iter().rev().find(|m| m["role"] == "tool").unwrap()["content"].as_str().unwrap().to_owned()
+    };
+    let body = result(1);
+    assert!(body.contains("<skill name=\"pdf-forms\"") && body.contains("1. List the form fields"), "{body}");
+    assert!(body.contains("- references/field-types.md"), "{body}");
+    let lines = result(2);
+    assert!(lines.starts_with("Text fields take strings.\nCheck boxes take true or false."), "{lines}");
+    assert!(!lines.contains("# Field types"), "only the lines asked for: {lines}");
+    // Both ran in a manual session with no one to ask: reading a skill asks nothing.
+
+    // Out of the skill's folder: refused, whatever the path says.
+    let batch = tool_executor::Batch {
+        message_id: None,
+        calls: vec![tool_executor::RawCall {
+            id: "x1".into(),
+            name: "readFile".into(),
+            arguments: json!({"path": "skill://pdf-forms/../../../../../../etc/hostname"}).to_string(),
+        }],
+        stopped_on_length: false,
+    };
+    let out = executor.execute_batch(&session, batch).await.pop().unwrap();
+    assert!(!out.output.success, "{}", out.output.content);
+
+    // A session without skills declares no activateSkill and says nothing of skills.
+    let plain = open("skills-none", tool_core::SkillSet::default());
+    let names: Vec<String> = agent::declarations(&executor, &plain, tool_core::provider::Provider::Openai)
+        .iter()
+        .map(|t| t["function"]["name"].as_str().unwrap().to_owned())
+        .collect();
+    assert!(
+        !names.contains(&"activateSkill".to_owned()) && names.contains(&"readFile".to_owned()),
+        "{names:?}"
+    );
+    assert!(!agent::system_prompt(&executor, &plain).contains("# Skills"));
 }

@@ -7,7 +7,8 @@ use serde::{Deserialize, Serialize};
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct ReadFileArgs {
-    /// The file to read, absolute or relative to the working directory.
+    /// The file to read, absolute or relative to the working directory, or an internal address
+    /// such as `skill://NAME/PATH`. A `:N-M` suffix reads lines N to M (`:N-` from N on).
     pub path: String,
     /// First line to read, 1-based. Default 1.
     #[serde(default)]

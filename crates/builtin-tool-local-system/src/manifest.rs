@@ -72,7 +72,7 @@ impl LocalSystemApi {
             .tier(Tier::Read)
             .timeout_ms(30_000)
             .intervention(path_scope())
-            .path_param(PathParam::new("path")),
+            .path_param(PathParam::new("path").with_addresses()),
             Self::WriteFile => ApiSpec::new::<WriteFileArgs>(
                 name,
                 "Create or overwrite a file with the given content, atomically. Prefer editFile for changes to an existing file.",

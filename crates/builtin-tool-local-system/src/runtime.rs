@@ -13,8 +13,10 @@ use futures::future::BoxFuture;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
+use tool_core::urls::{self, Lines};
 use tool_core::{
-    CallContext, ErrorKind, MissingService, SandboxPolicy, Services, ToolOutput, ToolRuntime, parse_arguments,
+    CallContext, ErrorKind, MissingService, SandboxPolicy, Services, ToolOutput, ToolRuntime, UrlRouter,
+    parse_arguments,
 };
 
 use crate::args::*;
@@ -36,19 +38,52 @@ const GREP_LINE_CHARS: usize = 500;
 /// [`MissingService`] when the services hold no computer runtime.
 pub fn runtime(services: &Services) -> Result<Arc<dyn ToolRuntime>, MissingService> {
     let computer = services.require::<Arc<dyn ComputerRuntime>>()?;
-    Ok(Arc::new(LocalSystemRuntime::new(computer.clone())))
+    let mut runtime = LocalSystemRuntime::new(computer.clone());
+    runtime.urls = services.get::<Arc<UrlRouter>>().cloned();
+    Ok(Arc::new(runtime))
 }
 
 /// Runs local-system calls on the computer it is given.
 #[derive(Debug, Clone)]
 pub struct LocalSystemRuntime {
     computer: Arc<dyn ComputerRuntime>,
+    /// The internal URLs `readFile` reads (`skill://…`), when the front end offers any.
+    urls: Option<Arc<UrlRouter>>,
 }
 
 impl LocalSystemRuntime {
     /// A runtime over `computer`.
     pub fn new(computer: Arc<dyn ComputerRuntime>) -> Self {
-        Self { computer }
+        Self { computer, urls: None }
+    }
+
+    /// The same runtime reading these internal URLs too.
+    #[must_use]
+    pub fn with_urls(mut self, urls: Arc<UrlRouter>) -> Self {
+        self.urls = Some(urls);
+        self
+    }
+
+    /// `readFile` of an internal URL (`scheme://…`, a selector allowed).
+    async fn read_url(&self, scheme: &str, args: &ReadFileArgs, context: &CallContext) -> Outcome {
+        let selected = urls::select(&args.path);
+        let lines = Lines {
+            offset: args.offset.or(selected.lines.offset),
+            limit: args.limit.or(selected.lines.limit),
+            raw: selected.lines.raw,
+        };
+        let rest = selected.target.split_once("://").map_or("", |(_, rest)| rest);
+        let Some(reader) = self.urls.as_ref().and_then(|router| router.reader(scheme)) else {
+            let known = self.urls.as_ref().map(|router| router.describe()).filter(|d| !d.is_empty());
+            return Err(invalid(match known {
+                Some(known) => {
+                    format!("`{scheme}://` is not an address readFile reads; it reads files and:\n{known}")
+                }
+                None => format!("`{scheme}://` is not an address readFile reads; give a file's path"),
+            }));
+        };
+        let output = reader.read(rest, lines, context).await;
+        if output.success { Ok(output) } else { Err(output) }
     }
 }
 
@@ -81,10 +116,26 @@ impl LocalSystemRuntime {
         match api {
             LocalSystemApi::ReadFile => {
                 let args: ReadFileArgs = parse(api, arguments)?;
-                let request =
-                    ReadRequest { path: resolve(&args.path, dir)?, offset: args.offset, limit: args.limit };
+                if let Some((scheme, _)) = urls::scheme_of(&args.path) {
+                    return self.read_url(scheme, &args, context).await;
+                }
+                // `file:10-20` selects lines unless a file is named so.
+                let whole = resolve(&args.path, dir)?;
+                let selected = urls::select(&args.path);
+                let (path, lines) = if selected.lines != Lines::default() && whole.symlink_metadata().is_err()
+                {
+                    (resolve(selected.target, dir)?, selected.lines)
+                } else {
+                    (whole, Lines::default())
+                };
+                let request = ReadRequest {
+                    path,
+                    offset: args.offset.or(lines.offset),
+                    limit: args.limit.or(lines.limit),
+                };
                 let state = computer.read(files, request).await.map_err(failure)?;
-                Ok(done(format::read(&state), &state))
+                let content = if lines.raw { state.content.clone() } else { format::read(&state) };
+                Ok(done(content, &state))
             }
             LocalSystemApi::WriteFile => {
                 let args: WriteFileArgs = parse(api, arguments)?;

@@ -79,6 +79,13 @@ impl ToolFlags {
     }
 }
 
+/// The internal URLs builtin tools read (`skill://NAME/PATH`), for `readFile`: a front end adds
+/// it to the services it builds runtimes from (with readers of its own, such as `journal://`).
+#[cfg(feature = "runtime")]
+pub fn url_router() -> tool_core::UrlRouter {
+    tool_core::UrlRouter::new().with(std::sync::Arc::new(builtin_tool_skills::SkillUrls))
+}
+
 /// A tool's manifest with its runtime.
 #[cfg(feature = "runtime")]
 pub type ToolParts = (ToolManifest, std::sync::Arc<dyn tool_core::ToolRuntime>);

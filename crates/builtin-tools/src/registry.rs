@@ -39,6 +39,7 @@ static TOOLS: LazyLock<Vec<BuiltinTool>> = LazyLock::new(|| {
         tool!(builtin_tool_documents),
         tool!(builtin_tool_knowledge_base),
         tool!(builtin_tool_tool_search),
+        tool!(builtin_tool_skills),
         // new-tool: register
     ]
 });

@@ -160,7 +160,10 @@ pub fn builtin_toolbox() -> Result<Toolbox, String> {
 pub fn builtin_toolbox_with(services: tool_core::Services) -> Result<Toolbox, String> {
     let computer: Arc<dyn computer_runtime::ComputerRuntime> =
         Arc::new(computer_runtime::LocalComputer::default());
-    let services = services.with(computer);
+    let mut services = services.with(computer);
+    if services.get::<Arc<tool_core::UrlRouter>>().is_none() {
+        services = services.with(Arc::new(builtin_tools::url_router()));
+    }
     let mut toolbox = Toolbox::new();
     for (manifest, runtime) in builtin_tools::Registry::builtin().available_runtimes(&services).0 {
         toolbox.add_tool(manifest, runtime).map_err(|e| e.to_string())?;

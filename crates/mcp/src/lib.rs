@@ -34,9 +34,10 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use futures::future::BoxFuture;
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
-    InputRequiredResult, ListToolsResult, PaginatedRequestParams, ProgressNotificationParam,
-    ServerCapabilities, ServerConfig, Tool,
+    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, GetPromptRequestParams,
+    GetPromptResponse, GetPromptResult, Implementation, InputRequiredResult, ListPromptsResult,
+    ListToolsResult, PaginatedRequestParams, ProgressNotificationParam, Prompt, PromptArgument,
+    PromptMessage, Role, ServerCapabilities, ServerConfig, Tool,
 };
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData as McpError, RoleServer, ServerHandler, ServiceExt};
@@ -222,12 +223,14 @@ fn tool_of(name: &str, title: &str, api: &tool_core::ApiSpec) -> Option<Tool> {
 
 impl ServerHandler for Connection {
     fn get_info(&self) -> ServerConfig {
-        ServerConfig::new(ServerCapabilities::builder().enable_tools().enable_tool_list_changed().build())
-            .with_server_info(Implementation::new(self.name.clone(), env!("CARGO_PKG_VERSION")))
-            .with_instructions(
-                "Toolhost's tools. Every call passes Toolhost's approvals, sandbox and journal: a call that \
+        ServerConfig::new(
+            ServerCapabilities::builder().enable_tools().enable_tool_list_changed().enable_prompts().build(),
+        )
+        .with_server_info(Implementation::new(self.name.clone(), env!("CARGO_PKG_VERSION")))
+        .with_instructions(
+            "Toolhost's tools. Every call passes Toolhost's approvals, sandbox and journal: a call that \
                  needs a person waits for one, or is blocked with the reason when none can be asked.",
-            )
+        )
     }
 
     async fn list_tools(
@@ -248,11 +251,68 @@ impl ServerHandler for Connection {
             let Some(entry) = toolbox.tool(tool) else { continue };
             let Some(spec) = entry.manifest.find_api(api) else { continue };
             let title = format!("{}: {}", entry.manifest.meta.title, spec.name);
-            if let Some(declared) = tool_of(name, &title, spec) {
+            if let Some(declared) = tool_of(name, &title, &opened.session.declared_api(spec)) {
                 tools.push(declared);
             }
         }
         Ok(ListToolsResult::with_all_items(tools))
+    }
+
+    /// The session's skills a person may start, as prompts (their instructions, with what the
+    /// person gives as `arguments`).
+    async fn list_prompts(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        context: RequestContext<RoleServer>,
+    ) -> Result<ListPromptsResult, McpError> {
+        let opened = self.opened(&context).await?;
+        let prompts = opened
+            .session
+            .config
+            .skills
+            .all()
+            .iter()
+            .filter(|skill| skill.user_invocable)
+            .map(|skill| {
+                let mut argument = PromptArgument::new("arguments");
+                argument.description = Some(skill.argument_hint.clone().map_or_else(
+                    || "what the skill is to work on (optional)".to_owned(),
+                    |hint| format!("what the skill is to work on: {hint}"),
+                ));
+                argument.required = Some(false);
+                Prompt::new(&skill.name, Some(&skill.description), Some(vec![argument]))
+            })
+            .collect();
+        Ok(ListPromptsResult::with_all_items(prompts))
+    }
+
+    async fn get_prompt(
+        &self,
+        request: GetPromptRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<GetPromptResponse, McpError> {
+        let opened = self.opened(&context).await?;
+        let skills = opened.session.config.skills.clone();
+        let Some(skill) = skills.get(&request.name).filter(|skill| skill.user_invocable).cloned() else {
+            return Err(McpError::invalid_params(format!("there is no prompt `{}`", request.name), None));
+        };
+        let arguments = request
+            .arguments
+            .as_ref()
+            .and_then(|a| a.get("arguments"))
+            .and_then(Value::as_str)
+            .map(str::to_owned);
+        let output =
+            tokio::task::spawn_blocking(move || builtin_tool_skills::activate(&skill, arguments.as_deref()))
+                .await
+                .map_err(|e| McpError::internal_error(e.to_string(), None))?;
+        if !output.success {
+            return Err(McpError::internal_error(output.content, None));
+        }
+        let description = skills.get(&request.name).map(|s| s.description.clone()).unwrap_or_default();
+        Ok(GetPromptResult::new(vec![PromptMessage::new_text(Role::User, output.content)])
+            .with_description(description)
+            .into())
     }
 
     async fn call_tool(

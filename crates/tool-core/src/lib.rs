@@ -53,7 +53,9 @@ pub mod render;
 pub mod runtime;
 pub mod sandbox;
 pub mod services;
+pub mod skills;
 pub mod storage;
+pub mod urls;
 
 pub use manifest::{
     ApiSpec, DisplayControl, ExecutionMode, Executor, Exposure, Intervention, InterventionPolicy,
@@ -70,6 +72,8 @@ pub use sandbox::{
     SandboxMode, SandboxPolicy,
 };
 pub use services::{AuditFn, AuditInput, AuditVerdict, MissingService, Services};
+pub use skills::{SkillInfo, SkillSet, SkillSource};
+pub use urls::{UrlReader, UrlRouter};
 
 /// Declares the enum of a tool's API names, one variant per API, with its model-facing name.
 ///

@@ -53,6 +53,8 @@ pub enum Exposure {
     Hidden,
     /// Declared only while the session has deferred functions (tool search itself).
     WhenDeferred,
+    /// Declared only when the session has skills the model may activate (the skills tool).
+    WhenSkills,
 }
 
 impl Exposure {
@@ -69,6 +71,7 @@ impl Exposure {
             Self::Deferred => "deferred",
             Self::Hidden => "hidden",
             Self::WhenDeferred => "when_deferred",
+            Self::WhenSkills => "when_skills",
         }
     }
 }
@@ -221,7 +224,51 @@ pub struct ApiSpec {
     pub open_world: bool,
 }
 
+/// The schema keyword that marks a parameter whose choices come from the session
+/// (`"x-choices": "skills"`): each session declares them as the parameter's `enum`.
+pub const CHOICES_KEYWORD: &str = "x-choices";
+
 impl ApiSpec {
+    /// Marks the top-level parameter `param` as taking one of the session's `list` (see
+    /// [`CHOICES_KEYWORD`]).
+    #[must_use]
+    pub fn choices_from(mut self, param: &str, list: &str) -> Self {
+        if let Some(property) = self.parameters.pointer_mut(&format!("/properties/{param}"))
+            && let Some(property) = property.as_object_mut()
+        {
+            property.insert(CHOICES_KEYWORD.to_owned(), Value::String(list.to_owned()));
+        }
+        self
+    }
+
+    /// This API as a session declares it: each parameter marked with [`CHOICES_KEYWORD`] gets
+    /// `choices(list)` as its `enum` (when that gives a list that is not empty) and loses the
+    /// mark. Borrowed when nothing is marked.
+    pub fn with_choices(
+        &self,
+        choices: impl Fn(&str) -> Option<Vec<String>>,
+    ) -> std::borrow::Cow<'_, ApiSpec> {
+        let marked = self
+            .parameters
+            .get("properties")
+            .and_then(Value::as_object)
+            .is_some_and(|props| props.values().any(|p| p.get(CHOICES_KEYWORD).is_some()));
+        if !marked {
+            return std::borrow::Cow::Borrowed(self);
+        }
+        let mut api = self.clone();
+        if let Some(props) = api.parameters.get_mut("properties").and_then(Value::as_object_mut) {
+            for property in props.values_mut() {
+                let Some(property) = property.as_object_mut() else { continue };
+                let Some(Value::String(list)) = property.remove(CHOICES_KEYWORD) else { continue };
+                if let Some(names) = choices(&list).filter(|n| !n.is_empty()) {
+                    property.insert("enum".to_owned(), Value::from(names));
+                }
+            }
+        }
+        std::borrow::Cow::Owned(api)
+    }
+
     /// An API whose parameters are derived from `Args`.
     ///
     /// Defaults: tier `exec` (a tool that declares nothing is treated as the riskiest), parallel,
@@ -488,25 +535,43 @@ pub struct PathParam {
     /// Only treat the value as a path when it is absolute (glob patterns are relative otherwise).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub absolute_only: bool,
+    /// The value may also be an internal URL (`skill://…`: no path, judged by its reader) or
+    /// carry a line selector (`file:10-20`: the path is what precedes it).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub addresses: bool,
 }
 
 impl PathParam {
     /// A path parameter at `pointer`.
     pub fn new(pointer: impl Into<String>) -> Self {
-        Self { pointer: pointer.into(), absolute_only: false }
+        Self { pointer: pointer.into(), absolute_only: false, addresses: false }
     }
 
     /// A parameter that is a path only when absolute.
     pub fn absolute_only(pointer: impl Into<String>) -> Self {
-        Self { pointer: pointer.into(), absolute_only: true }
+        Self { pointer: pointer.into(), absolute_only: true, addresses: false }
     }
 
-    /// The string values this parameter selects in `arguments`.
+    /// The same parameter, taking internal URLs and line selectors too.
+    #[must_use]
+    pub fn with_addresses(mut self) -> Self {
+        self.addresses = true;
+        self
+    }
+
+    /// The paths this parameter names in `arguments` (without selectors; internal URLs are not
+    /// paths).
     pub fn select<'a>(&self, arguments: &'a Value) -> Vec<&'a str> {
         let mut found = Vec::new();
         select_into(arguments, &self.pointer, &mut found);
         if self.absolute_only {
             found.retain(|path| path.starts_with('/') || path.starts_with('~'));
+        }
+        if self.addresses {
+            found.retain(|path| crate::urls::scheme_of(path).is_none());
+            for path in &mut found {
+                *path = crate::urls::select(path).target;
+            }
         }
         found
     }

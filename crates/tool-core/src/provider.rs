@@ -48,6 +48,8 @@ impl Provider {
 
     /// The declaration of `api` under the function name `name`, in this provider's form.
     pub fn declare(self, name: &str, api: &ApiSpec) -> Value {
+        // A parameter whose choices the session did not fill in is declared as it is typed.
+        let api = &*api.with_choices(|_| None);
         match self {
             Self::Openai => openai_function(name, &api.description, &api.parameters),
             Self::Anthropic => anthropic_tool(name, &api.description, &api.parameters),

@@ -170,6 +170,8 @@ pub struct CallContext {
     /// The session's deferred functions and the way to declare them (tool search), when the front
     /// end's pipeline offers it.
     pub finder: Option<Arc<dyn ToolFinder>>,
+    /// The session's skills (the `skills` tool activates them, `skill://` reads their files).
+    pub skills: Arc<crate::skills::SkillSet>,
 }
 
 /// A function the session keeps out of the model's declarations until tool search finds it.
@@ -213,6 +215,7 @@ impl CallContext {
             progress: ProgressSink::default(),
             nested: None,
             finder: None,
+            skills: Arc::default(),
         }
     }
 

@@ -64,7 +64,12 @@ fn tokens(name: &str, api: &tool_core::ApiSpec) -> usize {
 }
 
 /// Resolves every function of `names` to `Direct`, `Deferred` or `Hidden`.
-pub(crate) fn resolve(toolbox: &Toolbox, config: &ExposureConfig, names: &ToolNames) -> Exposures {
+pub(crate) fn resolve(
+    toolbox: &Toolbox,
+    config: &ExposureConfig,
+    names: &ToolNames,
+    skills: &tool_core::SkillSet,
+) -> Exposures {
     let mut functions: Vec<(String, Exposure, usize)> = Vec::new();
     for entry in toolbox.tools() {
         let manifest = &entry.manifest;
@@ -96,6 +101,10 @@ pub(crate) fn resolve(toolbox: &Toolbox, config: &ExposureConfig, names: &ToolNa
         if *exposure == Exposure::WhenDeferred {
             *exposure = if any_deferred { Exposure::Direct } else { Exposure::Hidden };
         }
+        if *exposure == Exposure::WhenSkills {
+            let any_skill = skills.for_model().next().is_some();
+            *exposure = if any_skill { Exposure::Direct } else { Exposure::Hidden };
+        }
     }
     by_name.retain(|_, e| *e != Exposure::Direct);
     Exposures { by_name, ..Exposures::default() }
@@ -117,6 +126,12 @@ impl Session {
             Exposure::Hidden => false,
             _ => true,
         }
+    }
+
+    /// `api` as this session declares it: a parameter that takes one of the session's skills
+    /// (`"x-choices": "skills"`) lists their names as its `enum`.
+    pub fn declared_api<'a>(&self, api: &'a tool_core::ApiSpec) -> std::borrow::Cow<'a, tool_core::ApiSpec> {
+        api.with_choices(|list| (list == "skills").then(|| self.config.skills.model_names()))
     }
 
     /// Whether the session has deferred functions (found or not).

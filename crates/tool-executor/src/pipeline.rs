@@ -366,7 +366,8 @@ impl Executor {
             config.working_directory = Some(pinned);
         }
         let names = self.inner.toolbox.names(config.active_tools.as_deref());
-        let exposures = crate::exposure::resolve(&self.inner.toolbox, &config.exposure, &names);
+        let exposures =
+            crate::exposure::resolve(&self.inner.toolbox, &config.exposure, &names, &config.skills);
         Arc::new(Session::new(config, names, exposures))
     }
 
@@ -1095,6 +1096,7 @@ impl Executor {
         };
         context.cancel = session.call_token(&call.call_id, call.batch_cancel.as_ref());
         context.nested = Some(nested);
+        context.skills = session.config.skills.clone();
         if session.has_deferred() {
             context.finder = Some(Arc::new(crate::exposure::SessionFinder {
                 toolbox: self.inner.toolbox.clone(),

@@ -69,6 +69,10 @@ pub struct SessionConfig {
     /// Paths no file call opens in any mode, inside the roots or out (the server's own files).
     #[serde(default)]
     pub protected_paths: Vec<PathBuf>,
+    /// The session's skills, as the front end found them for it (not stored: a front end that
+    /// loads the session again finds them again, from the folders it trusts then).
+    #[serde(skip)]
+    pub skills: std::sync::Arc<tool_core::SkillSet>,
 }
 
 /// What a hook sees of a call.
