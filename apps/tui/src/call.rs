@@ -75,6 +75,8 @@ pub async fn run(args: CallArgs) -> anyhow::Result<u8> {
     };
     let folder = args.guard.folder()?;
     let executor = setup::executor(broker, &args.guard).await?;
+    let mut args = args;
+    setup::find_skills(&mut args.guard, &executor, &folder, None).await;
     let session =
         setup::session(&executor, setup::new_session_id(&folder), &folder, args.mode, !person, &args.guard);
     let cancel = tokio_util::sync::CancellationToken::new();

@@ -269,12 +269,17 @@ pub async fn run(args: ChatArgs) -> anyhow::Result<u8> {
     for (text, _) in instructions.describe() {
         eprintln!("({})", text.replace("/trust uses", "the full screen's /trust uses"));
     }
+    let mut guard = args.guard;
+    let skills = setup::find_skills(&mut guard, &executor, &folder, Some(profile.context_window)).await;
+    for (text, _) in skills.describe() {
+        eprintln!("({})", text.replace("/trust uses", "the full screen's /trust uses"));
+    }
     let mut chat = Chat {
         executor,
         profile,
         folder,
         data,
-        guard: args.guard,
+        guard,
         mode: args.mode,
         session_id,
         instructions: instructions.prompt,
@@ -300,10 +305,27 @@ pub async fn run(args: ChatArgs) -> anyhow::Result<u8> {
         if line.is_empty() {
             continue;
         }
+        // `/NAME arguments` starts a skill: the model is sent its instructions.
+        let mut started = None;
         if let Some(command) = line.strip_prefix('/') {
+            let name = command.split_whitespace().next().unwrap_or_default();
+            // The app's own commands come first.
+            let own = ["quit", "exit", "skills", "status", "mode", "sandbox"].contains(&name);
+            if !own && chat.guard.skills.get(name).is_some() {
+                match crate::skills::started_by_person(&chat.guard.skills, name, &command[name.len()..]) {
+                    Ok(message) => started = Some(message),
+                    Err(error) => {
+                        eprintln!("{error}");
+                        continue;
+                    }
+                }
+            }
+        }
+        if let Some(command) = line.strip_prefix('/').filter(|_| started.is_none()) {
             let mut words = command.split_whitespace();
             match (words.next(), words.next()) {
                 (Some("quit" | "exit"), _) => break,
+                (Some("skills"), _) => eprintln!("{}", skills.listing()),
                 (Some("status"), _) => eprintln!("{}", chat.status()),
                 (Some("mode"), Some(mode)) => match setup::parse_mode(mode) {
                     Ok(mode) => {
@@ -322,7 +344,7 @@ pub async fn run(args: ChatArgs) -> anyhow::Result<u8> {
                     Err(error) => eprintln!("{error}"),
                 },
                 _ => eprintln!(
-                    "commands: /mode manual|auto-run|read-only|allow-list · /sandbox workspace-write|read-only|off · /status · /quit"
+                    "commands: /mode manual|auto-run|read-only|allow-list · /sandbox workspace-write|read-only|off · /status · /skills · /SKILL [arguments] · /quit"
                 ),
             }
             continue;
@@ -337,7 +359,7 @@ pub async fn run(args: ChatArgs) -> anyhow::Result<u8> {
             }
             out
         });
-        let outcome = agent.run(line, &events, &cancel).await;
+        let outcome = agent.run(started.as_deref().unwrap_or(line), &events, &cancel).await;
         running.lock().unwrap_or_else(|p| p.into_inner()).take();
         drop(events);
         printer.await?.outcome(&outcome, agent.usage());
@@ -393,15 +415,19 @@ pub async fn screen(args: ChatArgs) -> anyhow::Result<u8> {
     } else {
         Vec::new()
     };
+    let mut guard = args.guard;
+    let window = profile.as_ref().map(|p| p.context_window);
+    let skills = setup::find_skills(&mut guard, &executor, &folder, window).await;
     let context = ui::run::Context {
         notes,
         instructions,
+        skills,
         executor,
         records: Some(records),
         profile,
         folder,
         data: Some(data),
-        guard: args.guard,
+        guard,
         mode: args.mode,
         session_id,
         history,

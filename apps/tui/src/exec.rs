@@ -64,6 +64,11 @@ pub async fn run(args: ExecArgs) -> anyhow::Result<u8> {
     let profile = setup::model(&args.model)?;
     let folder = args.guard.folder()?;
     let executor = setup::executor(Arc::new(client_executor::device::NoOneToAsk), &args.guard).await?;
+    let mut args = args;
+    let skills = setup::find_skills(&mut args.guard, &executor, &folder, Some(profile.context_window)).await;
+    for (text, _) in skills.describe() {
+        eprintln!("({text})");
+    }
     let session =
         setup::session(&executor, setup::new_session_id(&folder), &folder, args.mode, true, &args.guard);
     let config = agent::AgentConfig {

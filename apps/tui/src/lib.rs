@@ -17,5 +17,6 @@ pub mod memory;
 pub mod out;
 pub mod serve;
 pub mod setup;
+pub mod skills;
 pub mod trust;
 pub mod ui;

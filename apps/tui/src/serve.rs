@@ -90,7 +90,12 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     let folder = args.guard.folder()?;
     let elicitation = mcp::Elicitation::new(Arc::new(client_executor::device::NoOneToAsk));
     let executor = setup::executor(elicitation.clone(), &args.guard).await?;
-    let backend = Local { executor, elicitation, folder, mode: args.mode, guard: args.guard };
+    let mut guard = args.guard;
+    // Standard error is the log of a stdio server; what was found wrong with a skill goes there.
+    for (text, _) in setup::find_skills(&mut guard, &executor, &folder, None).await.describe() {
+        eprintln!("({text})");
+    }
+    let backend = Local { executor, elicitation, folder, mode: args.mode, guard };
     mcp::serve_stdio(Arc::new(backend), "toolhost").await?;
     Ok(())
 }

@@ -57,6 +57,9 @@ pub struct GuardArgs {
     /// MCP servers to mount as tools (default: `mcp.toml` in the config folder, when it exists).
     #[arg(long, env = "TOOLHOST_MCP_CONFIG", value_name = "FILE")]
     pub mcp_config: Option<PathBuf>,
+    /// The skills sessions are given (found for the folder by [`crate::skills::for_folder`]).
+    #[arg(skip)]
+    pub skills: Arc<tool_core::SkillSet>,
 }
 
 impl GuardArgs {
@@ -215,6 +218,22 @@ pub fn new_session_id(folder: &Path) -> String {
     format!("{}-{now:x}", folder_key(folder))
 }
 
+/// Finds the skills for `folder` ([`crate::skills::for_folder`], the project's only when the
+/// folder is trusted) and gives them to the sessions `guard` opens; the list takes about 2 % of
+/// `context_window` (tokens) in the system prompt.
+pub async fn find_skills(
+    guard: &mut GuardArgs,
+    executor: &Executor,
+    folder: &Path,
+    context_window: Option<u64>,
+) -> crate::skills::Skills {
+    let budget =
+        context_window.map_or(tool_core::skills::DEFAULT_PROMPT_BUDGET, crate::skills::prompt_budget);
+    let skills = crate::skills::for_folder(executor.journal().map(AsRef::as_ref), folder, budget).await;
+    guard.skills = skills.set.clone();
+    skills
+}
+
 /// Opens a session in `folder` with these guards; with `no_person`, whatever would ask is blocked.
 pub fn session(
     executor: &Executor,
@@ -231,6 +250,7 @@ pub fn session(
         policy: SessionPolicy { mode, no_person, ..SessionPolicy::default() },
         sandbox: guard.sandbox(),
         project: Some(folder.display().to_string()),
+        skills: guard.skills.clone(),
         ..SessionConfig::default()
     })
 }

@@ -85,6 +85,7 @@ fn python_client_of_toolhost_mcp(home: &Home, script: &str, args: &[&str]) -> Va
         .arg(home.folder.path())
         .env("TOOLHOST_DATA_DIR", home.data.path())
         .env("XDG_CONFIG_HOME", home.config.path())
+        .env("HOME", home.config.path())
         .output()
         .unwrap();
     assert!(output.status.success(), "{}", stderr(&output));
@@ -657,4 +658,77 @@ fn with_an_embeddings_endpoint_knowledge_and_memories_are_found_by_meaning() {
     )
     .into_owned();
     assert!(fallback.contains("fleet.md") && fallback.contains("Searched by words only"), "{fallback}");
+}
+
+fn skill(root: &std::path::Path, name: &str, front: &str, body: &str) {
+    std::fs::create_dir_all(root.join(name)).unwrap();
+    std::fs::write(root.join(name).join("SKILL.md"), format!("---\nname: {name}\n{front}---\n\n{body}\n"))
+        .unwrap();
+}
+
+/// The person's skills are found always, the project's once the folder is trusted; the model
+/// activates them by name and reads their files at `skill://`; over MCP they are prompts.
+#[test]
+fn skills_come_from_trusted_folders_and_are_activated_read_and_served_as_prompts() {
+    let home = Home::new();
+    std::fs::create_dir_all(home.folder.path().join(".git")).unwrap();
+    skill(
+        &home.config.path().join(".agents/skills"),
+        "changelog",
+        "description: Writes a changelog entry from the commits since the last tag.\n",
+        "Group the commits under Added, Changed and Fixed.\nThen write them for $ARGUMENTS.",
+    );
+    std::fs::write(
+        home.config.path().join(".agents/skills/changelog/template.md"),
+        "## [Unreleased]\n### Added\n",
+    )
+    .unwrap();
+    skill(
+        &home.folder.path().join(".agents/skills"),
+        "review",
+        "description: Reviews this project's pull requests.\n",
+        "Check the tests first.",
+    );
+    let run = |args: &[&str]| {
+        let mut command = home.command(None);
+        command.arg("call").args(args).stdin(Stdio::null());
+        command.output().unwrap()
+    };
+
+    let mine = run(&["activateSkill", r#"{"name": "changelog", "arguments": "1.4.0"}"#]);
+    assert_eq!(mine.status.code(), Some(0), "{}", stderr(&mine));
+    let text = String::from_utf8_lossy(&mine.stdout);
+    assert!(text.contains("Then write them for 1.4.0."), "{text}");
+    assert!(text.contains("- template.md ("), "{text}");
+    let file = run(&["readFile", r#"{"path": "skill://changelog/template.md:2"}"#]);
+    assert_eq!(String::from_utf8_lossy(&file.stdout).trim(), "### Added", "{}", stderr(&file));
+
+    // The project's skill waits until the folder is trusted.
+    let project = run(&["activateSkill", r#"{"name": "review"}"#]);
+    assert_ne!(project.status.code(), Some(0));
+    assert!(
+        stderr(&project).contains("there is no skill `review`; the skills are: changelog"),
+        "{}",
+        stderr(&project)
+    );
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    runtime.block_on(async {
+        let journal = toolhost::setup::journal(home.data.path()).await.unwrap();
+        let folder = home.folder.path().canonicalize().unwrap();
+        toolhost::trust::trust(journal.as_ref(), &folder).await.unwrap();
+    });
+    let trusted = run(&["activateSkill", r#"{"name": "review"}"#]);
+    assert_eq!(trusted.status.code(), Some(0), "{}", stderr(&trusted));
+    assert!(String::from_utf8_lossy(&trusted.stdout).contains("Check the tests first."));
+
+    // Over MCP: the skills are prompts, and activateSkill names them as an enum.
+    let seen = python_client_of_toolhost_mcp(&home, "skills_client.py", &["changelog", "2.0.0"]);
+    let prompts: Vec<&str> =
+        seen["prompts"].as_array().unwrap().iter().map(|p| p["name"].as_str().unwrap()).collect();
+    assert_eq!(prompts, ["review", "changelog"], "{seen}");
+    assert_eq!(seen["prompts"][1]["arguments"], json!(["arguments"]));
+    assert_eq!(seen["got"]["messages"][0]["role"], "user");
+    let prompt = seen["got"]["messages"][0]["text"].as_str().unwrap();
+    assert!(prompt.contains("Then write them for 2.0.0."), "{prompt}");
+    assert_eq!(seen["enum"], json!(["changelog", "review"]));
 }

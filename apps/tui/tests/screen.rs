@@ -793,6 +793,7 @@ async fn context(
         sandbox: tool_core::SandboxMode::WorkspaceWrite,
         network: tool_core::NetworkAccess::Off,
         mcp_config: None,
+        skills: Default::default(),
     };
     let context = toolhost::ui::run::Context {
         records: None,
@@ -808,6 +809,7 @@ async fn context(
         shift_enter: false,
         instructions: toolhost::instructions::Instructions::default(),
         notes: Vec::new(),
+        skills: Default::default(),
     };
     (context, questions)
 }
@@ -1084,6 +1086,7 @@ fn context_without_a_model(
             sandbox: tool_core::SandboxMode::WorkspaceWrite,
             network: tool_core::NetworkAccess::Off,
             mcp_config: None,
+            skills: Default::default(),
         },
         mode: ApprovalMode::Manual,
         session_id: toolhost::setup::new_session_id(&canonical),
@@ -1092,6 +1095,7 @@ fn context_without_a_model(
         shift_enter: false,
         instructions: toolhost::instructions::Instructions::default(),
         notes: Vec::new(),
+        skills: Default::default(),
     }
 }
 
@@ -1289,4 +1293,59 @@ async fn the_memory_view_lists_opens_and_forgets_only_on_yes() {
     assert_eq!(left[0].record.title, "Shell");
     drop(tx);
     tokio::time::timeout(Duration::from_secs(10), running).await.unwrap().unwrap().unwrap();
+}
+
+#[test]
+fn skills_are_listed_completed_and_started_by_name() {
+    let root = tempfile::tempdir().unwrap();
+    for (name, front) in [
+        (
+            "deploy",
+            "description: Deploys the service\ndisable-model-invocation: true\nargument-hint: \"[env]\"\n",
+        ),
+        ("review", "description: Reviews a pull request\n"),
+        ("status", "description: A skill named like a command\n"),
+    ] {
+        std::fs::create_dir_all(root.path().join(name)).unwrap();
+        std::fs::write(
+            root.path().join(name).join("SKILL.md"),
+            format!("---\nname: {name}\n{front}---\nDeploy to $ARGUMENTS carefully.\n"),
+        )
+        .unwrap();
+    }
+    let mut app = new_app();
+    app.skills = toolhost::skills::load(
+        &[],
+        &[builtin_tool_skills::discover::SkillRoot::new(root.path(), tool_core::SkillSource::User)],
+        false,
+        8_000,
+    );
+    // `/` completes skills after the app's commands.
+    type_text(&mut app, "/dep");
+    let offered: Vec<String> =
+        app.completion.as_ref().unwrap().items.iter().map(|(name, _)| name.clone()).collect();
+    assert_eq!(offered, ["/deploy"]);
+    app.input.clear();
+    app.cursor = 0;
+    app.completion = None;
+
+    type_text(&mut app, "/skills");
+    assert_eq!(app.on_key(key(KeyCode::Enter)), None);
+    let screen = draw_sized(&app, 40);
+    assert!(screen.contains("/deploy [env] — Deploys the service (user, only by you)"), "{screen}");
+
+    type_text(&mut app, "/deploy staging");
+    let Some(Command::Submit(sent)) = app.on_key(key(KeyCode::Enter)) else {
+        panic!("the skill starts a turn")
+    };
+    assert!(sent.starts_with("I am starting the skill `deploy` with: staging."), "{sent}");
+    assert!(sent.contains("Deploy to staging carefully."), "{sent}");
+    assert!(app.running);
+    assert!(
+        matches!(app.cells.iter().rev().find(|c| matches!(c, toolhost::ui::Cell::User(_))), Some(toolhost::ui::Cell::User(typed)) if typed == "/deploy staging")
+    );
+    // The app's own command wins a name.
+    app.running = false;
+    type_text(&mut app, "/status");
+    assert!(matches!(app.on_key(key(KeyCode::Enter)), Some(Command::Status)));
 }

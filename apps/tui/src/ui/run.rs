@@ -55,6 +55,8 @@ pub struct Context {
     pub instructions: crate::instructions::Instructions,
     /// Notes shown at the start (text, and whether it is a warning).
     pub notes: Vec<(String, bool)>,
+    /// The skills found for the folder (`guard.skills` is what sessions are given).
+    pub skills: crate::skills::Skills,
 }
 
 enum ToAgent {
@@ -86,7 +88,7 @@ enum FromPane {
     Ran(Box<CallResult>, serde_json::Value),
     /// The folder's files, for `@` completion.
     Files(Vec<String>),
-    Trusted(crate::instructions::Instructions),
+    Trusted(crate::instructions::Instructions, crate::skills::Skills),
     Journal(Vec<journal::Attempt>, Vec<journal::RememberedDecision>),
     Memories(Vec<tool_core::storage::Record>),
     Failed(String),
@@ -151,10 +153,11 @@ where
     for (text, warning) in &context.notes {
         app.notice(text.clone(), *warning);
     }
-    // Which instructions the model reads, shown once.
-    for (text, warning) in context.instructions.describe() {
+    // Which instructions and skills the model reads, shown once.
+    for (text, warning) in context.instructions.describe().into_iter().chain(context.skills.describe()) {
         app.notice(text, warning);
     }
+    app.skills = context.skills.clone();
     if let Some(data) = &context.data {
         app.history = crate::chat::load_prompts(data, &context.folder);
     }
@@ -447,12 +450,17 @@ where
                         // An `@` typed before the list came is offered its files now.
                         app.update_completion();
                     }
-                    FromPane::Trusted(instructions) => {
+                    FromPane::Trusted(instructions, skills) => {
                         app.notice(format!("{} is trusted from now on", context.folder.display()), false);
-                        for (text, warning) in instructions.describe() {
+                        for (text, warning) in instructions.describe().into_iter().chain(skills.describe()) {
                             app.notice(text, warning);
                         }
+                        // Sessions opened from now on (the agent's, the console's) have the
+                        // project's skills too.
+                        guard.skills = skills.set.clone();
+                        app.skills = skills;
                         let _ = to_agent.send(ToAgent::Instructions(instructions.prompt));
+                        let _ = to_agent.send(ToAgent::Reopen(app.mode, guard.clone()));
                     }
                 }
                 dirty = true;
@@ -642,13 +650,15 @@ fn trust_folder(context: &Context, results: &mpsc::UnboundedSender<FromPane>) {
         return;
     };
     let (folder, results) = (context.folder.clone(), results.clone());
+    let budget = context.skills.set.prompt_budget;
     tokio::spawn(async move {
         match crate::trust::trust(journal.as_ref(), &folder).await {
             Ok(()) => {
                 let global = crate::instructions::global_file();
                 let files = crate::instructions::project_files(&folder);
                 let loaded = crate::instructions::Instructions::load(global.as_deref(), &files, true);
-                let _ = results.send(FromPane::Trusted(loaded));
+                let skills = crate::skills::for_folder(Some(journal.as_ref()), &folder, budget).await;
+                let _ = results.send(FromPane::Trusted(loaded, skills));
             }
             Err(error) => {
                 let _ = results.send(FromPane::Failed(format!("trusting the folder: {error}")));

@@ -109,6 +109,7 @@ pub const COMMANDS: &[(&str, &str)] = &[
     ("/quit", "leave"),
     ("/resume", "continue an earlier conversation"),
     ("/sandbox", "workspace-write, read-only or off"),
+    ("/skills", "the skills you and the model can start"),
     ("/status", "model, context, tokens, sandbox"),
     ("/trust", "use this folder's AGENTS.md"),
 ];
@@ -292,6 +293,8 @@ pub struct App {
     pub unsaved_prompts: Vec<String>,
     /// The folder's files, for `@` completion (listed by the event loop).
     pub files: Vec<String>,
+    /// The skills found for the folder (`/skills`, `/NAME` starts one).
+    pub skills: crate::skills::Skills,
     /// What the word at the cursor could become (`@` files, `/` commands); Tab takes it.
     pub completion: Option<Completion>,
     /// When Esc or Ctrl-C was pressed over a draft: a second press soon after clears it.
@@ -1175,10 +1178,15 @@ impl App {
                 .map(|f| (format!("@{f}"), String::new()))
                 .collect()
         } else if start == 0 && word.starts_with('/') {
+            let skills = self.skills.set.all().iter().filter(|s| s.user_invocable).map(|s| {
+                let what: String = s.description.chars().take(80).collect();
+                (format!("/{}", s.name), format!("skill: {what}"))
+            });
             COMMANDS
                 .iter()
-                .filter(|(name, _)| name.starts_with(&word) && *name != word)
                 .map(|(name, what)| ((*name).to_owned(), (*what).to_owned()))
+                .chain(skills)
+                .filter(|(name, _)| name.starts_with(&word) && *name != word)
                 .collect()
         } else {
             Vec::new()
@@ -1196,17 +1204,52 @@ impl App {
         self.cursor += 1;
     }
 
+    /// `/NAME arguments`: the skill's instructions go to the model; the person's words show.
+    fn start_skill(&mut self, typed: &str, name: &str, arguments: &str) -> Option<Command> {
+        if self.setup_hint.is_some() {
+            self.notice("nothing was sent: no model is set up yet (how, below)", true);
+            return None;
+        }
+        if self.running {
+            self.notice("a skill can start when this turn ends (Esc cancels it)", true);
+            return None;
+        }
+        match crate::skills::started_by_person(&self.skills.set, name, arguments) {
+            Ok(message) => {
+                self.input.clear();
+                self.cursor = 0;
+                self.remember(typed.to_owned());
+                self.unsaved_prompts.push(typed.to_owned());
+                self.start_turn(typed.to_owned());
+                Some(Command::Submit(message))
+            }
+            Err(error) => {
+                self.notice(error, true);
+                None
+            }
+        }
+    }
+
     fn submit(&mut self) -> Option<Command> {
         let text = self.input.trim().to_owned();
         if text.is_empty() {
             return None;
         }
         if let Some(command) = text.strip_prefix('/') {
+            let name = command.split_whitespace().next().unwrap_or_default();
+            let own = COMMANDS.iter().any(|(own, _)| own[1..] == *name) || matches!(name, "exit" | "new");
+            if !own && self.skills.set.get(name).is_some() {
+                return self.start_skill(&text, name, &command[name.len()..]);
+            }
             self.input.clear();
             self.cursor = 0;
             let mut words = command.split_whitespace();
             return match (words.next(), words.next()) {
                 (Some("quit" | "exit"), _) => Some(Command::Quit),
+                (Some("skills"), _) => {
+                    self.notice(self.skills.listing(), false);
+                    None
+                }
                 (Some("console"), _) => {
                     self.view = View::Console;
                     None
