@@ -106,6 +106,24 @@ pub struct Catalogue {
     pub functions: Vec<Value>,
     /// The tools, with manifests and system roles.
     pub tools: Vec<CatalogueTool>,
+    /// The session's skills (the operator's skill folders for its tenant): the model activates
+    /// them with `activateSkill`; a front end may offer them to its person by name.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub skills: Vec<CatalogueSkill>,
+}
+
+/// A skill as a front end may list it.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct CatalogueSkill {
+    /// Its name.
+    pub name: String,
+    /// What it does and when to use it.
+    pub description: String,
+    /// The model may activate it (else only a person, by name).
+    pub model_invocable: bool,
+    /// What a person may give it (`argument-hint`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub argument_hint: Option<String>,
 }
 
 fn provider(query: &ProviderQuery) -> Result<Provider, ApiError> {
@@ -149,11 +167,17 @@ fn build_catalogue(
                         .iter()
                         .find(|(tool, _)| *tool == manifest.identifier)
                         .map_or(manifest.exposure, |(_, exposure)| *exposure);
-                    !matches!(exposure, tool_core::Exposure::WhenDeferred | tool_core::Exposure::Hidden)
+                    !matches!(
+                        exposure,
+                        tool_core::Exposure::WhenDeferred
+                            | tool_core::Exposure::WhenSkills
+                            | tool_core::Exposure::Hidden
+                    )
                 }
             };
             if shown {
-                functions.push(provider.declare(name, api));
+                let api = session.map_or(std::borrow::Cow::Borrowed(api), |s| s.declared_api(api));
+                functions.push(provider.declare(name, &api));
                 declared = true;
             }
         }
@@ -166,7 +190,23 @@ fn build_catalogue(
             system_role: manifest.render_system_role(values),
         });
     }
-    Catalogue { provider: provider.as_str().to_owned(), functions, tools: listed }
+    let skills = session
+        .map(|session| {
+            session
+                .config
+                .skills
+                .all()
+                .iter()
+                .map(|skill| CatalogueSkill {
+                    name: skill.name.clone(),
+                    description: skill.description.clone(),
+                    model_invocable: skill.model_invocable,
+                    argument_hint: skill.argument_hint.clone(),
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    Catalogue { provider: provider.as_str().to_owned(), functions, tools: listed, skills }
 }
 
 /// Every enabled tool, for a model that has no session yet.
@@ -202,6 +242,7 @@ async fn session_catalogue(
     }
     values
         .insert("deferred_tools", tool_executor::deferred_summary(state.executor.toolbox(), &entry.session));
+    values.insert("skills", entry.session.config.skills.summary());
     Ok(Json(build_catalogue(&state, provider, &entry.view.tools, Some(&entry.session), &values)))
 }
 

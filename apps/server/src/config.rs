@@ -237,6 +237,12 @@ pub struct ServeArgs {
     /// asked about, since the person approving is a tenant. Nothing else widens it.
     #[arg(long = "tenant-path", env = "TOOLHOST_TENANT_PATHS", value_delimiter = ',')]
     pub tenant_paths: Vec<TenantPath>,
+    /// A folder of Agent Skills (folders with a `SKILL.md`) for sessions (repeatable, or
+    /// comma-separated): `TENANT=PATH` for one tenant's, `*=PATH` or a plain `PATH` for every
+    /// tenant's. A tenant's sessions get only these: a project's own skills folders are not read
+    /// on the server.
+    #[arg(long = "skills-dir", env = "TOOLHOST_SKILLS_DIRS", value_delimiter = ',')]
+    pub skills_dirs: Vec<WorkspaceRoot>,
     /// Largest request body, in bytes.
     #[arg(long, env = "TOOLHOST_MAX_BODY_BYTES", default_value_t = 2 * 1024 * 1024)]
     pub max_body_bytes: usize,

@@ -741,13 +741,24 @@ impl Routed {
 }
 
 /// Tools whose data is the server's (the person's memories, the model's documents, the
-/// knowledge bases, the session's deferred tools): never sent to a device.
+/// knowledge bases, the session's deferred tools, the operator's skills): never sent to a device.
 const SERVER_ONLY: &[&str] = &[
     builtin_tool_memory::IDENTIFIER,
     builtin_tool_documents::IDENTIFIER,
     builtin_tool_knowledge_base::IDENTIFIER,
     builtin_tool_tool_search::IDENTIFIER,
+    builtin_tool_skills::IDENTIFIER,
 ];
+
+/// A read of an internal address (`skill://…`) names the server's data, not the device's files.
+fn reads_an_address(tool: &str, api: &str, arguments: &Value) -> bool {
+    tool == "local-system"
+        && api == "readFile"
+        && arguments
+            .get("path")
+            .and_then(Value::as_str)
+            .is_some_and(|path| tool_core::urls::scheme_of(path).is_some())
+}
 
 impl ToolRuntime for Routed {
     fn execute<'a>(
@@ -757,7 +768,11 @@ impl ToolRuntime for Routed {
         context: &'a CallContext,
     ) -> BoxFuture<'a, ToolOutput> {
         let route = match self.devices.route(&context.session_id) {
-            Some(Route::Device { tenant, .. }) if self.server_only => Some(Route::Server { tenant }),
+            Some(Route::Device { tenant, .. })
+                if self.server_only || reads_an_address(&self.tool, api, &arguments) =>
+            {
+                Some(Route::Server { tenant })
+            }
             route => route,
         };
         match route {

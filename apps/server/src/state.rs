@@ -3,7 +3,7 @@
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, RwLock};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, bail};
 use builtin_tools::Registry;
@@ -162,7 +162,13 @@ pub struct AppState {
     pub approval_modes: Vec<ApprovalMode>,
     /// What each tenant may use at once.
     pub limits: Arc<crate::limits::Limits>,
+    /// Each tenant's skills (from the operator's `--skills-dir`), read again after a while.
+    skills: std::sync::Mutex<HashMap<String, (Instant, Arc<tool_core::SkillSet>)>>,
 }
+
+/// How long a tenant's skills are kept before their folders are read again (a skill added or
+/// edited reaches sessions opened after this).
+const SKILLS_FRESH: Duration = Duration::from_secs(10);
 
 /// The operator's sandbox settings, resolved at start-up.
 #[derive(Debug)]
@@ -389,7 +395,8 @@ impl AppState {
             .with(computer.clone() as Arc<dyn computer_runtime::ComputerRuntime>)
             .with(records.clone())
             .with(knowledge.clone())
-            .with(builtin_tool_memory::MemorySettings { max_per_person: args.max_memories_per_person });
+            .with(builtin_tool_memory::MemorySettings { max_per_person: args.max_memories_per_person })
+            .with(Arc::new(builtin_tools::url_router()));
         if let Some(embedder) = &embedder {
             services = services.with(embedder.clone());
         }
@@ -479,7 +486,24 @@ impl AppState {
             sandboxing,
             approval_modes: args_modes,
             limits,
+            skills: std::sync::Mutex::default(),
         });
+        // What is wrong with the operator's skills is said once at start (and again when they
+        // are read for a tenant).
+        for dir in &state.args.skills_dirs {
+            let found =
+                builtin_tool_skills::discover::discover(&[builtin_tool_skills::discover::SkillRoot::new(
+                    &dir.path,
+                    tool_core::SkillSource::Operator,
+                )]);
+            if !dir.path.is_dir() {
+                tracing::warn!(folder = %dir.path.display(), "the skills folder does not exist");
+            }
+            tracing::info!(folder = %dir.path.display(), skills = found.skills.len(), "skills");
+            for problem in &found.problems {
+                tracing::warn!(skill = %problem.path.display(), refused = problem.refused, "{}", problem.message);
+            }
+        }
         state.devices.spawn_reaper(state.closing.clone());
         state.spawn_idle_reaper();
         state.spawn_pruner();
@@ -533,6 +557,35 @@ impl AppState {
         Ok(self.hold(tenant, view))
     }
 
+    /// The skills of `tenant`'s sessions: those in the operator's skills folders for it.
+    pub fn skills_for(&self, tenant: &str) -> Arc<tool_core::SkillSet> {
+        if self.args.skills_dirs.is_empty() {
+            return Arc::default();
+        }
+        let mut cache = self.skills.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some((at, set)) = cache.get(tenant)
+            && at.elapsed() < SKILLS_FRESH
+        {
+            return set.clone();
+        }
+        let roots: Vec<builtin_tool_skills::discover::SkillRoot> = self
+            .args
+            .skills_dirs
+            .iter()
+            .filter(|dir| dir.admits(tenant))
+            .map(|dir| {
+                builtin_tool_skills::discover::SkillRoot::new(&dir.path, tool_core::SkillSource::Operator)
+            })
+            .collect();
+        let found = builtin_tool_skills::discover::discover(&roots);
+        let set = Arc::new(found.set());
+        if cache.len() > 10_000 {
+            cache.clear();
+        }
+        cache.insert(tenant.to_owned(), (Instant::now(), set.clone()));
+        set
+    }
+
     fn hold(&self, tenant: &str, view: SessionView) -> Arc<SessionEntry> {
         let mut sandbox = self.sandboxing.policy(if self.sandboxing.refuse(view.sandbox).is_none() {
             view.sandbox
@@ -583,6 +636,7 @@ impl AppState {
             hard_roots: self.hard_roots(tenant),
             // The server's own files are no call's, on an open server too.
             protected_paths: self.sandboxing.own.clone(),
+            skills: self.skills_for(tenant),
         };
         let mut sessions = self.sessions.write().unwrap_or_else(|p| p.into_inner());
         if self.ended.lock().unwrap_or_else(|p| p.into_inner()).contains(&view.id) {

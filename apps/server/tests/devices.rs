@@ -44,10 +44,11 @@ async fn a_device_session_runs_its_calls_on_the_device() {
     let (_, rows) = server.get(&format!("/v1/journal?session_id={sid}")).await;
     assert_eq!(rows.as_array().unwrap().len(), 3, "the server journals device calls: {rows}");
     let (_, devices) = server.get("/v1/devices").await;
-    // (The device's builtin toolbox is the terminal app's; tool search runs on the server.)
+    // (The device's builtin toolbox is the terminal app's; tool search and skills run on the
+    // server.)
     assert_eq!(
         devices[0]["tools"],
-        json!(["local-system", "todo", "calculator", "code-interpreter", "tool-search"])
+        json!(["local-system", "todo", "calculator", "code-interpreter", "tool-search", "skills"])
     );
     // Code runs on the device too, with its state kept there between calls.
     let code =
@@ -418,7 +419,9 @@ async fn a_device_cannot_be_raced_out_of_its_folder() {
     }
     racing.store(false, std::sync::atomic::Ordering::Relaxed);
     let swaps = racer.join().unwrap();
-    assert!(swaps > 1000, "the racer swapped only {swaps} times");
+    // The race was live: the link moved at least once per read on average (how many times
+    // more depends on the machine's load: a loaded CI run swapped 851 times in 0.7 s).
+    assert!(swaps >= 150, "the racer swapped only {swaps} times in 150 reads");
     assert_eq!(outside_reads, 0, "reads of the outside file through the device");
     // Both sides of the race, without leaving them to the scheduler (a loaded machine can let
     // every racing read land on one target, either one): with the link on the inside file the
