@@ -396,7 +396,9 @@ impl AppState {
             .with(records.clone())
             .with(knowledge.clone())
             .with(builtin_tool_memory::MemorySettings { max_per_person: args.max_memories_per_person })
-            .with(Arc::new(builtin_tools::url_router()));
+            .with(Arc::new(
+                builtin_tools::url_router().with(Arc::new(tool_executor::JournalUrls::new(journal.clone()))),
+            ));
         if let Some(embedder) = &embedder {
             services = services.with(embedder.clone());
         }

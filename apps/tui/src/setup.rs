@@ -156,7 +156,9 @@ pub async fn executor_and_records(
     guard: &GuardArgs,
 ) -> anyhow::Result<(Executor, Arc<dyn tool_core::storage::RecordStore>)> {
     let journal::Stores { journal, records, knowledge } = stores(&data_dir()?).await?;
-    let mut services = tool_core::Services::new().with(records.clone()).with(knowledge);
+    // `readFile` reads skills' files and, from the journal, the whole of an output cut for the model.
+    let urls = builtin_tools::url_router().with(Arc::new(tool_executor::JournalUrls::new(journal.clone())));
+    let mut services = tool_core::Services::new().with(records.clone()).with(knowledge).with(Arc::new(urls));
     // TOOLHOST_EMBEDDINGS_URL and …_MODEL: memories and knowledge bases searched by meaning too.
     if let Some(embedder) = agent::OpenAiEmbedder::from_env() {
         services = services.with(Arc::new(embedder) as Arc<dyn tool_core::embed::Embedder>);

@@ -78,6 +78,82 @@ pub fn scheme_of(text: &str) -> Option<(&str, &str)> {
     .then_some((scheme, rest))
 }
 
+/// The most lines one read of an address returns (as `readFile` of a file).
+pub const MAX_LINES: u64 = 2_000;
+/// The most bytes of text one read of an address returns.
+pub const MAX_BYTES: usize = 50 * 1024;
+
+/// The lines of `text` that `lines` selects, at most [`MAX_LINES`] and [`MAX_BYTES`], with a note
+/// that says how to read on from `address` (unless `:raw`). `None` when the first line asked for
+/// is past the end.
+pub fn read_lines(text: &str, lines: Lines, address: &str) -> Option<String> {
+    let total = text.lines().count() as u64;
+    let start = lines.offset.unwrap_or(1).max(1);
+    if start > total.max(1) {
+        return None;
+    }
+    let wanted = lines.limit.unwrap_or(MAX_LINES).clamp(1, MAX_LINES);
+    let mut out = String::new();
+    let mut end = start - 1;
+    for line in text.lines().skip((start - 1) as usize).take(wanted as usize) {
+        if !out.is_empty() && out.len() + line.len() + 1 > MAX_BYTES {
+            break;
+        }
+        if !out.is_empty() {
+            out.push('\n');
+        }
+        if line.len() > MAX_BYTES {
+            let mut cut = MAX_BYTES;
+            while !line.is_char_boundary(cut) {
+                cut -= 1;
+            }
+            out.push_str(&line[..cut]);
+        } else {
+            out.push_str(line);
+        }
+        end += 1;
+    }
+    if !lines.raw && end < total {
+        out.push_str(&format!(
+            "\n\n[Showing lines {start}-{end} of {total}. Read on with readFile \"{address}:{}-\".]",
+            end + 1
+        ));
+    }
+    Some(out)
+}
+
+/// `key` as the rest of an address: letters, digits and `-_.` as they are, anything else as
+/// `%XX` (a `:` would read as a line selector, a `/` as a path).
+pub fn encode(key: &str) -> String {
+    let mut out = String::with_capacity(key.len());
+    for byte in key.bytes() {
+        if byte.is_ascii_alphanumeric() || matches!(byte, b'-' | b'_' | b'.') {
+            out.push(char::from(byte));
+        } else {
+            out.push_str(&format!("%{byte:02X}"));
+        }
+    }
+    out
+}
+
+/// The key [`encode`] made (`None` for a malformed escape or bytes that are not UTF-8).
+pub fn decode(text: &str) -> Option<String> {
+    let bytes = text.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'%' {
+            let hex = text.get(i + 1..i + 3)?;
+            out.push(u8::from_str_radix(hex, 16).ok()?);
+            i += 3;
+        } else {
+            out.push(bytes[i]);
+            i += 1;
+        }
+    }
+    String::from_utf8(out).ok()
+}
+
 /// Reads one scheme's URLs.
 pub trait UrlReader: Send + Sync + fmt::Debug {
     /// The scheme it reads (`skill`).
@@ -146,6 +222,27 @@ mod tests {
             assert_eq!(s.target, plain, "{plain}");
             assert_eq!(s.lines, Lines::default(), "{plain}");
         }
+    }
+
+    #[test]
+    fn keys_round_trip_and_lines_read_on() {
+        for key in ["m1:call_0", "msg/1:c 2", "é%:", ""] {
+            assert_eq!(decode(&encode(key)).as_deref(), Some(key));
+            assert!(!encode(key).contains([':', '/']));
+        }
+        assert_eq!(decode("%4"), None);
+        assert_eq!(decode("%zz"), None);
+        let text = "a\nb\nc\nd";
+        let first =
+            read_lines(text, Lines { offset: Some(2), limit: Some(2), raw: false }, "journal://k").unwrap();
+        assert_eq!(first, "b\nc\n\n[Showing lines 2-3 of 4. Read on with readFile \"journal://k:4-\".]");
+        assert_eq!(read_lines(text, Lines { offset: Some(4), ..Lines::default() }, "x").unwrap(), "d");
+        assert_eq!(read_lines(text, Lines { offset: Some(9), ..Lines::default() }, "x"), None);
+        let long = "é".repeat(MAX_BYTES);
+        assert!(
+            read_lines(&long, Lines::default(), "x").unwrap().len() <= MAX_BYTES,
+            "cut at a char boundary"
+        );
     }
 
     #[test]

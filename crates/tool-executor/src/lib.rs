@@ -33,6 +33,7 @@ mod pipeline;
 pub mod session;
 pub mod shell_audit;
 pub mod toolbox;
+pub mod urls;
 
 pub use approval::{ApprovalBroker, ApprovalMode, Decided, Decision, LocalBroker, SessionPolicy};
 pub use events::Event;
@@ -40,3 +41,4 @@ pub use exposure::{ExposureConfig, deferred_summary, deferred_tools};
 pub use pipeline::{BLOCKED_CONTENT, Batch, CallResult, Executor, ExecutorBuilder, ExecutorConfig, RawCall};
 pub use session::{AfterHook, AfterPatch, BeforeHook, BeforeOutcome, HookCall, Session, SessionConfig};
 pub use toolbox::{Toolbox, ToolboxError};
+pub use urls::JournalUrls;

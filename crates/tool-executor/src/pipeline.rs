@@ -702,7 +702,14 @@ impl Executor {
                 Ok(_) => {
                     // A retry of a message (its client lost the answer) gets the stored result of
                     // the same call, as payment APIs answer a repeated idempotency key.
-                    if let Some(result) = replayed(journal.as_ref(), &attempt, &call, &tool, &api).await {
+                    if let Some(mut result) = replayed(journal.as_ref(), &attempt, &call, &tool, &api).await {
+                        // The journal keeps the whole output; the model gets it cut as it was.
+                        let address = format!("journal://{}", tool_core::urls::encode(&attempt.key()));
+                        cut_for_model(
+                            &mut result.output.content,
+                            self.inner.config.content_budget,
+                            Some(&address),
+                        );
                         session.emit(Event::Finished {
                             call_id: call_id.clone(),
                             output: result.output.clone(),
@@ -834,7 +841,7 @@ impl Executor {
         if let Some(journal) = &self.inner.journal {
             match journal.propose(&attempt).await {
                 Ok(proposed) if proposed.created => {
-                    self.record(session, &proposed.key, &attempt, true, &result, None, None).await;
+                    self.record(session, &proposed.key, &attempt, true, &result, None, None, None).await;
                 }
                 Ok(_) => {}
                 Err(error) => tracing::warn!(%error, "journal propose failed for a call that failed early"),
@@ -872,7 +879,7 @@ impl Executor {
             output,
             duration_ms: 0,
         };
-        self.record(session, &backup.key, &backup.attempt, backup.proposed, &result, None, None).await;
+        self.record(session, &backup.key, &backup.attempt, backup.proposed, &result, None, None, None).await;
         result
     }
 
@@ -1541,14 +1548,10 @@ impl Executor {
         if has_controls(&output.content) {
             output.content = strip_controls(&output.content);
         }
-        let budget = self.inner.config.content_budget;
-        let total = output.content.chars().count();
-        if total > budget {
-            let cut: String = output.content.chars().take(budget).collect();
-            output.content = format!(
-                "{cut}\n\n[Output truncated: showing the first {budget} of {total} characters. Ask for less (a line range, a narrower pattern) to see the rest.]"
-            );
-        }
+        // Cut for the model; the journal keeps the whole, which `journal://KEY` reads on.
+        let address = (self.inner.journal.is_some() && !call.foreign_key)
+            .then(|| format!("journal://{}", tool_core::urls::encode(&call.key)));
+        let whole = cut_for_model(&mut output.content, self.inner.config.content_budget, address.as_deref());
         let result = CallResult {
             call_id: call.call_id.clone(),
             name: call.name.clone(),
@@ -1566,8 +1569,17 @@ impl Executor {
             _ => session.emit(Event::Failed { call_id: call.call_id.clone(), output: result.output.clone() }),
         }
         if !call.foreign_key {
-            self.record(session, &call.key, &call.attempt, call.proposed, &result, decision, decided_by)
-                .await;
+            self.record(
+                session,
+                &call.key,
+                &call.attempt,
+                call.proposed,
+                &result,
+                whole,
+                decision,
+                decided_by,
+            )
+            .await;
         }
         result
     }
@@ -1581,10 +1593,13 @@ impl Executor {
         attempt: &NewAttempt,
         proposed: bool,
         result: &CallResult,
+        whole: Option<String>,
         decision: Option<String>,
         decided_by: Option<String>,
     ) {
         let Some(journal) = &self.inner.journal else { return };
+        let content =
+            whole.map_or_else(|| result.output.content.clone(), |whole| keep_at_most(whole, MAX_KEPT_BYTES));
         let exit_status = result
             .output
             .state
@@ -1595,7 +1610,7 @@ impl Executor {
             .map(|c| c as i32);
         let settlement = Settlement {
             status: result.status,
-            result: Some(json!({"content": result.output.content, "state": result.output.state})),
+            result: Some(json!({"content": content, "state": result.output.state})),
             error_kind: result.output.error.as_ref().map(|e| e.kind.as_str().to_owned()),
             error: result.output.error.as_ref().map(|e| e.message.clone()),
             decision,
@@ -1612,6 +1627,50 @@ impl Executor {
             tracing::warn!(%error, key, "journal settle failed");
         }
     }
+}
+
+/// The most of one call's output the journal keeps (what `journal://KEY` reads); past it, the
+/// end is left out and said so.
+const MAX_KEPT_BYTES: usize = 8 * 1024 * 1024;
+
+/// Cuts `content` to `budget` characters for the model, with a note naming `address`, where the
+/// whole is kept, to read on (or, without one, saying to ask for less). Returns the whole
+/// content when it was cut.
+fn cut_for_model(content: &mut String, budget: usize, address: Option<&str>) -> Option<String> {
+    let total = content.chars().count();
+    if total <= budget {
+        return None;
+    }
+    let cut: String = content.chars().take(budget).collect();
+    // The line the cut fell in is read again whole.
+    let line = cut.lines().count().max(1);
+    let note = match address {
+        Some(address) => format!(
+            "[Output truncated: showing the first {budget} of {total} characters. The whole output is kept: \
+             read on with readFile \"{address}:{line}-\" (or a range, \"{address}:{line}-{}\").]",
+            line + 199
+        ),
+        None => format!(
+            "[Output truncated: showing the first {budget} of {total} characters. Ask for less (a line range, a \
+             narrower pattern) to see the rest.]"
+        ),
+    };
+    Some(std::mem::replace(content, format!("{cut}\n\n{note}")))
+}
+
+/// `text` cut to at most `max` bytes at a character boundary, marked when cut.
+fn keep_at_most(mut text: String, max: usize) -> String {
+    if text.len() <= max {
+        return text;
+    }
+    let mut end = max;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    let total = text.len();
+    text.truncate(end);
+    text.push_str(&format!("\n[… {} more bytes were not kept]", total - end));
+    text
 }
 
 /// Parses the model's argument string; an empty string is an empty object.
