@@ -162,8 +162,8 @@ pub struct AppState {
     pub approval_modes: Vec<ApprovalMode>,
     /// What each tenant may use at once.
     pub limits: Arc<crate::limits::Limits>,
-    /// Each tenant's skills (from the operator's `--skills-dir`), read again after a while.
-    skills: std::sync::Mutex<HashMap<String, (Instant, Arc<tool_core::SkillSet>)>>,
+    /// What each of the operator's skills folders holds, read again after a while.
+    skills: std::sync::Mutex<HashMap<PathBuf, (Instant, Arc<Vec<tool_core::SkillInfo>>)>>,
 }
 
 /// How long a tenant's skills are kept before their folders are read again (a skill added or
@@ -559,33 +559,37 @@ impl AppState {
         Ok(self.hold(tenant, view))
     }
 
-    /// The skills of `tenant`'s sessions: those in the operator's skills folders for it.
+    /// The skills of `tenant`'s sessions: those in the operator's skills folders for it, in the
+    /// order configured. Each folder is read at most once per [`SKILLS_FRESH`] for all tenants,
+    /// outside the lock.
     pub fn skills_for(&self, tenant: &str) -> Arc<tool_core::SkillSet> {
         if self.args.skills_dirs.is_empty() {
             return Arc::default();
         }
-        let mut cache = self.skills.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some((at, set)) = cache.get(tenant)
-            && at.elapsed() < SKILLS_FRESH
-        {
-            return set.clone();
+        let mut all = Vec::new();
+        for dir in self.args.skills_dirs.iter().filter(|dir| dir.admits(tenant)) {
+            let cached = self
+                .skills
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .get(&dir.path)
+                .filter(|(at, _)| at.elapsed() < SKILLS_FRESH)
+                .map(|(_, found)| found.clone());
+            let found = cached.unwrap_or_else(|| {
+                let root = builtin_tool_skills::discover::SkillRoot::new(
+                    &dir.path,
+                    tool_core::SkillSource::Operator,
+                );
+                let found = Arc::new(builtin_tool_skills::discover::discover(&[root]).skills);
+                self.skills
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .insert(dir.path.clone(), (Instant::now(), found.clone()));
+                found
+            });
+            all.extend(found.iter().cloned());
         }
-        let roots: Vec<builtin_tool_skills::discover::SkillRoot> = self
-            .args
-            .skills_dirs
-            .iter()
-            .filter(|dir| dir.admits(tenant))
-            .map(|dir| {
-                builtin_tool_skills::discover::SkillRoot::new(&dir.path, tool_core::SkillSource::Operator)
-            })
-            .collect();
-        let found = builtin_tool_skills::discover::discover(&roots);
-        let set = Arc::new(found.set());
-        if cache.len() > 10_000 {
-            cache.clear();
-        }
-        cache.insert(tenant.to_owned(), (Instant::now(), set.clone()));
-        set
+        Arc::new(tool_core::SkillSet::new(all))
     }
 
     fn hold(&self, tenant: &str, view: SessionView) -> Arc<SessionEntry> {

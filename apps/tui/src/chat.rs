@@ -297,7 +297,7 @@ pub async fn run(args: ChatArgs) -> anyhow::Result<u8> {
         }
     });
     eprintln!("toolhost · {}", chat.status());
-    eprintln!("Ctrl-C cancels a turn · /mode MODE · /sandbox MODE · /status · /quit");
+    eprintln!("Ctrl-C cancels a turn · /mode MODE · /sandbox MODE · /status · /skills · /quit");
     loop {
         eprint!("› ");
         let Some(line) = lines.lock().await.recv().await else { break };
@@ -308,11 +308,11 @@ pub async fn run(args: ChatArgs) -> anyhow::Result<u8> {
         // `/NAME arguments` starts a skill: the model is sent its instructions.
         let mut started = None;
         if let Some(command) = line.strip_prefix('/') {
-            let name = command.split_whitespace().next().unwrap_or_default();
+            let (name, arguments) = command.split_once(char::is_whitespace).unwrap_or((command, ""));
             // The app's own commands come first.
             let own = ["quit", "exit", "skills", "status", "mode", "sandbox"].contains(&name);
             if !own && chat.guard.skills.get(name).is_some() {
-                match crate::skills::started_by_person(&chat.guard.skills, name, &command[name.len()..]) {
+                match crate::skills::started_by_person(&chat.guard.skills, name, arguments) {
                     Ok(message) => started = Some(message),
                     Err(error) => {
                         eprintln!("{error}");

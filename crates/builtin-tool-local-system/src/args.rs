@@ -8,7 +8,8 @@ use serde::{Deserialize, Serialize};
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct ReadFileArgs {
     /// The file to read, absolute or relative to the working directory, or an internal address
-    /// such as `skill://NAME/PATH`. A `:N-M` suffix reads lines N to M (`:N-` from N on).
+    /// such as `skill://NAME/PATH`. A `:N-M` suffix reads lines N to M (`:N-` from N on, `:raw`
+    /// the text without notes).
     pub path: String,
     /// First line to read, 1-based. Default 1.
     #[serde(default)]

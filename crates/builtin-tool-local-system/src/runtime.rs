@@ -119,15 +119,11 @@ impl LocalSystemRuntime {
                 if let Some((scheme, _)) = urls::scheme_of(&args.path) {
                     return self.read_url(scheme, &args, context).await;
                 }
-                // `file:10-20` selects lines unless a file is named so.
-                let whole = resolve(&args.path, dir)?;
+                // `file:10-20` selects lines, always: the path-scope audit and the approval saw the
+                // path without its selector (`PathParam::with_addresses`), and this opens exactly
+                // that one (a file really named `x:1-5` is read with offset and limit instead).
                 let selected = urls::select(&args.path);
-                let (path, lines) = if selected.lines != Lines::default() && whole.symlink_metadata().is_err()
-                {
-                    (resolve(selected.target, dir)?, selected.lines)
-                } else {
-                    (whole, Lines::default())
-                };
+                let (path, lines) = (resolve(selected.target, dir)?, selected.lines);
                 let request = ReadRequest {
                     path,
                     offset: args.offset.or(lines.offset),

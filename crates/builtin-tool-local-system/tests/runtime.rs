@@ -219,3 +219,25 @@ async fn model_caps_are_clamped_and_walks_stop_when_the_call_does() {
     let out = f.runtime.execute("globFiles", json!({"pattern": "**/*.txt"}), &context).await;
     assert_eq!(out.state.map(|s| s["paths"].as_array().map(Vec::len)), Some(Some(0)), "{}", out.content);
 }
+
+#[tokio::test]
+async fn line_selectors_on_paths_and_addresses_without_a_reader() {
+    let f = Fixture::new();
+    f.write("a.txt", b"one\ntwo\nthree\nfour\n");
+    let out = f.call("readFile", json!({"path": "a.txt:2-3"})).await;
+    assert_eq!(out.content, "two\nthree\n\n[Showing lines 2-3 of 4. Use offset=4 to continue.]");
+    let raw = f.call("readFile", json!({"path": "a.txt:2-3:raw"})).await;
+    assert_eq!(raw.content, "two\nthree");
+    let from = f.call("readFile", json!({"path": "a.txt:3-"})).await;
+    assert_eq!(from.content, "three\nfour");
+    // A file really named like a selector is read by its name without one (what the audit saw).
+    f.write("b.txt:1-2", b"named so\n");
+    let named = f.call("readFile", json!({"path": "b.txt:1-2"})).await;
+    assert_eq!(named.error.as_ref().unwrap().kind, ErrorKind::NotFound, "{}", named.content);
+    // An address no reader serves is an error, never a file of that name.
+    std::fs::create_dir_all(f.dir.path().join("skill:/x")).unwrap();
+    f.write("skill:/x/y", b"a file, not a skill\n");
+    let address = f.call("readFile", json!({"path": "skill://x/y"})).await;
+    assert_eq!(address.error.as_ref().unwrap().kind, ErrorKind::InvalidArguments);
+    assert!(!address.content.contains("a file, not a skill"), "{}", address.content);
+}

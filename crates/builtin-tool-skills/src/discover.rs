@@ -38,12 +38,20 @@ pub struct SkillRoot {
     pub dir: PathBuf,
     /// Where it counts as coming from.
     pub source: SkillSource,
+    /// Its skills must really be inside it (a project's: a skill folder that is a link out of
+    /// the project is not loaded). The person's own may be links, as dotfiles often are.
+    pub contained: bool,
 }
 
 impl SkillRoot {
-    /// A root.
+    /// A root whose skill folders may be links anywhere.
     pub fn new(dir: impl Into<PathBuf>, source: SkillSource) -> Self {
-        Self { dir: dir.into(), source }
+        Self { dir: dir.into(), source, contained: false }
+    }
+
+    /// A root whose skill folders must really be inside it.
+    pub fn contained(dir: impl Into<PathBuf>, source: SkillSource) -> Self {
+        Self { contained: true, ..Self::new(dir, source) }
     }
 }
 
@@ -81,10 +89,10 @@ pub fn project_roots(folder: &Path) -> Vec<SkillRoot> {
     let root = folder.ancestors().find(|dir| dir.join(".git").exists()).unwrap_or(folder);
     let mut out = Vec::new();
     for dir in folder.ancestors().take_while(|dir| dir.starts_with(root)) {
-        out.push(SkillRoot::new(dir.join(".agents/skills"), SkillSource::Project));
+        out.push(SkillRoot::contained(dir.join(".agents/skills"), SkillSource::Project));
     }
     for dir in folder.ancestors().take_while(|dir| dir.starts_with(root)) {
-        out.push(SkillRoot::new(dir.join(".claude/skills"), SkillSource::Claude));
+        out.push(SkillRoot::contained(dir.join(".claude/skills"), SkillSource::Claude));
     }
     out
 }
@@ -132,6 +140,26 @@ pub fn discover(roots: &[SkillRoot]) -> Discovery {
             dirs.truncate(MAX_SKILLS_PER_ROOT);
         }
         for dir in dirs {
+            if root.contained && !dir.canonicalize().is_ok_and(|real| real.starts_with(&canonical)) {
+                out.problems.push(Problem {
+                    path: dir,
+                    message: "the folder is a link out of the project's skills folder; a project's skills \
+                              must be inside it"
+                        .to_owned(),
+                    refused: true,
+                });
+                continue;
+            }
+            if dir.join("SKILL.md").symlink_metadata().is_ok_and(|m| m.file_type().is_symlink()) {
+                out.problems.push(Problem {
+                    path: dir,
+                    message:
+                        "SKILL.md is a link; a skill's files are read beneath its folder only, so copy it in"
+                            .to_owned(),
+                    refused: true,
+                });
+                continue;
+            }
             let Some(file) = skill_file(&dir) else { continue };
             match load(&dir, &file, root.source) {
                 Ok((skill, warnings)) => {
@@ -163,7 +191,11 @@ pub fn discover(roots: &[SkillRoot]) -> Discovery {
 
 /// The `SKILL.md` of a skill folder (`skill.md` accepted too).
 pub fn skill_file(dir: &Path) -> Option<PathBuf> {
-    ["SKILL.md", "skill.md"].iter().map(|name| dir.join(name)).find(|p| p.is_file())
+    // A regular file, not a link: activation reads it beneath the folder, which a link leaves.
+    ["SKILL.md", "skill.md"]
+        .iter()
+        .map(|name| dir.join(name))
+        .find(|p| p.symlink_metadata().is_ok_and(|m| m.file_type().is_file()))
 }
 
 /// Reads one skill.

@@ -9,8 +9,8 @@ use futures::future::BoxFuture;
 use serde_json::{Value, json};
 use tool_core::urls::Lines;
 use tool_core::{
-    CallContext, ErrorKind, MissingService, Services, SkillInfo, SkillSet, ToolOutput, ToolRuntime,
-    UrlReader, parse_arguments,
+    CallContext, ErrorKind, FileBoundary, FileRoot, MissingService, OutsideFiles, Services, SkillInfo,
+    SkillSet, SkillSource, ToolOutput, ToolRuntime, UrlReader, parse_arguments,
 };
 
 use crate::discover::{self, MAX_SKILL_FILE};
@@ -18,6 +18,34 @@ use crate::{ActivateArgs, SkillsApi};
 
 /// Files of a skill listed at activation at most.
 const MAX_LISTED_FILES: usize = 200;
+/// Characters of arguments a skill's instructions take at most (`$ARGUMENTS` may stand many times).
+const MAX_ARGUMENTS: usize = 4_000;
+
+/// An opener of the skill's folder exactly as it was found: a folder swapped for a link since
+/// (to `/`, to another tenant's folder) is not followed, and the session's protected paths stay
+/// closed.
+fn opener_of(skill: &SkillInfo, protected: &[PathBuf]) -> Opener {
+    Opener::new(&FileBoundary {
+        roots: vec![FileRoot::read_only(skill.dir.clone())],
+        outside: OutsideFiles::Refuse,
+        protected: protected.to_vec(),
+        ..FileBoundary::default()
+    })
+}
+
+/// Whether the skill's folder is still where it was found, with no link on the way (a check for
+/// listing its files; reads go through [`opener_of`], which refuses such a folder by itself).
+fn still_in_place(skill: &SkillInfo) -> bool {
+    std::fs::canonicalize(&skill.dir).is_ok_and(|real| real == skill.dir)
+}
+
+/// How the model is shown a skill's folder: an operator's (on a server) by its address only.
+fn shown_folder(skill: &SkillInfo) -> String {
+    match skill.source {
+        SkillSource::Operator => format!("skill://{}/", skill.name),
+        _ => skill.dir.display().to_string(),
+    }
+}
 /// Folder depth listed beneath a skill.
 const MAX_LIST_DEPTH: usize = 4;
 
@@ -46,8 +74,9 @@ impl ToolRuntime for SkillsRuntime {
                 Ok(SkillsApi::Activate) => match parse_arguments::<ActivateArgs>(api, arguments) {
                     Ok(args) => {
                         let skills = context.skills.clone();
+                        let protected = context.sandbox.files.protected.clone();
                         let result = tokio::task::spawn_blocking(move || {
-                            model_activation(&skills, &args.name, args.arguments.as_deref())
+                            model_activation(&skills, &args.name, args.arguments.as_deref(), &protected)
                         })
                         .await;
                         result.unwrap_or_else(|e| {
@@ -65,11 +94,16 @@ impl ToolRuntime for SkillsRuntime {
     }
 }
 
-fn model_activation(skills: &SkillSet, name: &str, arguments: Option<&str>) -> ToolOutput {
+fn model_activation(
+    skills: &SkillSet,
+    name: &str,
+    arguments: Option<&str>,
+    protected: &[PathBuf],
+) -> ToolOutput {
     let Some(skill) = skills.get(name).filter(|s| s.model_invocable) else {
         return unknown(skills, name);
     };
-    activate(skill, arguments)
+    activate_within(skill, arguments, protected)
 }
 
 fn unknown(skills: &SkillSet, name: &str) -> ToolOutput {
@@ -89,10 +123,17 @@ fn unknown(skills: &SkillSet, name: &str) -> ToolOutput {
 /// since the session began count), with `$ARGUMENTS` replaced by `arguments` (or the arguments
 /// appended when the text has no place for them) and the list of its other files.
 pub fn activate(skill: &SkillInfo, arguments: Option<&str>) -> ToolOutput {
-    let opener = Opener::rooted(&skill.dir);
+    activate_within(skill, arguments, &[])
+}
+
+fn activate_within(skill: &SkillInfo, arguments: Option<&str>, protected: &[PathBuf]) -> ToolOutput {
+    let opener = opener_of(skill, protected);
     let bytes = match opener.read_prefix(&skill.file, MAX_SKILL_FILE + 1) {
         Ok(bytes) => bytes,
         Err(error) => {
+            let error = error
+                .to_string()
+                .replace(&skill.dir.display().to_string(), &format!("skill://{}", skill.name));
             return ToolOutput::error(
                 ErrorKind::NotFound,
                 format!("the skill `{}` cannot be read now: {error}", skill.name),
@@ -113,23 +154,34 @@ pub fn activate(skill: &SkillInfo, arguments: Option<&str>) -> ToolOutput {
     let mut body = discover::body_of(&text).to_owned();
     let arguments = arguments.map(str::trim).filter(|a| !a.is_empty());
     if let Some(arguments) = arguments {
+        if arguments.chars().count() > MAX_ARGUMENTS {
+            return ToolOutput::error(
+                ErrorKind::InvalidArguments,
+                format!("the arguments are longer than {MAX_ARGUMENTS} characters; give the skill less"),
+            );
+        }
         if body.contains("$ARGUMENTS") {
             body = body.replace("$ARGUMENTS", arguments);
         } else {
             body.push_str(&format!("\n\nARGUMENTS: {arguments}"));
         }
     }
-    let (files, more) = list_files(&skill.dir);
+    let (files, more) = if still_in_place(skill) { list_files(&skill.dir) } else { (Vec::new(), false) };
+    let folder = shown_folder(skill);
     let mut content = format!(
         "<skill name=\"{}\" folder=\"{}\">\n{}\n</skill>",
         tool_core::render::xml_escape(&skill.name),
-        tool_core::render::xml_escape(&skill.dir.display().to_string()),
+        tool_core::render::xml_escape(&folder),
         body.trim()
     );
     let others: Vec<&(String, u64)> = files.iter().filter(|(path, _)| !is_skill_file(path)).collect();
     if !others.is_empty() {
+        let scripts = match skill.source {
+            SkillSource::Operator => "scripts are for reading here: run what they do with your own tools",
+            _ => "scripts run from the folder above",
+        };
         content.push_str(&format!(
-            "\n\nThe skill's files (read one with readFile \"skill://{}/PATH\"; scripts run from the folder above):",
+            "\n\nThe skill's files (read one with readFile \"skill://{}/PATH\"; {scripts}):",
             skill.name
         ));
         for (path, size) in &others {
@@ -144,7 +196,7 @@ pub fn activate(skill: &SkillInfo, arguments: Option<&str>) -> ToolOutput {
         "name": skill.name,
         "description": skill.description,
         "source": skill.source.as_str(),
-        "dir": skill.dir,
+        "dir": folder,
         "lines": body.lines().count(),
         "files": others.iter().map(|(path, size)| json!({"path": path, "size": size})).collect::<Vec<_>>(),
         "allowed_tools": skill.allowed_tools,
@@ -162,6 +214,9 @@ fn list_files(dir: &Path) -> (Vec<(String, u64)>, bool) {
     let mut stack = vec![(dir.to_path_buf(), 0usize)];
     let mut more = false;
     while let Some((folder, depth)) = stack.pop() {
+        if more {
+            break;
+        }
         let Ok(entries) = std::fs::read_dir(&folder) else { continue };
         let mut entries: Vec<_> = entries.filter_map(Result::ok).collect();
         entries.sort_by_key(std::fs::DirEntry::file_name);
@@ -176,7 +231,7 @@ fn list_files(dir: &Path) -> (Vec<(String, u64)>, bool) {
             } else if kind.is_file() {
                 if out.len() >= MAX_LISTED_FILES {
                     more = true;
-                    continue;
+                    break;
                 }
                 let size = entry.metadata().map_or(0, |m| m.len());
                 let relative = path.strip_prefix(dir).unwrap_or(&path).to_string_lossy().into_owned();
@@ -209,18 +264,21 @@ impl UrlReader for SkillUrls {
         context: &'a CallContext,
     ) -> BoxFuture<'a, ToolOutput> {
         let skills = context.skills.clone();
+        let protected = context.sandbox.files.protected.clone();
         let rest = rest.to_owned();
         Box::pin(async move {
-            tokio::task::spawn_blocking(move || read_url(&skills, &rest, lines))
+            tokio::task::spawn_blocking(move || read_url(&skills, &rest, lines, &protected))
                 .await
                 .unwrap_or_else(|e| ToolOutput::error(ErrorKind::Execution, format!("the read failed: {e}")))
         })
     }
 }
 
-fn read_url(skills: &SkillSet, rest: &str, lines: Lines) -> ToolOutput {
+fn read_url(skills: &SkillSet, rest: &str, lines: Lines, protected: &[PathBuf]) -> ToolOutput {
     let (name, path) = rest.split_once('/').unwrap_or((rest, ""));
-    let Some(skill) = skills.get(name).filter(|s| s.model_invocable) else {
+    // Any skill of the session: who may start one is not who may read it (a skill a person
+    // started points the model to its files).
+    let Some(skill) = skills.get(name) else {
         return unknown(skills, name);
     };
     let relative = Path::new(path);
@@ -232,7 +290,7 @@ fn read_url(skills: &SkillSet, rest: &str, lines: Lines) -> ToolOutput {
     }
     let file: PathBuf =
         if relative.as_os_str().is_empty() { skill.file.clone() } else { skill.dir.join(relative) };
-    let opener = Opener::rooted(&skill.dir);
+    let opener = opener_of(skill, protected);
     let request = ReadRequest { path: file, offset: lines.offset, limit: lines.limit };
     match computer_runtime::files::read(&opener, &request, ReadLimits::default()) {
         Ok(mut state) => {

@@ -108,3 +108,49 @@ async fn skill_addresses_read_inside_the_skill_only() {
     let none = SkillUrls.read("notes/x", Lines::default(), &CallContext::new("c", "s")).await;
     assert!(none.content.contains("no skills"), "a session without skills: {}", none.content);
 }
+
+#[tokio::test]
+async fn a_skill_folder_swapped_for_a_link_after_it_was_found_is_not_followed() {
+    let root = tempfile::tempdir().unwrap();
+    let elsewhere = tempfile::tempdir().unwrap();
+    let skill = root.path().join("notes");
+    std::fs::create_dir_all(&skill).unwrap();
+    std::fs::write(skill.join("SKILL.md"), "---\nname: notes\ndescription: Notes\n---\nbody\n").unwrap();
+    std::fs::write(
+        elsewhere.path().join("SKILL.md"),
+        "---\nname: notes\ndescription: x\n---\nthe secret body\n",
+    )
+    .unwrap();
+    std::fs::write(elsewhere.path().join("secret.txt"), "the secret\n").unwrap();
+    let set = skills(root.path());
+    // Found; then the folder becomes a link to another folder (to `/`, to another tenant's…).
+    std::fs::rename(&skill, root.path().join("moved")).unwrap();
+    std::os::unix::fs::symlink(elsewhere.path(), &skill).unwrap();
+    let context = context(set.clone());
+    let read = SkillUrls.read("notes/secret.txt", Lines::default(), &context).await;
+    assert!(!read.success && !read.content.contains("the secret"), "{}", read.content);
+    let activated = builtin_tool_skills::activate(set.get("notes").unwrap(), None);
+    assert!(!activated.success && !activated.content.contains("the secret body"), "{}", activated.content);
+}
+
+#[test]
+fn a_projects_skills_stay_inside_it_and_skill_md_is_no_link() {
+    let project = tempfile::tempdir().unwrap();
+    let outside = tempfile::tempdir().unwrap();
+    let skills_dir = project.path().join(".agents/skills");
+    std::fs::create_dir_all(&skills_dir).unwrap();
+    std::fs::write(outside.path().join("SKILL.md"), "---\nname: away\ndescription: Away\n---\n").unwrap();
+    std::os::unix::fs::symlink(outside.path(), skills_dir.join("away")).unwrap();
+    std::fs::create_dir_all(skills_dir.join("linked")).unwrap();
+    std::os::unix::fs::symlink(outside.path().join("SKILL.md"), skills_dir.join("linked/SKILL.md")).unwrap();
+
+    let project_found = discover::discover(&[SkillRoot::contained(&skills_dir, SkillSource::Project)]);
+    assert!(project_found.skills.is_empty(), "{:?}", project_found.skills);
+    let why: Vec<&str> = project_found.problems.iter().map(|p| p.message.as_str()).collect();
+    assert!(why.iter().any(|m| m.contains("link out of the project")), "{why:?}");
+    assert!(why.iter().any(|m| m.contains("SKILL.md is a link")), "{why:?}");
+    // The person's own may be links (dotfiles), but SKILL.md itself still may not.
+    let own = discover::discover(&[SkillRoot::new(&skills_dir, SkillSource::User)]);
+    let names: Vec<&str> = own.skills.iter().map(|s| s.name.as_str()).collect();
+    assert_eq!(names, ["away"]);
+}

@@ -24,6 +24,9 @@ pub const DEFAULT_MAX_DIRECT_FUNCTIONS: usize = 40;
 /// token; oh-my-pi's threshold).
 pub const DEFAULT_MAX_DIRECT_TOKENS: usize = 16_000;
 
+/// The most names a session's choices declare as an enum.
+pub const MAX_DECLARED_CHOICES: usize = 200;
+
 /// How a session exposes its tools.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
@@ -130,8 +133,14 @@ impl Session {
 
     /// `api` as this session declares it: a parameter that takes one of the session's skills
     /// (`"x-choices": "skills"`) lists their names as its `enum`.
+    /// Past [`MAX_DECLARED_CHOICES`] names the parameter stays a plain string (the tool checks
+    /// the name): a declaration should not grow without bound.
     pub fn declared_api<'a>(&self, api: &'a tool_core::ApiSpec) -> std::borrow::Cow<'a, tool_core::ApiSpec> {
-        api.with_choices(|list| (list == "skills").then(|| self.config.skills.model_names()))
+        api.with_choices(|list| {
+            (list == "skills")
+                .then(|| self.config.skills.model_names())
+                .filter(|names| names.len() <= MAX_DECLARED_CHOICES)
+        })
     }
 
     /// Whether the session has deferred functions (found or not).

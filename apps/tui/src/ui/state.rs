@@ -111,7 +111,7 @@ pub const COMMANDS: &[(&str, &str)] = &[
     ("/sandbox", "workspace-write, read-only or off"),
     ("/skills", "the skills you and the model can start"),
     ("/status", "model, context, tokens, sandbox"),
-    ("/trust", "use this folder's AGENTS.md"),
+    ("/trust", "use this folder's AGENTS.md and skills"),
 ];
 
 /// How long a choice key waits for another before it is taken as a choice: typing runs at a key
@@ -1236,10 +1236,10 @@ impl App {
             return None;
         }
         if let Some(command) = text.strip_prefix('/') {
-            let name = command.split_whitespace().next().unwrap_or_default();
+            let (name, arguments) = command.split_once(char::is_whitespace).unwrap_or((command, ""));
             let own = COMMANDS.iter().any(|(own, _)| own[1..] == *name) || matches!(name, "exit" | "new");
             if !own && self.skills.set.get(name).is_some() {
-                return self.start_skill(&text, name, &command[name.len()..]);
+                return self.start_skill(&text, name, arguments);
             }
             self.input.clear();
             self.cursor = 0;
@@ -1350,7 +1350,7 @@ pub const CLEAR_WINDOW: std::time::Duration = std::time::Duration::from_millis(1
 pub const HELP: &str = "F2 or /console: the tool console · F3 or /journal: the journal · F4 or /memory: what the agent remembers about you · Enter sends (during a turn: queued for its end) · \
 Shift-Enter or Alt-Enter new line (Ctrl-J in any terminal) · ↑↓ earlier prompts · Esc or Ctrl-C cancels the turn; twice clears the prompt · \
 Ctrl-U clears it · Ctrl-T approval mode · Tab selects a card · Ctrl-O folds it · Ctrl-P opens it whole (c copies, q closes) · PgUp/PgDn scroll · \
-/mode manual|auto-run|read-only · /sandbox workspace-write|read-only|off · /trust this folder (its AGENTS.md) · \
+/mode manual|auto-run|read-only · /sandbox workspace-write|read-only|off · /trust this folder (its AGENTS.md and skills) · /skills · /NAME starts a skill · \
 /init drafts an AGENTS.md · /clear a new conversation · /resume an earlier one · /compact · /model PROFILE · /status · /help · /quit";
 
 /// How a call of a saved conversation ended, read from the result its model was given: the
