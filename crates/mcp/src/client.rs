@@ -873,6 +873,8 @@ fn manifest_of(connection: Arc<Connection>, tools: &[Value], remembered: bool) -
             path_params: Vec::new(),
             command_param: None,
             open_world: hint("openWorldHint").unwrap_or(true),
+            output_schema: tool.get("outputSchema").filter(|s| s.is_object()).cloned(),
+            annotations: Some(annotations.clone()).filter(Value::is_object),
         };
         if spec.open_world {
             spec = spec.open_world();
@@ -1094,20 +1096,49 @@ impl ToolRuntime for McpRuntime {
     }
 }
 
-/// A `tools/call` result as Toolhost output: its text blocks as the content the model reads
-/// (other blocks named by kind), `isError` as failure, everything in the state.
-fn output_of(server: &str, tool: &str, result: &Value) -> ToolOutput {
+/// The text a model reads of a result's content blocks: text as it is, an embedded text
+/// resource's text under its address, and a line that says what any other block is (an image, a
+/// sound, a link to a resource); the blocks themselves stay in the state, and Toolhost's MCP face
+/// passes them on as they came.
+pub fn model_text(blocks: &[Value]) -> String {
+    let text = |v: &Value, key: &str| v.get(key).and_then(Value::as_str).unwrap_or_default().to_owned();
+    let size = |data: &str| computer_runtime::format::size((data.len() / 4 * 3) as u64);
     let mut texts = Vec::new();
-    for block in result.get("content").and_then(Value::as_array).into_iter().flatten() {
+    for block in blocks {
         match block.get("type").and_then(Value::as_str) {
-            Some("text") => {
-                texts.push(block.get("text").and_then(Value::as_str).unwrap_or_default().to_owned())
+            Some("text") => texts.push(text(block, "text")),
+            Some(kind @ ("image" | "audio")) => {
+                let data = text(block, "data");
+                texts.push(format!("[{kind} {}, {}]", text(block, "mimeType"), size(&data)));
+            }
+            Some("resource_link") => {
+                let name = text(block, "name");
+                texts.push(format!(
+                    "[resource link: {} {}]",
+                    if name.is_empty() { "-" } else { &name },
+                    text(block, "uri")
+                ));
+            }
+            Some("resource") => {
+                let resource = block.get("resource").cloned().unwrap_or(Value::Null);
+                let uri = text(&resource, "uri");
+                match resource.get("text").and_then(Value::as_str) {
+                    Some(body) => texts.push(format!("[resource {uri}]\n{body}")),
+                    None => texts.push(format!("[resource {uri}, {} binary]", text(&resource, "mimeType"))),
+                }
             }
             Some(kind) => texts.push(format!("[{kind} content]")),
             None => {}
         }
     }
-    let mut content = texts.join("\n");
+    texts.join("\n")
+}
+
+/// A `tools/call` result as Toolhost output: [`model_text`] as the content the model reads,
+/// `isError` as failure, everything in the state.
+fn output_of(server: &str, tool: &str, result: &Value) -> ToolOutput {
+    let blocks = result.get("content").and_then(Value::as_array).cloned().unwrap_or_default();
+    let mut content = model_text(&blocks);
     if content.is_empty()
         && let Some(structured) = result.get("structuredContent").filter(|v| !v.is_null())
     {

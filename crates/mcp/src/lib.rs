@@ -211,13 +211,15 @@ fn tool_of(name: &str, title: &str, api: &tool_core::ApiSpec) -> Option<Tool> {
         TierSpec::Computed(_) => Tier::Exec,
     };
     declared["title"] = json!(title);
-    declared["annotations"] = json!({
-        "title": title,
-        "readOnlyHint": tier == Tier::Read,
-        "destructiveHint": tier != Tier::Read,
-        "idempotentHint": tier == Tier::Read,
-        "openWorldHint": api.open_world || tier == Tier::Exec,
-    });
+    // A mounted tool's own annotations (kept by the projection) fill what Toolhost does not say;
+    // the hints its approvals rest on are Toolhost's.
+    let mut annotations = declared["annotations"].as_object().cloned().unwrap_or_default();
+    annotations.entry("title").or_insert(json!(title));
+    annotations.entry("idempotentHint").or_insert(json!(tier == Tier::Read));
+    annotations.insert("readOnlyHint".into(), json!(tier == Tier::Read));
+    annotations.insert("destructiveHint".into(), json!(tier != Tier::Read));
+    annotations.insert("openWorldHint".into(), json!(api.open_world || tier == Tier::Exec));
+    declared["annotations"] = Value::Object(annotations);
     serde_json::from_value(declared).ok()
 }
 
@@ -647,13 +649,54 @@ fn answer_of(joined: Result<Vec<CallResult>, OpenError>) -> Result<CallToolRespo
              server the operator can also allow the tool for the session.",
         );
     }
-    let content = vec![ContentBlock::text(text)];
+    // A mounted server's result is served on as it came: its images, sounds and resources as
+    // such, its own structured content (which its output schema describes).
+    let mounted = result.output.state.as_ref().filter(|state| {
+        state.get("type").and_then(Value::as_str) == Some("mcp") && result.status.as_str() != "blocked"
+    });
+    let content = match mounted.and_then(|state| state.get("content")).and_then(Value::as_array) {
+        Some(blocks) => passed_on(blocks, &text),
+        None => vec![ContentBlock::text(text)],
+    };
     let mut answer =
         if result.output.success { CallToolResult::success(content) } else { CallToolResult::error(content) };
-    if let Some(state @ Value::Object(_)) = &result.output.state {
-        answer.structured_content = Some(state.clone());
+    match mounted {
+        Some(state) => {
+            answer.structured_content = state.get("structured_content").filter(|s| s.is_object()).cloned();
+        }
+        None => {
+            if let Some(state @ Value::Object(_)) = &result.output.state {
+                answer.structured_content = Some(state.clone());
+            }
+        }
     }
     Ok(answer.into())
+}
+
+/// A mounted server's content blocks as Toolhost serves them on: all of them as they came when
+/// the model was given their whole text, else the text it was given (cut, with where to read
+/// on) followed by the blocks that are not text.
+fn passed_on(blocks: &[Value], given: &str) -> Vec<ContentBlock> {
+    let whole = given == client_text(blocks);
+    let kept: Vec<ContentBlock> = blocks
+        .iter()
+        .filter(|block| whole || block.get("type").and_then(Value::as_str) != Some("text"))
+        .filter_map(|block| serde_json::from_value::<ContentBlock>(block.clone()).ok())
+        .collect();
+    if whole && !kept.is_empty() {
+        return kept;
+    }
+    std::iter::once(ContentBlock::text(given.to_owned())).chain(kept).collect()
+}
+
+#[cfg(feature = "client")]
+fn client_text(blocks: &[Value]) -> String {
+    client::model_text(blocks)
+}
+
+#[cfg(not(feature = "client"))]
+fn client_text(_blocks: &[Value]) -> String {
+    String::new()
 }
 
 /// Serves one connection over this process's stdin and stdout until the client leaves.

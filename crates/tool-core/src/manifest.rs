@@ -222,6 +222,13 @@ pub struct ApiSpec {
     /// Commands count as open-world by their tier.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub open_world: bool,
+    /// JSON Schema of the structured result, when the API has one (a mounted MCP tool's
+    /// `outputSchema`, kept when Toolhost serves it on).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output_schema: Option<Value>,
+    /// The annotations its source gave it (a mounted MCP tool's own), kept when served on.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub annotations: Option<Value>,
 }
 
 /// The schema keyword that marks a parameter whose choices come from the session
@@ -287,6 +294,8 @@ impl ApiSpec {
             path_params: Vec::new(),
             command_param: None,
             open_world: false,
+            output_schema: None,
+            annotations: None,
         }
     }
 

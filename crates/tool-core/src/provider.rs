@@ -153,17 +153,23 @@ pub fn mcp_tool(name: &str, api: &ApiSpec) -> Value {
         TierSpec::Fixed(Tier::Write) => (false, false),
         TierSpec::Fixed(Tier::Exec) | TierSpec::Computed(_) => (false, true),
     };
-    json!({
+    // A mounted tool's own annotations are kept (its title, idempotence…); the hints that say
+    // what it may change are Toolhost's, from the tier its policy uses.
+    let mut annotations = api.annotations.clone().filter(Value::is_object).unwrap_or_else(|| json!({}));
+    annotations["readOnlyHint"] = json!(read_only);
+    annotations["destructiveHint"] = json!(destructive);
+    annotations["openWorldHint"] = json!(api.open_world || destructive);
+    let mut tool = json!({
         "name": name,
         "title": api.name,
         "description": api.description,
         "inputSchema": input_schema,
-        "annotations": {
-            "readOnlyHint": read_only,
-            "destructiveHint": destructive,
-            "openWorldHint": api.open_world || destructive,
-        },
-    })
+        "annotations": annotations,
+    });
+    if let Some(schema) = api.output_schema.as_ref().filter(|s| s.is_object()) {
+        tool["outputSchema"] = schema.clone();
+    }
+    tool
 }
 
 /// Replaces every local `$ref` (`#/$defs/X`, `#/definitions/X`) by the definition it points to.
@@ -637,6 +643,20 @@ mod tests {
         insta::assert_json_snapshot!("anthropic", anthropic);
         insta::assert_json_snapshot!("gemini", gemini);
         insta::assert_json_snapshot!("mcp", mcp);
+    }
+
+    #[test]
+    fn a_mounted_tools_output_schema_and_annotations_are_kept_but_not_its_claims() {
+        let mut api = sample().tier(Tier::Write);
+        api.output_schema = Some(json!({"type": "object", "properties": {"n": {"type": "integer"}}}));
+        api.annotations = Some(json!({"readOnlyHint": true, "idempotentHint": false, "title": "Sample"}));
+        let declared = mcp_tool("t__sample", &api);
+        assert_eq!(declared["outputSchema"]["properties"]["n"]["type"], "integer");
+        assert_eq!(declared["annotations"]["idempotentHint"], false, "its own");
+        assert_eq!(declared["annotations"]["title"], "Sample", "its own");
+        assert_eq!(declared["annotations"]["readOnlyHint"], false, "Toolhost's, from the tier");
+        let plain = mcp_tool("t__sample", &sample());
+        assert!(plain.get("outputSchema").is_none());
     }
 
     #[test]
