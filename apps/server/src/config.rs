@@ -41,9 +41,13 @@ pub enum Command {
     },
     /// Serves MCP over stdin and stdout to one local client (Claude Desktop, Codex, goose…): the
     /// enabled tools in one session, every call through approvals, sandbox and journal. Takes the
-    /// server's settings (journal, tools, sandbox) but listens on no port.
+    /// server's settings (journal, tools, sandbox) but listens on no port. Commands run in the
+    /// sandbox without network, as `toolhost mcp`'s do: `TOOLHOST_SANDBOX_NETWORK=on` (or
+    /// `--sandbox-network on` before `mcp-stdio`) gives them the network.
     McpStdio {
-        /// The folder its tools work in when the client offers no roots.
+        /// The folder its tools work in. It wins over the client's roots; without it, the
+        /// client's first root is the folder, else the only workspace root, else none (relative
+        /// paths are then refused and every path is outside).
         #[arg(long)]
         working_directory: Option<PathBuf>,
         /// `manual` (default: what needs a person is asked of the client's person through MCP

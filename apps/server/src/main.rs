@@ -208,6 +208,9 @@ async fn mcp_stdio(
         args.keys()?.is_open(),
         "mcp-stdio serves the person who started it, on their own machine: run it without API keys"
     );
+    // One default with `toolhost mcp`: commands have no network unless the person says so.
+    let mut args = args;
+    args.sandbox_network.get_or_insert(tool_core::NetworkAccess::Off);
     let state = AppState::build(args).await?;
     let principal = state.keys.principal(None).map_err(|e| anyhow::anyhow!(e.message().to_owned()))?;
     let session = toolhost_server::mcp::StdioSession { principal, working_directory, approval_mode };

@@ -320,3 +320,41 @@ async fn stdio_answers_file_calls_with_a_blocking_pool_of_one() {
     }
     client.cancel().await.unwrap();
 }
+
+/// Over stdio, commands have no network by default (as `toolhost mcp`'s), and the operator's
+/// setting gives it them.
+#[tokio::test]
+async fn stdio_commands_have_no_network_unless_the_setting_says_so() {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let accepting = std::thread::spawn(move || {
+        for stream in listener.incoming().take(2) {
+            drop(stream);
+        }
+    });
+    let command = format!(
+        "python3 -c \"import socket; socket.create_connection(('127.0.0.1', {port}), timeout=3); print('connected')\""
+    );
+    let run = |more: &'static [(&'static str, &'static str)]| {
+        let command = command.clone();
+        async move {
+            let (client, _database, _dir) = stdio_with("auto_run", "x\n", more).await;
+            let result = client
+                .call_tool(
+                    CallToolRequestParams::new("runCommand")
+                        .with_arguments(arguments(json!({"command": command}))),
+                )
+                .await
+                .unwrap();
+            client.cancel().await.unwrap();
+            text(&result)
+        }
+    };
+    let closed = run(&[]).await;
+    assert!(!closed.contains("connected"), "no network by default: {closed}");
+    let open = run(&[("TOOLHOST_SANDBOX_NETWORK", "on")]).await;
+    assert!(open.contains("connected"), "the setting gives it: {open}");
+    // Let the listener's thread end (one connection came; a second one closes it).
+    let _ = std::net::TcpStream::connect(("127.0.0.1", port));
+    accepting.join().unwrap();
+}
