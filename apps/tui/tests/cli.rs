@@ -731,4 +731,11 @@ fn skills_come_from_trusted_folders_and_are_activated_read_and_served_as_prompts
     let prompt = seen["got"]["messages"][0]["text"].as_str().unwrap();
     assert!(prompt.contains("Then write them for 2.0.0."), "{prompt}");
     assert_eq!(seen["enum"], json!(["changelog", "review"]));
+    // The skills' files are resources at their addresses, read through the pipeline.
+    assert_eq!(
+        seen["resources"],
+        json!(["skill://changelog/SKILL.md", "skill://changelog/template.md", "skill://review/SKILL.md"])
+    );
+    assert_eq!(seen["templates"], json!(["journal://{key}", "skill://{name}/{path}"]));
+    assert_eq!(seen["read"], json!(["## [Unreleased]\n### Added"]));
 }

@@ -74,7 +74,7 @@ pub mod discover;
 mod runtime;
 
 #[cfg(feature = "runtime")]
-pub use runtime::{SkillUrls, SkillsRuntime, activate, runtime};
+pub use runtime::{SkillUrls, SkillsRuntime, activate, files, runtime};
 
 #[cfg(feature = "render")]
 mod render {

@@ -166,7 +166,7 @@ fn activate_within(skill: &SkillInfo, arguments: Option<&str>, protected: &[Path
             body.push_str(&format!("\n\nARGUMENTS: {arguments}"));
         }
     }
-    let (files, more) = if still_in_place(skill) { list_files(&skill.dir) } else { (Vec::new(), false) };
+    let (files, more) = files(skill);
     let folder = shown_folder(skill);
     let mut content = format!(
         "<skill name=\"{}\" folder=\"{}\">\n{}\n</skill>",
@@ -205,6 +205,13 @@ fn activate_within(skill: &SkillInfo, arguments: Option<&str>, protected: &[Path
 
 fn is_skill_file(path: &str) -> bool {
     path == "SKILL.md" || path == "skill.md"
+}
+
+/// A skill's files (relative paths and sizes, sorted; its `SKILL.md` too), without hidden entries
+/// or links, at most 200 (the flag says more were left out); none when its folder is no longer
+/// where it was found.
+pub fn files(skill: &SkillInfo) -> (Vec<(String, u64)>, bool) {
+    if still_in_place(skill) { list_files(&skill.dir) } else { (Vec::new(), false) }
 }
 
 /// The files beneath `dir` (relative paths and sizes, sorted), without hidden entries or links,

@@ -36,8 +36,10 @@ use futures::future::BoxFuture;
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, GetPromptRequestParams,
     GetPromptResponse, GetPromptResult, Implementation, InputRequiredResult, ListPromptsResult,
-    ListToolsResult, PaginatedRequestParams, ProgressNotificationParam, Prompt, PromptArgument,
-    PromptMessage, Role, ServerCapabilities, ServerConfig, Tool,
+    ListResourceTemplatesResult, ListResourcesResult, ListToolsResult, PaginatedRequestParams,
+    ProgressNotificationParam, Prompt, PromptArgument, PromptMessage, ReadResourceRequestParams,
+    ReadResourceResponse, ReadResourceResult, Resource, ResourceContents, ResourceTemplate, Role,
+    ServerCapabilities, ServerConfig, Tool,
 };
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData as McpError, RoleServer, ServerHandler, ServiceExt};
@@ -203,6 +205,9 @@ async fn roots_of(context: &RequestContext<RoleServer>) -> Vec<PathBuf> {
     }
 }
 
+/// Resources listed at most (a session's skills' files).
+const MAX_LISTED_RESOURCES: usize = 1_000;
+
 /// The MCP form of one API: the shared projection, with the hints MCP clients read.
 fn tool_of(name: &str, title: &str, api: &tool_core::ApiSpec) -> Option<Tool> {
     let mut declared = tool_core::provider::mcp_tool(name, api);
@@ -226,7 +231,12 @@ fn tool_of(name: &str, title: &str, api: &tool_core::ApiSpec) -> Option<Tool> {
 impl ServerHandler for Connection {
     fn get_info(&self) -> ServerConfig {
         ServerConfig::new(
-            ServerCapabilities::builder().enable_tools().enable_tool_list_changed().enable_prompts().build(),
+            ServerCapabilities::builder()
+                .enable_tools()
+                .enable_tool_list_changed()
+                .enable_prompts()
+                .enable_resources()
+                .build(),
         )
         .with_server_info(Implementation::new(self.name.clone(), env!("CARGO_PKG_VERSION")))
         .with_instructions(
@@ -258,6 +268,89 @@ impl ServerHandler for Connection {
             }
         }
         Ok(ListToolsResult::with_all_items(tools))
+    }
+
+    /// The session's skills' files, as resources at their `skill://` addresses.
+    async fn list_resources(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        context: RequestContext<RoleServer>,
+    ) -> Result<ListResourcesResult, McpError> {
+        let opened = self.opened(&context).await?;
+        let skills = opened.session.config.skills.clone();
+        let resources = tokio::task::spawn_blocking(move || {
+            let mut out = Vec::new();
+            for skill in skills.all() {
+                let (files, _) = builtin_tool_skills::files(skill);
+                for (path, size) in files {
+                    let mut resource = Resource::new(
+                        format!("skill://{}/{path}", skill.name),
+                        format!("{}/{path}", skill.name),
+                    );
+                    resource.size = Some(size);
+                    if path == "SKILL.md" {
+                        resource.description = Some(skill.description.clone());
+                    }
+                    out.push(resource);
+                    if out.len() >= MAX_LISTED_RESOURCES {
+                        return out;
+                    }
+                }
+            }
+            out
+        })
+        .await
+        .map_err(|e| McpError::internal_error(e.to_string(), None))?;
+        Ok(ListResourcesResult::with_all_items(resources))
+    }
+
+    /// What the session's addresses name: a skill's files, and a call's whole output.
+    async fn list_resource_templates(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListResourceTemplatesResult, McpError> {
+        let mut skill = ResourceTemplate::new("skill://{name}/{path}", "skill file");
+        skill.description = Some("A file of one of this session's skills".into());
+        let mut journal = ResourceTemplate::new("journal://{key}", "call output");
+        journal.description =
+            Some("The whole output of one of this session's calls (a cut output names its key)".into());
+        Ok(ListResourceTemplatesResult::with_all_items(vec![skill, journal]))
+    }
+
+    /// Reads an address as `readFile` does (through the pipeline, so it is journalled), as text
+    /// without notes.
+    async fn read_resource(
+        &self,
+        request: ReadResourceRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<ReadResourceResponse, McpError> {
+        let opened = self.opened(&context).await?.clone();
+        let uri = request.uri.clone();
+        if tool_core::urls::scheme_of(&uri).is_none() {
+            return Err(McpError::resource_not_found(
+                format!("`{uri}` is not one of this server's addresses (skill://…, journal://…)"),
+                None,
+            ));
+        }
+        let Some(read_file) = opened.session.names.name_of("local-system", "readFile").map(str::to_owned)
+        else {
+            return Err(McpError::resource_not_found(
+                "resources are read through readFile, which this session does not have",
+                None,
+            ));
+        };
+        let n = self.messages.fetch_add(1, Ordering::Relaxed) + 1;
+        let call = RawCall {
+            id: format!("mcp-resource-{n}"),
+            name: read_file,
+            arguments: json!({"path": format!("{}:raw", tool_core::urls::select(&uri).target)}).to_string(),
+        };
+        let result = opened.executor.execute(&opened.session, None, call).await;
+        if !result.output.success {
+            return Err(McpError::resource_not_found(result.output.content, None));
+        }
+        Ok(ReadResourceResult::new(vec![ResourceContents::text(result.output.content, uri)]).into())
     }
 
     /// The session's skills a person may start, as prompts (their instructions, with what the

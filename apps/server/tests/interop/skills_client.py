@@ -2,8 +2,8 @@
 
 usage: skills_client.py PROMPT ARGUMENTS COMMAND [ARG...]
 
-Lists the prompts, gets PROMPT with {"arguments": ARGUMENTS}, lists the tools, and prints one JSON
-object with what it saw.
+Lists the prompts, gets PROMPT with {"arguments": ARGUMENTS}, lists the tools and the resources,
+reads skill://changelog/template.md, and prints one JSON object with what it saw.
 """
 
 import asyncio
@@ -21,6 +21,9 @@ async def main():
         prompts = await client.list_prompts()
         got = await client.get_prompt(name, {"arguments": arguments})
         tools = await client.list_tools()
+        resources = await client.list_resources()
+        templates = await client.list_resource_templates()
+        template_read = await client.read_resource("skill://changelog/template.md")
         activate = next((tool for tool in tools.tools if tool.name == "activateSkill"), None)
         print(
             json.dumps(
@@ -41,6 +44,9 @@ async def main():
                         ],
                     },
                     "enum": activate.input_schema["properties"]["name"].get("enum") if activate else None,
+                    "resources": sorted(str(resource.uri) for resource in resources.resources),
+                    "templates": sorted(t.uri_template for t in templates.resource_templates),
+                    "read": [getattr(c, "text", None) for c in template_read.contents],
                 }
             )
         )
