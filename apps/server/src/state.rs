@@ -394,13 +394,17 @@ impl AppState {
             }
             _ => None,
         };
+        // The mounted servers' resources, read at `mcp://SERVER/URI` (registered as they mount).
+        let mcp_resources = mcp::client::McpResources::default();
         let mut services = tool_core::Services::new()
             .with(computer.clone() as Arc<dyn computer_runtime::ComputerRuntime>)
             .with(records.clone())
             .with(knowledge.clone())
             .with(builtin_tool_memory::MemorySettings { max_per_person: args.max_memories_per_person })
             .with(Arc::new(
-                builtin_tools::url_router().with(Arc::new(tool_executor::JournalUrls::new(journal.clone()))),
+                builtin_tools::url_router()
+                    .with(Arc::new(tool_executor::JournalUrls::new(journal.clone())))
+                    .with(Arc::new(mcp_resources.clone())),
             ));
         if let Some(embedder) = &embedder {
             services = services.with(embedder.clone());
@@ -431,6 +435,7 @@ impl AppState {
             let options = mcp::client::MountOptions {
                 catalogues: Some(mcp::client::Catalogues::new(args.state_dir()?.join("mcp-tools"))),
                 fresh: false,
+                resources: Some(mcp_resources.clone()),
             };
             let mounted = mcp::client::mount_file(path, &mut toolbox, &options).await?;
             for note in &mounted.notes {

@@ -195,7 +195,7 @@ async fn tools(format: &str, mcp_config: Option<std::path::PathBuf>) -> anyhow::
         .map_err(anyhow::Error::msg)
         .context("building the tools")?;
     // Every server is started, so a broken one is reported now.
-    for note in setup::mount_mcp(&mut toolbox, mcp_config.as_deref(), true).await? {
+    for note in setup::mount_mcp(&mut toolbox, mcp_config.as_deref(), true, None).await? {
         eprintln!("{note}");
     }
     let names = toolbox.names(None);

