@@ -733,7 +733,7 @@ fn a_mounted_servers_image_and_structured_content_pass_through_toolhost_mcp() {
 }
 
 /// A mounted server's resources are read at `mcp://SERVER/URI` by `readFile` (by lines, as files
-/// are), and `mcp://SERVER/` lists them.
+/// are), its prompts at `mcp://SERVER/prompts/NAME`, and `mcp://SERVER/` lists both.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_mounted_servers_resources_are_read_at_their_addresses() {
     let text = format!(
@@ -783,6 +783,20 @@ async fn a_mounted_servers_resources_are_read_at_their_addresses() {
         read.output.content.contains(&format!("Read on with readFile \"{address}:3-\"")),
         "{}",
         read.output.content
+    );
+
+    // Its prompts are listed and read there too.
+    assert!(
+        listed.output.content.contains("mcp://ev/prompts/simple-prompt (prompt)"),
+        "{}",
+        listed.output.content
+    );
+    let prompt =
+        call(&executor, &session, "p1", "readFile", json!({"path": "mcp://ev/prompts/simple-prompt"})).await;
+    assert!(
+        prompt.output.content.contains("[user]\nThis is a simple prompt without arguments."),
+        "{}",
+        prompt.output.content
     );
 
     let unknown = call(&executor, &session, "u1", "readFile", json!({"path": "mcp://nope/x"})).await;

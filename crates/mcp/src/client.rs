@@ -368,8 +368,43 @@ impl McpResources {
             if listed.is_empty() {
                 text.push_str(&format!("the MCP server `{server}` lists no resources\n"));
             }
+            // Its prompts too, read at `mcp://SERVER/prompts/NAME` (a server without prompts
+            // simply has none).
+            if let Ok(Ok(prompts)) = tokio::time::timeout(timeout, peer.list_all_prompts()).await {
+                for prompt in prompts.iter().take(MAX_LISTED_RESOURCES) {
+                    let description =
+                        prompt.description.as_deref().map(|d| format!(" — {d}")).unwrap_or_default();
+                    text.push_str(&format!("mcp://{server}/prompts/{} (prompt){description}\n", prompt.name));
+                }
+            }
             return Ok(ToolOutput::ok(text.trim_end().to_owned())
                 .with_state(json!({"type": "mcp", "server": server, "resources": listed.len()})));
+        }
+        if let Some(name) = uri.strip_prefix("prompts/") {
+            let got = tokio::time::timeout(
+                timeout,
+                peer.get_prompt(rmcp::model::GetPromptRequestParams::new(name)),
+            )
+            .await
+            .map_err(|_| "the server did not answer in time".to_owned())?
+            .map_err(|e| connection.redact(format!("the server could not give the prompt `{name}`: {e}")))?;
+            let mut text = got.description.clone().map(|d| format!("{d}\n\n")).unwrap_or_default();
+            for message in &got.messages {
+                let block = serde_json::to_value(&message.content).unwrap_or(Value::Null);
+                let role = serde_json::to_value(&message.role).unwrap_or(Value::Null);
+                text.push_str(&format!(
+                    "[{}]\n{}\n\n",
+                    role.as_str().unwrap_or("message"),
+                    model_text(std::slice::from_ref(&block))
+                ));
+            }
+            let address = format!("mcp://{server}/{uri}");
+            return Ok(match tool_core::urls::read_lines(text.trim_end(), lines, &address) {
+                Some(shown) => {
+                    ToolOutput::ok(shown).with_state(json!({"type": "mcp", "server": server, "prompt": name}))
+                }
+                None => ToolOutput::error(ErrorKind::InvalidArguments, format!("{address}: no such line")),
+            });
         }
         let read = tokio::time::timeout(
             timeout,
@@ -413,7 +448,7 @@ impl tool_core::UrlReader for McpResources {
     }
 
     fn describe(&self) -> &'static str {
-        "a mounted MCP server's resources: mcp://SERVER/URI (mcp://SERVER/ lists them)"
+        "a mounted MCP server's resources and prompts: mcp://SERVER/URI, mcp://SERVER/prompts/NAME (mcp://SERVER/ lists them)"
     }
 
     fn read<'a>(
