@@ -292,7 +292,8 @@ async fn connect(args: ConnectArgs) -> anyhow::Result<()> {
     // The server's calls run through this machine's own pipeline, journalled here, and what this
     // machine's policy asks about is asked at this terminal.
     let lines = ask::stdin_lines();
-    let executor = setup::executor(std::sync::Arc::new(ask::TerminalBroker::new(lines)), &args.guard).await?;
+    let executor =
+        setup::device_executor(std::sync::Arc::new(ask::TerminalBroker::new(lines)), &args.guard).await?;
     let mut config = DeviceConfig::new(args.url, args.device_id);
     config.person_present = true;
     config.api_key = args.key;

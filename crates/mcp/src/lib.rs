@@ -318,8 +318,7 @@ impl ServerHandler for Connection {
         Ok(ListResourceTemplatesResult::with_all_items(vec![skill, journal]))
     }
 
-    /// Reads an address as `readFile` does (through the pipeline, so it is journalled), as text
-    /// without notes.
+    /// Reads an address as `readFile` does (through the pipeline, so it is journalled).
     async fn read_resource(
         &self,
         request: ReadResourceRequestParams,
@@ -341,12 +340,22 @@ impl ServerHandler for Connection {
             ));
         };
         let n = self.messages.fetch_add(1, Ordering::Relaxed) + 1;
+        // As readFile gives it: a long one ends with where to read on (never cut silently).
         let call = RawCall {
             id: format!("mcp-resource-{n}"),
             name: read_file,
-            arguments: json!({"path": format!("{}:raw", tool_core::urls::select(&uri).target)}).to_string(),
+            arguments: json!({"path": uri}).to_string(),
         };
-        let result = opened.executor.execute(&opened.session, None, call).await;
+        let batch = Batch { message_id: None, calls: vec![call], stopped_on_length: false };
+        // Through the backend, as a call is: the tenant's limits, shutdown and metrics apply.
+        let result = self
+            .backend
+            .run(&opened, batch)
+            .await
+            .map_err(|e| McpError::invalid_request(e.0, None))?
+            .into_iter()
+            .next()
+            .ok_or_else(|| McpError::internal_error("the pipeline returned no result", None))?;
         if !result.output.success {
             return Err(McpError::resource_not_found(result.output.content, None));
         }
@@ -744,18 +753,24 @@ fn answer_of(joined: Result<Vec<CallResult>, OpenError>) -> Result<CallToolRespo
     }
     // A mounted server's result is served on as it came: its images, sounds and resources as
     // such, its own structured content (which its output schema describes).
+    // (Only a mounted tool's own call, `mcp-NAME`: a read of an `mcp://` address is readFile's.)
     let mounted = result.output.state.as_ref().filter(|state| {
-        state.get("type").and_then(Value::as_str) == Some("mcp") && result.status.as_str() != "blocked"
+        state.get("type").and_then(Value::as_str) == Some("mcp")
+            && result.tool.as_deref().is_some_and(|tool| tool.starts_with("mcp-"))
+            && result.status.as_str() != "blocked"
     });
-    let content = match mounted.and_then(|state| state.get("content")).and_then(Value::as_array) {
+    let (content, whole) = match mounted.and_then(|state| state.get("content")).and_then(Value::as_array) {
         Some(blocks) => passed_on(blocks, &text),
-        None => vec![ContentBlock::text(text)],
+        None => (vec![ContentBlock::text(text)], true),
     };
     let mut answer =
         if result.output.success { CallToolResult::success(content) } else { CallToolResult::error(content) };
     match mounted {
+        // Its own structured content when the model was given the whole of it (a cut output's
+        // structured content would carry past the cut).
         Some(state) => {
-            answer.structured_content = state.get("structured_content").filter(|s| s.is_object()).cloned();
+            answer.structured_content =
+                state.get("structured_content").filter(|s| s.is_object() && whole).cloned();
         }
         None => {
             if let Some(state @ Value::Object(_)) = &result.output.state {
@@ -766,20 +781,38 @@ fn answer_of(joined: Result<Vec<CallResult>, OpenError>) -> Result<CallToolRespo
     Ok(answer.into())
 }
 
-/// A mounted server's content blocks as Toolhost serves them on: all of them as they came when
-/// the model was given their whole text, else the text it was given (cut, with where to read
-/// on) followed by the blocks that are not text.
-fn passed_on(blocks: &[Value], given: &str) -> Vec<ContentBlock> {
+/// Bytes of images and sounds a cut result still passes on.
+const MAX_PASSED_MEDIA: usize = 4 * 1024 * 1024;
+
+/// A mounted server's content blocks as Toolhost serves them on, and whether whole: all of them
+/// as they came when the model was given their whole text; else the text it was given (cut, with
+/// where to read on) followed by its images, sounds and resource links (up to
+/// [`MAX_PASSED_MEDIA`]); embedded resources are in that text already.
+fn passed_on(blocks: &[Value], given: &str) -> (Vec<ContentBlock>, bool) {
     let whole = given == client_text(blocks);
+    if whole {
+        let kept: Vec<ContentBlock> = blocks
+            .iter()
+            .filter_map(|block| serde_json::from_value::<ContentBlock>(block.clone()).ok())
+            .collect();
+        if !kept.is_empty() {
+            return (kept, true);
+        }
+    }
+    let mut media = 0;
     let kept: Vec<ContentBlock> = blocks
         .iter()
-        .filter(|block| whole || block.get("type").and_then(Value::as_str) != Some("text"))
+        .filter(|block| {
+            if !matches!(block.get("type").and_then(Value::as_str), Some("image" | "audio" | "resource_link"))
+            {
+                return false;
+            }
+            media += block.get("data").and_then(Value::as_str).map_or(0, str::len);
+            media <= MAX_PASSED_MEDIA
+        })
         .filter_map(|block| serde_json::from_value::<ContentBlock>(block.clone()).ok())
         .collect();
-    if whole && !kept.is_empty() {
-        return kept;
-    }
-    std::iter::once(ContentBlock::text(given.to_owned())).chain(kept).collect()
+    (std::iter::once(ContentBlock::text(given.to_owned())).chain(kept).collect(), whole)
 }
 
 #[cfg(feature = "client")]

@@ -38,7 +38,9 @@ pub mod urls;
 pub use approval::{ApprovalBroker, ApprovalMode, Decided, Decision, LocalBroker, SessionPolicy};
 pub use events::Event;
 pub use exposure::{ExposureConfig, deferred_summary, deferred_tools};
-pub use pipeline::{BLOCKED_CONTENT, Batch, CallResult, Executor, ExecutorBuilder, ExecutorConfig, RawCall};
+pub use pipeline::{
+    BLOCKED_CONTENT, Batch, CallResult, Executor, ExecutorBuilder, ExecutorConfig, MAX_KEPT_BYTES, RawCall,
+};
 pub use session::{AfterHook, AfterPatch, BeforeHook, BeforeOutcome, HookCall, Session, SessionConfig};
 pub use toolbox::{Toolbox, ToolboxError};
 pub use urls::JournalUrls;

@@ -1630,8 +1630,9 @@ impl Executor {
 }
 
 /// The most of one call's output the journal keeps (what `journal://KEY` reads); past it, the
-/// end is left out and said so.
-const MAX_KEPT_BYTES: usize = 8 * 1024 * 1024;
+/// end is left out and said so. (A device serving a server cuts at this, not at the model's
+/// budget: the server cuts for the model and keeps the whole.)
+pub const MAX_KEPT_BYTES: usize = 1024 * 1024;
 
 /// Cuts `content` to `budget` characters for the model, with a note naming `address`, where the
 /// whole is kept, to read on (or, without one, saying to ask for less). Returns the whole
@@ -1644,10 +1645,12 @@ fn cut_for_model(content: &mut String, budget: usize, address: Option<&str>) -> 
     let cut: String = content.chars().take(budget).collect();
     // The line the cut fell in is read again whole.
     let line = cut.lines().count().max(1);
+    let kept =
+        if content.len() <= MAX_KEPT_BYTES { "The whole output is kept" } else { "Its first MiB is kept" };
     let note = match address {
         Some(address) => format!(
-            "[Output truncated: showing the first {budget} of {total} characters. The whole output is kept: \
-             read on with readFile \"{address}:{line}-\" (or a range, \"{address}:{line}-{}\").]",
+            "[Output truncated: showing the first {budget} of {total} characters. {kept}: read on with \
+             readFile \"{address}:{line}-\" (or a range, \"{address}:{line}-{}\").]",
             line + 199
         ),
         None => format!(
