@@ -75,7 +75,9 @@ async fn the_write_ahead_log_stays_bounded_under_load() {
     // machine.)
     let bound = 2 * 1024 * 1024;
     let largest = largest_wal(SqliteTuning { wal_truncate_bytes: bound }, 5_000).await;
-    assert!(largest < 6 * bound, "the write-ahead log reached {largest} bytes with a bound of {bound}");
+    // Ten times the bound: on a loaded machine (the whole suite running beside it) the checkpoint
+    // lags a few batches behind (one run passed 6x); unbounded, the log passes 50x.
+    assert!(largest < 10 * bound, "the write-ahead log reached {largest} bytes with a bound of {bound}");
 }
 
 /// A backup of the live journal under write load: writers go on, and the copy opens as a

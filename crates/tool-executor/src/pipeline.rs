@@ -1643,8 +1643,9 @@ fn cut_for_model(content: &mut String, budget: usize, address: Option<&str>) -> 
         return None;
     }
     let cut: String = content.chars().take(budget).collect();
-    // The line the cut fell in is read again whole.
-    let line = cut.lines().count().max(1);
+    // The line the cut fell in is read again whole (lines as addresses count them: a long one in
+    // pieces, so the cut of a one-line output reads on where it stopped).
+    let line = tool_core::urls::pieces(&cut).count().max(1);
     let kept =
         if content.len() <= MAX_KEPT_BYTES { "The whole output is kept" } else { "Its first MiB is kept" };
     let note = match address {
