@@ -322,8 +322,12 @@ where
                                         Ok(next) => {
                                             app.model = format!("{} ({})", next.model, next.name);
                                             app.notice(format!("model: {}", app.model), false);
+                                            // The skills' share of the prompt follows the new window.
+                                            let budget = crate::skills::prompt_budget(next.context_window);
+                                            guard.skills = Arc::new((*guard.skills).clone().with_prompt_budget(budget));
                                             profile = Some(next.clone());
                                             let _ = to_agent.send(ToAgent::Model(Box::new(next)));
+                                            let _ = to_agent.send(ToAgent::Reopen(app.mode, guard.clone()));
                                         }
                                         Err(error) => app.notice(format!("{error:#}"), true),
                                     }
