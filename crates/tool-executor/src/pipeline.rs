@@ -704,11 +704,11 @@ impl Executor {
                     // the same call, as payment APIs answer a repeated idempotency key.
                     if let Some(mut result) = replayed(journal.as_ref(), &attempt, &call, &tool, &api).await {
                         // The journal keeps the whole output; the model gets it cut as it was.
-                        let address = format!("journal://{}", tool_core::urls::encode(&attempt.key()));
+                        let key = attempt.key();
                         cut_for_model(
                             &mut result.output.content,
                             self.inner.config.content_budget,
-                            Some(&address),
+                            Some(&key),
                         );
                         session.emit(Event::Finished {
                             call_id: call_id.clone(),
@@ -1549,9 +1549,8 @@ impl Executor {
             output.content = strip_controls(&output.content);
         }
         // Cut for the model; the journal keeps the whole, which `journal://KEY` reads on.
-        let address = (self.inner.journal.is_some() && !call.foreign_key)
-            .then(|| format!("journal://{}", tool_core::urls::encode(&call.key)));
-        let whole = cut_for_model(&mut output.content, self.inner.config.content_budget, address.as_deref());
+        let key = (self.inner.journal.is_some() && !call.foreign_key).then_some(call.key.as_str());
+        let whole = cut_for_model(&mut output.content, self.inner.config.content_budget, key);
         let result = CallResult {
             call_id: call.call_id.clone(),
             name: call.name.clone(),
@@ -1634,14 +1633,16 @@ impl Executor {
 /// budget: the server cuts for the model and keeps the whole.)
 pub const MAX_KEPT_BYTES: usize = 1024 * 1024;
 
-/// Cuts `content` to `budget` characters for the model, with a note naming `address`, where the
-/// whole is kept, to read on (or, without one, saying to ask for less). Returns the whole
-/// content when it was cut.
-fn cut_for_model(content: &mut String, budget: usize, address: Option<&str>) -> Option<String> {
+/// Cuts `content` to `budget` characters for the model, with a note naming the journal's address
+/// of the row `key`, where the whole is kept, to read on (or, without one, saying to ask for
+/// less). Returns the whole content when it was cut. (The address is made only then: this runs
+/// for every call.)
+fn cut_for_model(content: &mut String, budget: usize, key: Option<&str>) -> Option<String> {
     let total = content.chars().count();
     if total <= budget {
         return None;
     }
+    let address = key.map(|key| format!("journal://{}", tool_core::urls::encode(key)));
     let cut: String = content.chars().take(budget).collect();
     // The line the cut fell in is read again whole (lines as addresses count them: a long one in
     // pieces, so the cut of a one-line output reads on where it stopped).
@@ -1649,7 +1650,7 @@ fn cut_for_model(content: &mut String, budget: usize, address: Option<&str>) -> 
     let kept =
         if content.len() <= MAX_KEPT_BYTES { "The whole output is kept" } else { "Its first MiB is kept" };
     let note = match address {
-        Some(address) => format!(
+        Some(ref address) => format!(
             "[Output truncated: showing the first {budget} of {total} characters. {kept}: read on with \
              readFile \"{address}:{line}-\" (or a range, \"{address}:{line}-{}\").]",
             line + 199
