@@ -204,11 +204,13 @@ pub fn skill_file(dir: &Path) -> Option<PathBuf> {
 ///
 /// Why it cannot be loaded, in words for the person.
 pub fn load(dir: &Path, file: &Path, source: SkillSource) -> Result<(SkillInfo, Vec<String>), String> {
-    let text = read_text(file)?;
     let folder = dir.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-    let parsed = parse(&text, &folder)?;
+    // The folder as it really is (a person's skill may be a link to their dotfiles), its file
+    // read beneath it, as activation will.
     let dir = dir.canonicalize().unwrap_or_else(|_| dir.to_path_buf());
     let file = dir.join(file.file_name().unwrap_or_default());
+    let text = read_text(&dir, &file)?;
+    let parsed = parse(&text, &folder)?;
     let skill = SkillInfo {
         name: parsed.name,
         description: parsed.description,
@@ -225,18 +227,15 @@ pub fn load(dir: &Path, file: &Path, source: SkillSource) -> Result<(SkillInfo, 
     Ok((skill, parsed.warnings))
 }
 
-/// A file's text, at most [`MAX_SKILL_FILE`] bytes.
+/// A skill's file's text, at most [`MAX_SKILL_FILE`] bytes, opened once beneath the skill's folder
+/// `dir` (no link followed, as activation reads it: what was checked is what is read).
 ///
 /// # Errors
 ///
-/// Unreadable, too large, or not UTF-8.
-pub fn read_text(file: &Path) -> Result<String, String> {
-    use std::io::Read as _;
-    let handle = std::fs::File::open(file).map_err(|e| format!("{} cannot be read: {e}", file.display()))?;
-    let mut bytes = Vec::new();
-    handle
-        .take(MAX_SKILL_FILE as u64 + 1)
-        .read_to_end(&mut bytes)
+/// Unreadable, a link, too large, or not UTF-8.
+pub fn read_text(dir: &Path, file: &Path) -> Result<String, String> {
+    let bytes = computer_runtime::beneath::Opener::rooted(dir)
+        .read_prefix(file, MAX_SKILL_FILE + 1)
         .map_err(|e| format!("{} cannot be read: {e}", file.display()))?;
     if bytes.len() > MAX_SKILL_FILE {
         return Err(format!(
