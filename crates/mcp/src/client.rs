@@ -449,19 +449,20 @@ impl McpResources {
 /// Pages a listing asks a server for at most (a server that never stops paging is not followed).
 const MAX_LISTING_PAGES: usize = 10;
 
-/// The first resources a server lists, at most [`MAX_LISTED_RESOURCES`] and one more (to say
-/// there are more).
-async fn first_resources(
-    peer: &rmcp::service::Peer<RoleClient>,
-) -> Result<Vec<rmcp::model::Resource>, rmcp::ServiceError> {
+/// The first items a server lists, page by page (`page` asks for one after a cursor), at most
+/// [`MAX_LISTING_PAGES`] pages and [`MAX_LISTED_RESOURCES`] items and one more (to say there are
+/// more): a server that never stops paging is not followed.
+async fn first_listed<T, F, Fut>(mut page: F) -> Result<Vec<T>, rmcp::ServiceError>
+where
+    F: FnMut(rmcp::model::PaginatedRequestParams) -> Fut,
+    Fut: std::future::Future<Output = Result<(Vec<T>, Option<String>), rmcp::ServiceError>>,
+{
     let mut out = Vec::new();
     let mut cursor = None;
     for _ in 0..MAX_LISTING_PAGES {
-        let page = peer
-            .list_resources(Some(rmcp::model::PaginatedRequestParams::default().with_cursor(cursor)))
-            .await?;
-        out.extend(page.resources);
-        cursor = page.next_cursor;
+        let (items, next) = page(rmcp::model::PaginatedRequestParams::default().with_cursor(cursor)).await?;
+        out.extend(items);
+        cursor = next;
         if cursor.is_none() || out.len() > MAX_LISTED_RESOURCES {
             break;
         }
@@ -470,24 +471,24 @@ async fn first_resources(
     Ok(out)
 }
 
-/// The first prompts a server lists, as [`first_resources`].
+/// The first resources a server lists ([`first_listed`]).
+async fn first_resources(
+    peer: &rmcp::service::Peer<RoleClient>,
+) -> Result<Vec<rmcp::model::Resource>, rmcp::ServiceError> {
+    first_listed(|params| async move {
+        peer.list_resources(Some(params)).await.map(|page| (page.resources, page.next_cursor))
+    })
+    .await
+}
+
+/// The first prompts a server lists ([`first_listed`]).
 async fn first_prompts(
     peer: &rmcp::service::Peer<RoleClient>,
 ) -> Result<Vec<rmcp::model::Prompt>, rmcp::ServiceError> {
-    let mut out = Vec::new();
-    let mut cursor = None;
-    for _ in 0..MAX_LISTING_PAGES {
-        let page = peer
-            .list_prompts(Some(rmcp::model::PaginatedRequestParams::default().with_cursor(cursor)))
-            .await?;
-        out.extend(page.prompts);
-        cursor = page.next_cursor;
-        if cursor.is_none() || out.len() > MAX_LISTED_RESOURCES {
-            break;
-        }
-    }
-    out.truncate(MAX_LISTED_RESOURCES);
-    Ok(out)
+    first_listed(|params| async move {
+        peer.list_prompts(Some(params)).await.map(|page| (page.prompts, page.next_cursor))
+    })
+    .await
 }
 
 impl tool_core::UrlReader for McpResources {
