@@ -1295,8 +1295,12 @@ fn die_with_parent(command: &mut std::process::Command) {
 }
 
 /// Sends `signal` to every process in the group `pgid`.
+///
+/// # Errors
+///
+/// `pgid` is 0 or 1 (our own group, init's), or the system refused (no such group).
 #[allow(unsafe_code)]
-pub(crate) fn signal_group(pgid: i32, signal: libc::c_int) -> io::Result<()> {
+pub fn signal_group(pgid: i32, signal: libc::c_int) -> io::Result<()> {
     // killpg(0) would hit our own group and killpg(1) init's.
     if pgid <= 1 {
         return Err(io::Error::from(io::ErrorKind::InvalidInput));

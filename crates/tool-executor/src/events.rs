@@ -90,6 +90,17 @@ pub enum Event {
         /// The result.
         output: ToolOutput,
     },
+    /// A person's or operator's hook said something people should see (it failed, timed out,
+    /// or had a message for the person).
+    #[serde(rename = "hook.note")]
+    HookNote {
+        /// The call id.
+        call_id: String,
+        /// The hook (`hook:NAME`).
+        hook: String,
+        /// What happened.
+        message: String,
+    },
     /// Policy blocked the call without asking.
     #[serde(rename = "call.blocked")]
     Blocked {
@@ -113,6 +124,7 @@ impl Event {
             | Self::Finished { call_id, .. }
             | Self::Failed { call_id, .. }
             | Self::Blocked { call_id, .. }
+            | Self::HookNote { call_id, .. }
             | Self::ToolsActivated { call_id, .. } => call_id,
         }
     }
@@ -129,6 +141,7 @@ impl Event {
             Self::Finished { .. } => "call.finished",
             Self::Failed { .. } => "call.failed",
             Self::Blocked { .. } => "call.blocked",
+            Self::HookNote { .. } => "hook.note",
             Self::ToolsActivated { .. } => "tools.activated",
         }
     }

@@ -5,11 +5,12 @@
 //!   → resolve the name (session names, aliases; unknown → closest names, then a directive)
 //!   → parse (truncated JSON diagnosed) → prepare → validate (every violation with its path)
 //!   → journal: proposed
+//!   → a person's hooks (PreToolUse: deny, allow, ask, rewrite)
 //!   → approval: tier × policy (global audits, dynamic audits, rules) × session mode
-//!       → run | ask a person | block ("Blocked by security/privacy.")
+//!       → run | PermissionRequest hooks, then ask a person | block ("Blocked by security/privacy.")
 //!   → before hooks (block or rewrite) → one timeout referee
 //!   → run the runtime (panics caught) with a cancellation token and progress events
-//!   → after hooks → status from in-band errors → content cut to a budget
+//!   → after hooks → PostToolUse hooks (context for the model) → status from in-band errors → content cut to a budget
 //!   → journal: executed | failed | blocked | denied → events
 //! ```
 //!
@@ -25,6 +26,7 @@
 #![deny(missing_docs)]
 
 pub mod approval;
+pub mod call_hooks;
 pub mod deny;
 pub mod events;
 pub mod exposure;
@@ -36,6 +38,7 @@ pub mod toolbox;
 pub mod urls;
 
 pub use approval::{ApprovalBroker, ApprovalMode, Decided, Decision, LocalBroker, SessionPolicy};
+pub use call_hooks::{CallHooks, HookAnswer, HookDecision, HookNote, HookedCall};
 pub use events::Event;
 pub use exposure::{ExposureConfig, deferred_summary, deferred_tools};
 pub use pipeline::{

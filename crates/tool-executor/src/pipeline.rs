@@ -20,6 +20,7 @@ use crate::approval::{
     ApprovalBroker, ApprovalMode, ApprovalRequest, Decided, Decision, DecisionInput, LocalBroker, Verdict,
     decide, prefix_covers,
 };
+use crate::call_hooks::{CallHooks, HookAnswer, HookDecision, HookedCall};
 use crate::events::Event;
 use crate::session::{HookCall, Session, SessionConfig};
 use crate::toolbox::Toolbox;
@@ -53,6 +54,18 @@ fn approved_files<'a>(
             Some(tool_core::ApprovedFile { path, device: metadata.dev(), inode: metadata.ino() })
         })
         .collect()
+}
+
+/// What hooks see of `call`, with `arguments`.
+fn hooked<'a>(session: &'a Session, call: &'a Prepared, arguments: &'a Value) -> HookedCall<'a> {
+    HookedCall {
+        call_id: &call.call_id,
+        function: &call.name,
+        tool: &call.tool,
+        api: &call.api,
+        arguments,
+        session: &session.config,
+    }
 }
 
 /// Settings of the executor.
@@ -168,6 +181,19 @@ struct Prepared {
     /// The files the call's paths named when a person was asked about it: the runtime opens
     /// those same files or none.
     approved_files: Vec<tool_core::ApprovedFile>,
+    /// What a person's hooks said for the model (appended to the result it reads).
+    hook_context: Vec<String>,
+    /// What a person's hooks did (kept in the result's state, so the journal has it).
+    hook_log: Vec<Value>,
+}
+
+/// What `PreToolUse` hooks decided, for approval.
+#[derive(Debug, Default)]
+struct PreHookSay {
+    /// A hook allowed the call (`hook:NAME`): no person is asked.
+    allow_by: Option<String>,
+    /// A hook wants a person asked, for this reason.
+    ask: Option<String>,
 }
 
 /// What is needed to settle a prepared call whose own steps died.
@@ -761,6 +787,8 @@ impl Executor {
             sequential,
             batch_cancel: None,
             approved_files: Vec::new(),
+            hook_context: Vec::new(),
+            hook_log: Vec::new(),
         })
     }
 
@@ -896,10 +924,20 @@ impl Executor {
             );
             return self.finish(session, &call, AttemptStatus::Failed, output, started, None, None).await;
         }
-        let (decision, decided_by) = match self.approve(session, &mut call).await {
+        let hooks = session.call_hooks();
+        let said = match &hooks {
+            Some(hooks) => match self.pre_tool_use(session, hooks.as_ref(), &mut call, started).await {
+                Ok(said) => said,
+                Err(result) => return *result,
+            },
+            None => PreHookSay::default(),
+        };
+        let (decision, decided_by) = match self.approve(session, &mut call, &said, hooks.as_deref()).await {
             Ok(granted) => granted,
-            Err((status, output, decision)) => {
-                return self.finish(session, &call, status, output, started, Some(decision), None).await;
+            Err((status, output, decision, decided_by)) => {
+                return self
+                    .finish(session, &call, status, output, started, Some(decision), decided_by)
+                    .await;
             }
         };
         let toolbox = &self.inner.toolbox;
@@ -936,17 +974,8 @@ impl Executor {
                             .await;
                     }
                     // Approval was decided on the old arguments: the new ones must pass on their own.
-                    let input = DecisionInput {
-                        entry,
-                        api: compiled,
-                        arguments: &new,
-                        tier: toolbox.tier_of(&compiled.spec, &new),
-                        policy: &session.config.policy,
-                        working_directory: session.config.working_directory.as_deref(),
-                        temp_directory: session.config.temp_directory.as_deref(),
-                        hard_roots: session.config.hard_roots.as_deref(),
-                        deny: &self.inner.config.deny,
-                    };
+                    let tier = toolbox.tier_of(&compiled.spec, &new);
+                    let input = self.decision_input(session, entry, compiled, &new, tier);
                     if !matches!(decide(toolbox, &input), Verdict::Run(_)) {
                         let reason = "a hook rewrote the arguments into a call that would need approval";
                         return self
@@ -1013,6 +1042,20 @@ impl Executor {
             let view =
                 HookCall { call_id: &call.call_id, tool: &call.tool, api: &call.api, arguments: &arguments };
             hook.after(&view, &output).await.apply(&mut output);
+        }
+        if output.success
+            && let Some(hooks) = &hooks
+        {
+            let view = hooked(session, &call, &arguments);
+            if hooks.matches("PostToolUse", &view) {
+                let answer = hooks.post_tool_use(&view, &output).await;
+                if answer.decision == Some(HookDecision::Deny)
+                    && let Some(reason) = &answer.reason
+                {
+                    call.hook_context.push(reason.clone());
+                }
+                self.absorb(session, &mut call, "PostToolUse", &answer);
+            }
         }
         let nested = std::mem::take(&mut *nested_log.lock().unwrap_or_else(|p| p.into_inner()));
         if !nested.is_empty() {
@@ -1262,27 +1305,19 @@ impl Executor {
         Ok(())
     }
 
-    /// The approval step: `Ok((decision, by))` to run, `Err((status, output, decision))` not to.
+    /// The approval step: `Ok((decision, by))` to run, `Err((status, output, decision, by))` not to.
     async fn approve(
         &self,
         session: &Arc<Session>,
         call: &mut Prepared,
-    ) -> Result<(String, Option<String>), (AttemptStatus, ToolOutput, String)> {
+        said: &PreHookSay,
+        hooks: Option<&dyn CallHooks>,
+    ) -> Result<(String, Option<String>), (AttemptStatus, ToolOutput, String, Option<String>)> {
         let toolbox = &self.inner.toolbox;
         let entry = toolbox.tool(&call.tool).expect("preflight resolved the tool");
         let compiled = entry.api(&call.api).expect("preflight resolved the API");
         let tier = toolbox.tier_of(&compiled.spec, &call.arguments);
-        let input = DecisionInput {
-            entry,
-            api: compiled,
-            arguments: &call.arguments,
-            tier,
-            policy: &session.config.policy,
-            working_directory: session.config.working_directory.as_deref(),
-            temp_directory: session.config.temp_directory.as_deref(),
-            hard_roots: session.config.hard_roots.as_deref(),
-            deny: &self.inner.config.deny,
-        };
+        let input = self.decision_input(session, entry, compiled, &call.arguments, tier);
         let call_id = call.call_id.clone();
         let granted = |session: &Session, decision: &str, by: &str| {
             session.emit(Event::PermissionGranted {
@@ -1293,16 +1328,23 @@ impl Executor {
             Ok((decision.to_owned(), Some(by.to_owned())))
         };
         let (reason, always) = match decide(toolbox, &input) {
+            // A hook may want a person to look at a call policy would run.
+            Verdict::Run(_) if said.ask.is_some() => {
+                (format!("a hook asks: {}", said.ask.as_deref().unwrap_or_default()), true)
+            }
             Verdict::Run(why) => return granted(session, why, "policy"),
             Verdict::Block(reason) => {
                 session.emit(Event::Blocked { call_id: call.call_id.clone(), reason: reason.clone() });
                 let output = ToolOutput::error(ErrorKind::Blocked, format!("Blocked: {reason}."))
                     .with_state(json!({"type": "blocked", "reason": reason}));
-                return Err((AttemptStatus::Blocked, output, "read_only_block".into()));
+                return Err((AttemptStatus::Blocked, output, "read_only_block".into(), None));
             }
             Verdict::Ask { reason, always } => (reason, always),
         };
-        if !always {
+        if let Some(by) = &said.allow_by {
+            return granted(session, "hook_allow", by);
+        }
+        if !always && said.ask.is_none() {
             if session.granted(&call.tool, &call.api, compiled.spec.command_in(&call.arguments)) {
                 return granted(session, "allow_session", "session grant");
             }
@@ -1317,13 +1359,88 @@ impl Executor {
             session.emit(Event::Blocked { call_id: call.call_id.clone(), reason: reason.clone() });
             let output = ToolOutput::error(ErrorKind::Blocked, BLOCKED_CONTENT)
                 .with_state(json!({"type": "blocked", "reason": reason}));
-            return Err((AttemptStatus::Blocked, output, "headless_block".into()));
+            return Err((AttemptStatus::Blocked, output, "headless_block".into(), None));
+        }
+
+        // Hooks may answer for the person.
+        if let Some(hooks) = hooks {
+            let view = hooked(session, call, &call.arguments);
+            if hooks.matches("PermissionRequest", &view) {
+                let token = session.call_token(&call.call_id, call.batch_cancel.as_ref());
+                let answer = tokio::select! {
+                    answer = hooks.permission_request(&view, &reason) => answer,
+                    () = token.cancelled() => return Err((
+                        AttemptStatus::Failed,
+                        ToolOutput::error(ErrorKind::Cancelled, "The call was cancelled while its hooks ran."),
+                        "cancelled".into(),
+                        None,
+                    )),
+                };
+                self.absorb(session, call, "PermissionRequest", &answer);
+                let by = answer.decided_by.clone().unwrap_or_else(|| "hook".into());
+                match answer.decision {
+                    Some(HookDecision::Allow) => {
+                        if let Some(new) = answer.updated_input {
+                            let mut new = new;
+                            drop_null_fields(&mut new);
+                            let violations = compiled.violations(&new);
+                            let tier = toolbox.tier_of(&compiled.spec, &new);
+                            let input = self.decision_input(session, entry, compiled, &new, tier);
+                            let refused = if violations.is_empty() {
+                                match decide(toolbox, &input) {
+                                    Verdict::Block(reason) => Some(reason),
+                                    _ => None,
+                                }
+                            } else {
+                                Some(format!(
+                                    "its new arguments do not match the schema: {}",
+                                    violations.join("; ")
+                                ))
+                            };
+                            if let Some(refused) = refused {
+                                let reason =
+                                    format!("{by} allowed this call with other arguments, but {refused}");
+                                session.emit(Event::Blocked {
+                                    call_id: call.call_id.clone(),
+                                    reason: reason.clone(),
+                                });
+                                let output =
+                                    ToolOutput::error(ErrorKind::Blocked, format!("Blocked: {reason}."))
+                                        .with_state(json!({"type": "blocked", "reason": reason}));
+                                return Err((AttemptStatus::Blocked, output, "hook_allow".into(), Some(by)));
+                            }
+                            call.hook_log.push(
+                                json!({"event": "PermissionRequest", "hook": by, "updated_input": new}),
+                            );
+                            call.arguments = new;
+                        }
+                        return granted(session, "hook_allow", &by);
+                    }
+                    Some(HookDecision::Deny) => {
+                        let message = format!(
+                            "A hook of the user's ({by}) denied this call: {}",
+                            answer.reason.as_deref().unwrap_or("no reason given")
+                        );
+                        session.emit(Event::PermissionDenied {
+                            call_id: call.call_id.clone(),
+                            message: message.clone(),
+                        });
+                        return Err((
+                            AttemptStatus::Denied,
+                            ToolOutput::error(ErrorKind::Denied, message),
+                            "hook_deny".into(),
+                            Some(by),
+                        ));
+                    }
+                    Some(HookDecision::Ask) | None => {}
+                }
+            }
         }
 
         // A read journalled only when it ends is proposed now: it waits for a person, and what
         // waits is on record (and the approval's row points at it).
         if let Err(output) = self.propose_late(call).await {
-            return Err((AttemptStatus::Failed, output, "conflict".into()));
+            return Err((AttemptStatus::Failed, output, "conflict".into(), None));
         }
         let request = ApprovalRequest {
             id: format!("appr-{:x}", unique()),
@@ -1438,7 +1555,7 @@ impl Executor {
                 }
                 granted(session, decision.name(), &by)
             }
-            Some(Decided { decision, .. }) => {
+            Some(Decided { decision, by }) => {
                 let message = match &decision {
                     Decision::DenyWithMessage { message } => format!("The user denied this call: {message}"),
                     _ => "The user denied this call. Do not retry it; ask the user or take another approach."
@@ -1452,12 +1569,14 @@ impl Executor {
                     AttemptStatus::Denied,
                     ToolOutput::error(ErrorKind::Denied, message),
                     decision.name().to_owned(),
+                    by,
                 ))
             }
             None if token.is_cancelled() => Err((
                 AttemptStatus::Failed,
                 ToolOutput::error(ErrorKind::Cancelled, "The call was cancelled while waiting for approval."),
                 "cancelled".into(),
+                None,
             )),
             None => {
                 let message = format!(
@@ -1468,8 +1587,120 @@ impl Executor {
                     call_id: call.call_id.clone(),
                     message: message.clone(),
                 });
-                Err((AttemptStatus::Denied, ToolOutput::error(ErrorKind::Denied, message), "expired".into()))
+                Err((
+                    AttemptStatus::Denied,
+                    ToolOutput::error(ErrorKind::Denied, message),
+                    "expired".into(),
+                    None,
+                ))
             }
+        }
+    }
+
+    /// What approval decides on: `arguments` of `compiled` in `session`.
+    fn decision_input<'a>(
+        &'a self,
+        session: &'a Session,
+        entry: &'a crate::toolbox::ToolEntry,
+        compiled: &'a crate::toolbox::CompiledApi,
+        arguments: &'a Value,
+        tier: Tier,
+    ) -> DecisionInput<'a> {
+        DecisionInput {
+            entry,
+            api: compiled,
+            arguments,
+            tier,
+            policy: &session.config.policy,
+            working_directory: session.config.working_directory.as_deref(),
+            temp_directory: session.config.temp_directory.as_deref(),
+            hard_roots: session.config.hard_roots.as_deref(),
+            deny: &self.inner.config.deny,
+        }
+    }
+
+    /// `PreToolUse`: the session's hooks before approval. `Err` is the call's result when a
+    /// hook denied it, rewrote it into an invalid shape, or the call was cancelled meanwhile.
+    async fn pre_tool_use(
+        &self,
+        session: &Arc<Session>,
+        hooks: &dyn CallHooks,
+        call: &mut Prepared,
+        started: Instant,
+    ) -> Result<PreHookSay, Box<CallResult>> {
+        let view = hooked(session, call, &call.arguments);
+        if !hooks.matches("PreToolUse", &view) {
+            return Ok(PreHookSay::default());
+        }
+        let token = session.call_token(&call.call_id, call.batch_cancel.as_ref());
+        let answer = tokio::select! {
+            answer = hooks.pre_tool_use(&view) => answer,
+            () = token.cancelled() => {
+                let output = ToolOutput::error(ErrorKind::Cancelled, "The call was cancelled while its hooks ran.");
+                return Err(Box::new(self.finish(session, call, AttemptStatus::Failed, output, started, None, None).await));
+            }
+        };
+        self.absorb(session, call, "PreToolUse", &answer);
+        let by = answer.decided_by.clone().unwrap_or_else(|| "hook".into());
+        if answer.decision == Some(HookDecision::Deny) {
+            let reason =
+                format!("{by}: {}", answer.reason.as_deref().unwrap_or("denied by a hook of the user's"));
+            return Err(Box::new(
+                self.blocked_by_hook(session, call, &reason, started, "hook_deny".into(), Some(by)).await,
+            ));
+        }
+        if let Some(mut new) = answer.updated_input {
+            drop_null_fields(&mut new);
+            let toolbox = &self.inner.toolbox;
+            let compiled = toolbox.tool(&call.tool).and_then(|entry| entry.api(&call.api));
+            let violations = compiled.map(|compiled| compiled.violations(&new)).unwrap_or_default();
+            if !violations.is_empty() {
+                let output = ToolOutput::error(
+                    ErrorKind::Internal,
+                    format!(
+                        "a hook of the user's rewrote the arguments into an invalid shape, so the call was not run: {}",
+                        violations.join("; ")
+                    ),
+                );
+                return Err(Box::new(
+                    self.finish(session, call, AttemptStatus::Failed, output, started, None, Some(by)).await,
+                ));
+            }
+            call.hook_log.push(json!({"event": "PreToolUse", "hook": by, "updated_input": new}));
+            call.arguments = new;
+        }
+        Ok(match answer.decision {
+            Some(HookDecision::Allow) => PreHookSay { allow_by: Some(by), ask: None },
+            Some(HookDecision::Ask) => PreHookSay {
+                allow_by: None,
+                ask: Some(
+                    answer.reason.unwrap_or_else(|| format!("{by} wants a person to confirm this call")),
+                ),
+            },
+            _ => PreHookSay::default(),
+        })
+    }
+
+    /// Takes in what hooks said at `event`: notes become events, context is kept for the model,
+    /// and what they did is kept for the journal.
+    fn absorb(&self, session: &Session, call: &mut Prepared, event: &str, answer: &HookAnswer) {
+        for note in &answer.notes {
+            session.emit(Event::HookNote {
+                call_id: call.call_id.clone(),
+                hook: note.hook.clone(),
+                message: note.message.clone(),
+            });
+        }
+        call.hook_context.extend(answer.context.iter().cloned());
+        if answer.decision.is_some() || !answer.context.is_empty() || !answer.notes.is_empty() {
+            call.hook_log.push(json!({
+                "event": event,
+                "decision": answer.decision.map(|d| format!("{d:?}").to_lowercase()),
+                "hook": answer.decided_by,
+                "reason": answer.reason,
+                "context": answer.context,
+                "notes": answer.notes.iter().map(|n| json!({"hook": n.hook, "message": n.message})).collect::<Vec<_>>(),
+            }));
         }
     }
 
@@ -1551,6 +1782,23 @@ impl Executor {
         // Cut for the model; the journal keeps the whole, which `journal://KEY` reads on.
         let key = (self.inner.journal.is_some() && !call.foreign_key).then_some(call.key.as_str());
         let whole = cut_for_model(&mut output.content, self.inner.config.content_budget, key);
+        // What the person's hooks said for the model comes after the cut, never cut away (each
+        // hook's text is bounded where it is read).
+        for context in &call.hook_context {
+            output.content.push_str("\n\n<hook-context>\n");
+            output.content.push_str(&strip_controls(context));
+            output.content.push_str("\n</hook-context>");
+        }
+        if !call.hook_log.is_empty() {
+            let log = Value::Array(call.hook_log.clone());
+            match &mut output.state {
+                Some(Value::Object(map)) => {
+                    map.insert("hooks".into(), log);
+                }
+                Some(other) => output.state = Some(json!({"value": other.take(), "hooks": log})),
+                None => output.state = Some(json!({"hooks": log})),
+            }
+        }
         let result = CallResult {
             call_id: call.call_id.clone(),
             name: call.name.clone(),

@@ -156,6 +156,8 @@ pub struct Session {
     pub(crate) events: std::sync::OnceLock<broadcast::Sender<Event>>,
     pub(crate) before: RwLock<Vec<Arc<dyn BeforeHook>>>,
     pub(crate) after: RwLock<Vec<Arc<dyn AfterHook>>>,
+    /// A person's or operator's hooks (`PreToolUse`, `PermissionRequest`, `PostToolUse`).
+    pub(crate) call_hooks: RwLock<Option<Arc<dyn crate::call_hooks::CallHooks>>>,
     pub(crate) unknown_names: AtomicU32,
     pub(crate) grants: Mutex<Vec<Grant>>,
     pub(crate) batch_lock: Arc<tokio::sync::RwLock<()>>,
@@ -282,6 +284,7 @@ impl Session {
             events: std::sync::OnceLock::new(),
             before: RwLock::new(Vec::new()),
             after: RwLock::new(Vec::new()),
+            call_hooks: RwLock::new(None),
             unknown_names: AtomicU32::new(0),
             grants: Mutex::new(Vec::new()),
             batch_lock: Arc::new(tokio::sync::RwLock::new(())),
@@ -340,6 +343,16 @@ impl Session {
     /// Adds an after hook (run in the order added).
     pub fn add_after_hook(&self, hook: Arc<dyn AfterHook>) {
         self.after.write().unwrap_or_else(|p| p.into_inner()).push(hook);
+    }
+
+    /// Gives the session a person's or operator's hooks (replacing any it had).
+    pub fn set_call_hooks(&self, hooks: Option<Arc<dyn crate::call_hooks::CallHooks>>) {
+        *self.call_hooks.write().unwrap_or_else(|p| p.into_inner()) = hooks;
+    }
+
+    /// The session's person's or operator's hooks, if any.
+    pub fn call_hooks(&self) -> Option<Arc<dyn crate::call_hooks::CallHooks>> {
+        self.call_hooks.read().unwrap_or_else(|p| p.into_inner()).clone()
     }
 
     /// Cancels every call in flight; each still yields its one result.
