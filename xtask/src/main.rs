@@ -63,6 +63,7 @@ fn run() -> Result<()> {
                 ("journal", "journal"),
                 ("tool-executor", "pipeline"),
                 ("tool-executor", "code"),
+                ("hooks", "hooks"),
                 ("builtin-tool-knowledge-base", "knowledge"),
                 ("tool-search", "search"),
                 ("toolhost-server", "load"),
