@@ -81,7 +81,25 @@ pub enum AgentEvent {
         /// What broke, and what is done about it.
         reason: String,
     },
+    /// A person's hook said something for the person (it failed, or had a message).
+    HookNote {
+        /// The hook (`hook:NAME`).
+        hook: String,
+        /// What it said.
+        message: String,
+    },
+    /// A `Stop` hook did not let the model finish yet: the turn goes on with its reason.
+    KeptGoing {
+        /// The hook (`hook:NAME`).
+        hook: String,
+        /// What the model is told.
+        reason: String,
+    },
 }
+
+/// How many times `Stop` hooks may keep one request going (a hook that never lets go does not
+/// hold the turn forever; the turn limit bounds it too).
+const MAX_STOP_BLOCKS: u32 = 8;
 
 /// How often one turn resumes a reply whose stream broke after text was shown.
 const MAX_RESUMES: u32 = 2;
@@ -127,6 +145,13 @@ pub enum Outcome {
     },
     /// The person cancelled.
     Cancelled,
+    /// A person's `UserPromptSubmit` hook refused the prompt; it was not sent.
+    Blocked {
+        /// The hook (`hook:NAME`).
+        hook: String,
+        /// Why.
+        reason: String,
+    },
     /// The model could not be reached or refused.
     Failed(ProviderError),
 }
@@ -145,6 +170,7 @@ pub struct Agent {
     messages: Vec<Message>,
     usage: Usage,
     config: AgentConfig,
+    hooks: Option<Arc<hooks::Hooks>>,
 }
 
 impl Agent {
@@ -171,6 +197,7 @@ impl Agent {
             messages: Vec::new(),
             usage: Usage::default(),
             config,
+            hooks: None,
         }
     }
 
@@ -183,6 +210,33 @@ impl Agent {
             self.system.push_str(instructions.trim_end());
         }
         self
+    }
+
+    /// Runs the person's hooks at each prompt (`UserPromptSubmit`) and each final answer
+    /// (`Stop`); [`Self::start_hooks`] runs `SessionStart`.
+    #[must_use]
+    pub fn with_hooks(mut self, hooks: Option<Arc<hooks::Hooks>>) -> Self {
+        self.hooks = hooks.filter(|h| !h.is_empty());
+        self
+    }
+
+    /// Runs `SessionStart` hooks (`source`: `startup`, `resume`, `clear`, `compact`): what they
+    /// say for the model joins the system prompt. Returns that text (for an agent made again
+    /// for the same session: [`Self::with_instructions`]) and what they say for the person.
+    pub async fn start_hooks(&mut self, source: &str) -> (String, Vec<(String, String)>) {
+        let Some(hooks) = self.hooks.clone() else { return (String::new(), Vec::new()) };
+        let answer = hooks.session_start(&hooks::Place::of(&self.session.config), source).await;
+        let prompt: String = answer
+            .context
+            .iter()
+            .map(|context| format!("<session-start-hook>\n{}\n</session-start-hook>", context.trim_end()))
+            .collect::<Vec<_>>()
+            .join("\n\n");
+        if !prompt.is_empty() {
+            self.system.push_str("\n\n");
+            self.system.push_str(&prompt);
+        }
+        (prompt, answer.notes.into_iter().map(|n| (n.hook, n.message)).collect())
     }
 
     /// Continues an earlier conversation.
@@ -250,10 +304,27 @@ impl Agent {
                 _ => None,
             },
         );
-        self.push_user(input);
+        let place = hooks::Place::of(&self.session.config);
+        let mut input = input.to_owned();
+        if let Some(hooks) = self.hooks.clone() {
+            let answer = hooks.user_prompt_submit(&place, &input).await;
+            for note in answer.notes {
+                let _ = events.send(AgentEvent::HookNote { hook: note.hook, message: note.message });
+            }
+            if let Some((hook, reason)) = answer.block {
+                return Outcome::Blocked { hook, reason };
+            }
+            for context in answer.context {
+                input.push_str("\n\n<user-prompt-submit-hook>\n");
+                input.push_str(context.trim_end());
+                input.push_str("\n</user-prompt-submit-hook>");
+            }
+        }
+        self.push_user(&input);
         let start = self.usage;
         let mut turns = 0;
         let mut resumes = 0;
+        let mut stop_blocks = 0;
         loop {
             if cancel.is_cancelled() {
                 self.push_user(CANCELLED_NOTE);
@@ -350,6 +421,23 @@ impl Agent {
                 self.messages.push(reply.to_message());
             }
             if reply.tool_calls.is_empty() {
+                if let Some(hooks) = self.hooks.clone()
+                    && stop_blocks < MAX_STOP_BLOCKS
+                {
+                    let answer = hooks.stop(&place, stop_blocks > 0, &reply.content).await;
+                    for note in answer.notes {
+                        let _ = events.send(AgentEvent::HookNote { hook: note.hook, message: note.message });
+                    }
+                    if let Some((hook, reason)) = answer.block {
+                        stop_blocks += 1;
+                        let _ =
+                            events.send(AgentEvent::KeptGoing { hook: hook.clone(), reason: reason.clone() });
+                        // An answer with no text is not in the conversation: the note follows the
+                        // last message, as after a cancel.
+                        self.push_user(&format!("<stop-hook name=\"{hook}\">\n{reason}\n</stop-hook>"));
+                        continue;
+                    }
+                }
                 return Outcome::Answered {
                     text: reply.content,
                     truncated: reply.stop == StopReason::Length,
