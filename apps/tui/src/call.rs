@@ -77,6 +77,9 @@ pub async fn run(args: CallArgs) -> anyhow::Result<u8> {
     let executor = setup::executor(broker, &args.guard).await?;
     let mut args = args;
     setup::find_skills(&mut args.guard, &executor, &folder, None).await;
+    for (text, _) in setup::find_hooks(&mut args.guard, &executor, &folder).await {
+        eprintln!("({text})");
+    }
     let session =
         setup::session(&executor, setup::new_session_id(&folder), &folder, args.mode, !person, &args.guard);
     let cancel = tokio_util::sync::CancellationToken::new();

@@ -202,6 +202,8 @@ struct Chat {
     session_id: String,
     /// The instructions section of the system prompt.
     instructions: String,
+    /// What `SessionStart` hooks said for the model when the session started.
+    hook_prompt: String,
 }
 
 impl Chat {
@@ -217,6 +219,8 @@ impl Chat {
         let config = self.profile.agent_config();
         Ok(Agent::new(self.profile.client()?, self.executor.clone(), session, config)
             .with_instructions(&self.instructions)
+            .with_instructions(&self.hook_prompt)
+            .with_hooks(self.guard.hooks.clone())
             .with_history(history))
     }
 
@@ -274,6 +278,9 @@ pub async fn run(args: ChatArgs) -> anyhow::Result<u8> {
     for (text, _) in skills.describe() {
         eprintln!("({})", text.replace("/trust uses", "the full screen's /trust uses"));
     }
+    for (text, _) in setup::find_hooks(&mut guard, &executor, &folder).await {
+        eprintln!("({})", text.replace("(/trust)", "(the full screen's /trust)"));
+    }
     let mut chat = Chat {
         executor,
         profile,
@@ -283,8 +290,15 @@ pub async fn run(args: ChatArgs) -> anyhow::Result<u8> {
         mode: args.mode,
         session_id,
         instructions: instructions.prompt,
+        hook_prompt: String::new(),
     };
+    let source = if history.is_empty() { "startup" } else { "resume" };
     let mut agent = chat.agent(history)?;
+    let (hook_prompt, notes) = agent.start_hooks(source).await;
+    chat.hook_prompt = hook_prompt;
+    for (hook, message) in notes {
+        eprintln!("({hook}: {message})");
+    }
     // Ctrl-C cancels the running turn; at the prompt it quits.
     let running: Arc<std::sync::Mutex<Option<CancellationToken>>> = Arc::default();
     let turn = running.clone();
@@ -418,6 +432,8 @@ pub async fn screen(args: ChatArgs) -> anyhow::Result<u8> {
     let mut guard = args.guard;
     let window = profile.as_ref().map(|p| p.context_window);
     let skills = setup::find_skills(&mut guard, &executor, &folder, window).await;
+    let mut notes = notes;
+    notes.extend(setup::find_hooks(&mut guard, &executor, &folder).await);
     let context = ui::run::Context {
         notes,
         instructions,

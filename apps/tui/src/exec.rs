@@ -21,6 +21,8 @@ pub mod code {
     pub const FAILED: u8 = 1;
     /// The turn limit or the token budget ended it.
     pub const LIMIT: u8 = 2;
+    /// A `UserPromptSubmit` hook refused the task.
+    pub const BLOCKED: u8 = 3;
     /// Ctrl-C.
     pub const CANCELLED: u8 = 130;
 }
@@ -69,6 +71,9 @@ pub async fn run(args: ExecArgs) -> anyhow::Result<u8> {
     for (text, _) in skills.describe() {
         eprintln!("({text})");
     }
+    for (text, _) in setup::find_hooks(&mut args.guard, &executor, &folder).await {
+        eprintln!("({text})");
+    }
     let session =
         setup::session(&executor, setup::new_session_id(&folder), &folder, args.mode, true, &args.guard);
     let config = agent::AgentConfig {
@@ -83,7 +88,11 @@ pub async fn run(args: ExecArgs) -> anyhow::Result<u8> {
         eprintln!("({text})");
     }
     let mut agent = agent::Agent::new(profile.client()?, executor, session, config)
-        .with_instructions(&instructions.prompt);
+        .with_instructions(&instructions.prompt)
+        .with_hooks(args.guard.hooks.clone());
+    for (hook, message) in agent.start_hooks("startup").await.1 {
+        eprintln!("({hook}: {message})");
+    }
 
     let cancel = CancellationToken::new();
     let interrupt = cancel.clone();
@@ -110,6 +119,7 @@ pub async fn run(args: ExecArgs) -> anyhow::Result<u8> {
         Outcome::Failed(_) => code::FAILED,
         Outcome::TurnLimit { .. } | Outcome::BudgetSpent { .. } => code::LIMIT,
         Outcome::Cancelled => code::CANCELLED,
+        Outcome::Blocked { .. } => code::BLOCKED,
     })
 }
 
@@ -187,6 +197,14 @@ impl Printer {
                 self.close_line();
                 eprintln!("({reason})");
             }
+            AgentEvent::HookNote { hook, message } => {
+                self.close_line();
+                eprintln!("({hook}: {message})");
+            }
+            AgentEvent::KeptGoing { hook, reason } => {
+                self.close_line();
+                eprintln!("({hook} did not let the model stop yet: {reason})");
+            }
             AgentEvent::Compacted(c) => {
                 self.close_line();
                 eprintln!(
@@ -217,6 +235,9 @@ impl Printer {
                     json!({ "type": "outcome", "outcome": "budget_spent", "used": used, "budget": budget })
                 }
                 Outcome::Cancelled => json!({ "type": "outcome", "outcome": "cancelled" }),
+                Outcome::Blocked { hook, reason } => {
+                    json!({ "type": "outcome", "outcome": "blocked", "hook": hook, "reason": reason })
+                }
                 Outcome::Failed(error) => {
                     json!({ "type": "outcome", "outcome": "failed", "error": error.to_string() })
                 }
@@ -238,6 +259,7 @@ impl Printer {
                 eprintln!("stopped: {used} tokens used of a budget of {budget}")
             }
             Outcome::Cancelled => eprintln!("cancelled"),
+            Outcome::Blocked { hook, reason } => eprintln!("{hook} refused the prompt: {reason}"),
             Outcome::Failed(error) => eprintln!("error: {error}"),
         }
     }
@@ -260,6 +282,12 @@ fn event_json(event: &AgentEvent) -> Option<Value> {
         }
         AgentEvent::Results(results) => json!({ "type": "results", "results": results }),
         AgentEvent::Resumed { reason } => json!({ "type": "resumed", "reason": reason }),
+        AgentEvent::HookNote { hook, message } => {
+            json!({ "type": "hook_note", "hook": hook, "message": message })
+        }
+        AgentEvent::KeptGoing { hook, reason } => {
+            json!({ "type": "kept_going", "hook": hook, "reason": reason })
+        }
         AgentEvent::Compacted(c) => json!({
             "type": "compacted", "before_tokens": c.before_tokens, "after_tokens": c.after_tokens,
             "elided_results": c.elided_results, "summarised_messages": c.summarised_messages,

@@ -95,6 +95,9 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     for (text, _) in setup::find_skills(&mut guard, &executor, &folder, None).await.describe() {
         eprintln!("({text})");
     }
+    for (text, _) in setup::find_hooks(&mut guard, &executor, &folder).await {
+        eprintln!("({text})");
+    }
     let backend = Local { executor, elicitation, folder, mode: args.mode, guard };
     mcp::serve_stdio(Arc::new(backend), "toolhost").await?;
     Ok(())

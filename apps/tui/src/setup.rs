@@ -60,6 +60,9 @@ pub struct GuardArgs {
     /// The skills sessions are given (found for the folder by [`crate::skills::for_folder`]).
     #[arg(skip)]
     pub skills: Arc<tool_core::SkillSet>,
+    /// The person's hooks sessions run (found for the folder by [`find_hooks`]).
+    #[arg(skip)]
+    pub hooks: Option<Arc<hooks::Hooks>>,
 }
 
 impl GuardArgs {
@@ -267,6 +270,39 @@ pub async fn find_skills(
     skills
 }
 
+/// The person's hooks for `folder`: `hooks.json` in the configuration folder, and the folder's
+/// own (`.toolhost/hooks.json`, `.claude/settings.json`, `.claude/settings.local.json`) only when
+/// `trusted`. Returns them (none: `None`) and what to tell the person.
+pub fn hooks_for(folder: &Path, trusted: bool) -> (Option<Arc<hooks::Hooks>>, Vec<(String, bool)>) {
+    let config_dir = agent::config::default_path().and_then(|path| path.parent().map(Path::to_path_buf));
+    let mut set = hooks::for_folder(config_dir.as_deref(), folder, trusted);
+    if trusted
+        && let Err(error) = set.read_file(&folder.join(".claude/settings.local.json"), hooks::Origin::Project)
+    {
+        set.warnings.push(error.to_string());
+    }
+    let mut notes: Vec<(String, bool)> = set.warnings.iter().map(|w| (format!("hooks: {w}"), true)).collect();
+    if set.is_empty() {
+        return (None, notes);
+    }
+    let mut events: Vec<&str> = set.hooks.iter().map(|h| h.event.as_str()).collect();
+    events.dedup();
+    notes.insert(0, (format!("{} hook(s) run on {}", set.hooks.len(), events.join(", ")), false));
+    (Some(Arc::new(hooks::Hooks::new(set))), notes)
+}
+
+/// Finds the person's hooks for `folder` ([`hooks_for`], the folder's own only when it is
+/// trusted) and gives them to the sessions `guard` opens; returns what to tell the person.
+pub async fn find_hooks(guard: &mut GuardArgs, executor: &Executor, folder: &Path) -> Vec<(String, bool)> {
+    let trusted = match executor.journal() {
+        Some(journal) => crate::trust::trusted_by(journal.as_ref(), folder).await.ok().flatten().is_some(),
+        None => false,
+    };
+    let (hooks, notes) = hooks_for(folder, trusted);
+    guard.hooks = hooks;
+    notes
+}
+
 /// Opens a session in `folder` with these guards; with `no_person`, whatever would ask is blocked.
 pub fn session(
     executor: &Executor,
@@ -276,7 +312,7 @@ pub fn session(
     no_person: bool,
     guard: &GuardArgs,
 ) -> Arc<Session> {
-    executor.open_session(SessionConfig {
+    let session = executor.open_session(SessionConfig {
         id,
         tenant: TENANT.into(),
         working_directory: Some(folder.to_owned()),
@@ -285,7 +321,11 @@ pub fn session(
         project: Some(folder.display().to_string()),
         skills: guard.skills.clone(),
         ..SessionConfig::default()
-    })
+    });
+    if let Some(hooks) = &guard.hooks {
+        session.set_call_hooks(Some(hooks.clone()));
+    }
+    session
 }
 
 /// The model, from config.toml, the environment and the flags.

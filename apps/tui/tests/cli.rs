@@ -739,3 +739,102 @@ fn skills_come_from_trusted_folders_and_are_activated_read_and_served_as_prompts
     assert_eq!(seen["templates"], json!(["journal://{key}", "skill://{name}/{path}"]));
     assert_eq!(seen["read"], json!(["## [Unreleased]\n### Added"]));
 }
+
+fn hook_script(dir: &std::path::Path, name: &str, body: &str) -> String {
+    use std::os::unix::fs::PermissionsExt as _;
+    let path = dir.join(name);
+    std::fs::write(&path, body).unwrap();
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+    path.display().to_string()
+}
+
+#[tokio::test]
+async fn the_persons_hooks_guard_calls_add_context_and_keep_the_agent_going() {
+    let home = Home::new();
+    let scripts = tempfile::tempdir().unwrap();
+    let guard = hook_script(
+        scripts.path(),
+        "no-rm.sh",
+        "#!/bin/sh\nif grep -q '\"command\":\"rm '; then echo 'rm is not allowed here; move files to trash/ instead' >&2; exit 2; fi\n",
+    );
+    let prompt = hook_script(
+        scripts.path(),
+        "branch.sh",
+        "#!/bin/sh\ncat > /dev/null\necho 'The current branch is release-2.'\n",
+    );
+    let start = hook_script(
+        scripts.path(),
+        "start.sh",
+        "#!/bin/sh\necho '{\"hookSpecificOutput\": {\"hookEventName\": \"SessionStart\", \"additionalContext\": \"CI is red on main.\"}}'\n",
+    );
+    let stop = hook_script(
+        scripts.path(),
+        "stop.sh",
+        "#!/bin/sh\nif grep -q '\"stop_hook_active\":false'; then echo '{\"decision\": \"block\", \"reason\": \"Say which files you moved.\"}'; fi\n",
+    );
+    let config = json!({"hooks": {
+        "PreToolUse": [{"matcher": "Bash", "hooks": [{"type": "command", "command": guard}]}],
+        "UserPromptSubmit": [{"hooks": [{"type": "command", "command": prompt}]}],
+        "SessionStart": [{"hooks": [{"type": "command", "command": start}]}],
+        "Stop": [{"hooks": [{"type": "command", "command": stop}]}]
+    }});
+    std::fs::create_dir_all(home.config.path().join("toolhost")).unwrap();
+    std::fs::write(home.config.path().join("toolhost/hooks.json"), config.to_string()).unwrap();
+    let server = ScriptedModel::start(vec![
+        openai_reply("", "Cleaning.", &[("c1", "runCommand", &command_call("rm -rf build"))], "tool_calls"),
+        openai_reply("", "Done.", &[], "stop"),
+        openai_reply("", "Done: I moved nothing, rm was refused.", &[], "stop"),
+    ])
+    .await;
+    let mut exec = home.command(Some(&server));
+    exec.args(["exec", "clean the build folder", "--approval-mode", "auto-run"]);
+    let out = output(exec, "").await;
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let received = server.received();
+    assert_eq!(received.len(), 3, "{}", stderr(&out));
+    let first = &received[0].body["messages"];
+    assert!(first[0]["content"].as_str().unwrap().contains("CI is red on main."), "{}", first[0]);
+    let request = first[1]["content"].as_str().unwrap();
+    assert!(request.starts_with("clean the build folder"), "{request}");
+    assert!(request.contains("The current branch is release-2."), "{request}");
+    let result = received[1].body["messages"][3]["content"].as_str().unwrap().to_owned();
+    assert!(result.contains("rm is not allowed here"), "{result}");
+    let kept = received[2].body["messages"].as_array().unwrap().last().unwrap().clone();
+    assert!(kept["content"].as_str().unwrap().contains("Say which files you moved."), "{kept}");
+    assert!(stderr(&out).contains("hook:stop.sh did not let the model stop yet"), "{}", stderr(&out));
+    let rows = journal(&home, &["--status", "blocked"]);
+    assert_eq!(rows.len(), 1);
+    assert_eq!(rows[0]["decided_by"], "hook:no-rm.sh");
+}
+
+#[test]
+fn a_folders_hooks_run_only_once_it_is_trusted() {
+    let home = Home::new();
+    let marker = home.config.path().join("ran");
+    std::fs::create_dir_all(home.folder.path().join(".claude")).unwrap();
+    let settings = json!({"hooks": {"PostToolUse": [{"matcher": "Bash", "hooks": [
+        {"type": "command", "command": format!("touch {}", marker.display())}
+    ]}]}});
+    std::fs::write(home.folder.path().join(".claude/settings.json"), settings.to_string()).unwrap();
+    let run = || {
+        let mut command = home.command(None);
+        command
+            .args(["call", "runCommand", r#"{"command": "echo hi"}"#, "--approval-mode", "auto-run"])
+            .stdin(Stdio::null());
+        command.output().unwrap()
+    };
+    let untrusted = run();
+    assert_eq!(untrusted.status.code(), Some(0), "{}", stderr(&untrusted));
+    assert!(!marker.exists(), "an untrusted folder's hook ran");
+    assert!(stderr(&untrusted).contains("not trusted"), "{}", stderr(&untrusted));
+
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    runtime.block_on(async {
+        let journal = toolhost::setup::journal(home.data.path()).await.unwrap();
+        let folder = home.folder.path().canonicalize().unwrap();
+        toolhost::trust::trust(journal.as_ref(), &folder).await.unwrap();
+    });
+    let trusted = run();
+    assert_eq!(trusted.status.code(), Some(0), "{}", stderr(&trusted));
+    assert!(marker.exists(), "a trusted folder's hook did not run: {}", stderr(&trusted));
+}

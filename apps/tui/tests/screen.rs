@@ -794,6 +794,7 @@ async fn context(
         network: tool_core::NetworkAccess::Off,
         mcp_config: None,
         skills: Default::default(),
+        hooks: None,
     };
     let context = toolhost::ui::run::Context {
         records: None,
@@ -1087,6 +1088,7 @@ fn context_without_a_model(
             network: tool_core::NetworkAccess::Off,
             mcp_config: None,
             skills: Default::default(),
+            hooks: None,
         },
         mode: ApprovalMode::Manual,
         session_id: toolhost::setup::new_session_id(&canonical),

@@ -83,12 +83,15 @@ enum FromAgent {
     Failed(String),
 }
 
+/// A folder's hooks as found again, and what to tell the person.
+type HooksFound = (Option<Arc<hooks::Hooks>>, Vec<(String, bool)>);
+
 /// What the console and journal tasks bring back.
 enum FromPane {
     Ran(Box<CallResult>, serde_json::Value),
     /// The folder's files, for `@` completion.
     Files(Vec<String>),
-    Trusted(crate::instructions::Instructions, crate::skills::Skills),
+    Trusted(crate::instructions::Instructions, crate::skills::Skills, HooksFound),
     Journal(Vec<journal::Attempt>, Vec<journal::RememberedDecision>),
     Memories(Vec<tool_core::storage::Record>),
     Failed(String),
@@ -183,6 +186,7 @@ where
             folder: context.folder.clone(),
             session_id: context.session_id.clone(),
             instructions: context.instructions.prompt.clone(),
+            hook_prompt: String::new(),
         };
         let history = context.history.clone();
         let (mode, guard) = (context.mode, context.guard.clone());
@@ -454,14 +458,15 @@ where
                         // An `@` typed before the list came is offered its files now.
                         app.update_completion();
                     }
-                    FromPane::Trusted(instructions, skills) => {
+                    FromPane::Trusted(instructions, skills, (hooks, hook_notes)) => {
                         app.notice(format!("{} is trusted from now on", context.folder.display()), false);
-                        for (text, warning) in instructions.describe().into_iter().chain(skills.describe()) {
+                        for (text, warning) in instructions.describe().into_iter().chain(skills.describe()).chain(hook_notes) {
                             app.notice(text, warning);
                         }
                         // Sessions opened from now on (the agent's, the console's) have the
-                        // project's skills too.
+                        // project's skills and hooks too.
                         guard.skills = skills.set.clone();
+                        guard.hooks = hooks;
                         app.skills = skills;
                         let _ = to_agent.send(ToAgent::Instructions(instructions.prompt));
                         let _ = to_agent.send(ToAgent::Reopen(app.mode, guard.clone()));
@@ -662,7 +667,8 @@ fn trust_folder(context: &Context, results: &mpsc::UnboundedSender<FromPane>) {
                 let files = crate::instructions::project_files(&folder);
                 let loaded = crate::instructions::Instructions::load(global.as_deref(), &files, true);
                 let skills = crate::skills::for_folder(Some(journal.as_ref()), &folder, budget).await;
-                let _ = results.send(FromPane::Trusted(loaded, skills));
+                let hooks = crate::setup::hooks_for(&folder, true);
+                let _ = results.send(FromPane::Trusted(loaded, skills, hooks));
             }
             Err(error) => {
                 let _ = results.send(FromPane::Failed(format!("trusting the folder: {error}")));
@@ -679,6 +685,8 @@ struct AgentTask {
     session_id: String,
     /// The instructions section of the system prompt.
     instructions: String,
+    /// What `SessionStart` hooks said for the model when the session started.
+    hook_prompt: String,
 }
 
 impl AgentTask {
@@ -688,7 +696,24 @@ impl AgentTask {
         let config = self.profile.agent_config();
         Agent::new(self.client.clone(), self.executor.clone(), session, config)
             .with_instructions(&self.instructions)
+            .with_instructions(&self.hook_prompt)
+            .with_hooks(guard.hooks.clone())
             .with_history(history)
+    }
+
+    /// Runs `SessionStart` hooks for `agent`'s new session; what they said for the model is kept
+    /// for the agents made again for it, what they said for the person is shown.
+    async fn start_hooks(
+        &mut self,
+        agent: &mut Agent,
+        source: &str,
+        events: &mpsc::UnboundedSender<AgentEvent>,
+    ) {
+        let (prompt, notes) = agent.start_hooks(source).await;
+        self.hook_prompt = prompt;
+        for (hook, message) in notes {
+            let _ = events.send(AgentEvent::HookNote { hook, message });
+        }
     }
 
     async fn run(
@@ -700,7 +725,9 @@ impl AgentTask {
         replies: mpsc::UnboundedSender<FromAgent>,
         events: mpsc::UnboundedSender<AgentEvent>,
     ) {
+        let source = if history.is_empty() { "startup" } else { "resume" };
         let mut agent = self.agent(history, mode, &guard);
+        self.start_hooks(&mut agent, source, &events).await;
         let mut current = (mode, guard);
         let _ = replies.send(FromAgent::Session(agent.session().clone()));
         while let Some(request) = requests.recv().await {
@@ -721,12 +748,16 @@ impl AgentTask {
                 }
                 ToAgent::Clear(session_id) => {
                     self.session_id = session_id;
+                    self.hook_prompt.clear();
                     agent = self.agent(Vec::new(), current.0, &current.1);
+                    self.start_hooks(&mut agent, "clear", &events).await;
                     let _ = replies.send(FromAgent::Session(agent.session().clone()));
                 }
                 ToAgent::Resume(session_id, history) => {
                     self.session_id = session_id;
+                    self.hook_prompt.clear();
                     agent = self.agent(history, current.0, &current.1);
+                    self.start_hooks(&mut agent, "resume", &events).await;
                     let _ = replies.send(FromAgent::Session(agent.session().clone()));
                 }
                 ToAgent::Model(profile) => match profile.client() {

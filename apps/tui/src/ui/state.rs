@@ -506,6 +506,11 @@ impl App {
                 self.streaming_calls.clear();
                 self.notice(reason, true);
             }
+            AgentEvent::HookNote { hook, message } => self.notice(format!("{hook}: {message}"), true),
+            AgentEvent::KeptGoing { hook, reason } => {
+                self.streaming = None;
+                self.notice(format!("{hook} did not let the model stop yet: {reason}"), false);
+            }
             AgentEvent::Compacted(c) => self.notice(
                 format!(
                     "context compacted: ~{} → ~{} tokens ({} results elided, {} messages summarised)",
@@ -583,19 +588,27 @@ impl App {
             Outcome::Cancelled => self.notice("cancelled", true),
             Outcome::Failed(error) => {
                 self.notice(error.to_string(), true);
-                // The request is not part of the conversation any more (the model never answered
-                // it): it is back in the prompt to send again, unless something is typed there.
-                if self.input.is_empty()
-                    && self.queued.is_empty()
-                    && let Some(text) = self.cells.iter().rev().find_map(|c| match c {
-                        Cell::User(text) => Some(text.clone()),
-                        _ => None,
-                    })
-                {
-                    self.cursor = text.chars().count();
-                    self.input = text;
-                }
+                self.restore_request();
             }
+            Outcome::Blocked { hook, reason } => {
+                self.notice(format!("{hook} refused the prompt: {reason}"), true);
+                self.restore_request();
+            }
+        }
+    }
+
+    /// The request is not part of the conversation any more (the model never answered it, or a
+    /// hook refused it): it is back in the prompt to send again, unless something is typed there.
+    fn restore_request(&mut self) {
+        if self.input.is_empty()
+            && self.queued.is_empty()
+            && let Some(text) = self.cells.iter().rev().find_map(|c| match c {
+                Cell::User(text) => Some(text.clone()),
+                _ => None,
+            })
+        {
+            self.cursor = text.chars().count();
+            self.input = text;
         }
     }
 
