@@ -247,6 +247,16 @@ pub struct ServeArgs {
     /// on the server.
     #[arg(long = "skills-dir", env = "TOOLHOST_SKILLS_DIRS", value_delimiter = ',')]
     pub skills_dirs: Vec<WorkspaceRoot>,
+    /// The operator's hooks: a JSON file in Claude Code's hooks shape (`{"hooks": {"PreToolUse":
+    /// [{"matcher": "Bash", "hooks": [{"type": "command", "command": "…"}]}]}}`), run for every
+    /// session's calls (`PreToolUse`, `PermissionRequest`, `PostToolUse`). Hooks of `"type":
+    /// "http"` POST the event to an audit system through the SSRF-safe fetcher.
+    #[arg(long = "hooks", env = "TOOLHOST_HOOKS", value_name = "FILE")]
+    pub hooks: Option<PathBuf>,
+    /// Hosts, addresses or networks the operator's webhooks may reach besides public addresses
+    /// (repeatable, or comma-separated); the model's own fetches are not widened by it.
+    #[arg(long = "hooks-allow", env = "TOOLHOST_HOOKS_ALLOW", value_delimiter = ',')]
+    pub hooks_allow: Vec<String>,
     /// Largest request body, in bytes.
     #[arg(long, env = "TOOLHOST_MAX_BODY_BYTES", default_value_t = 2 * 1024 * 1024)]
     pub max_body_bytes: usize,

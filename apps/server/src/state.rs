@@ -164,6 +164,34 @@ pub struct AppState {
     pub limits: Arc<crate::limits::Limits>,
     /// What each of the operator's skills folders holds, read again after a while.
     skills: std::sync::Mutex<HashMap<PathBuf, FoundSkills>>,
+    /// The operator's hooks (`--hooks`), run for every session's calls.
+    pub hooks: Option<Arc<hooks::Hooks>>,
+}
+
+/// The operator's hooks (`--hooks`), their webhooks through a fetcher that reaches public
+/// addresses and what `--hooks-allow` names. A file that cannot be read is an error at start;
+/// hooks the server cannot run are warned about.
+fn operator_hooks(args: &ServeArgs) -> anyhow::Result<Option<Arc<hooks::Hooks>>> {
+    let Some(path) = &args.hooks else { return Ok(None) };
+    let mut set = hooks::HookSet::default();
+    set.read_file(path, hooks::Origin::Operator)?;
+    for warning in &set.warnings {
+        tracing::warn!(%warning, "hooks");
+    }
+    let mut allow = safe_fetch::AllowList::default();
+    for entry in &args.hooks_allow {
+        allow.add(entry).map_err(|error| anyhow::anyhow!("--hooks-allow: {error}"))?;
+    }
+    let policy = safe_fetch::Policy::new(allow).with_hint("the server's --hooks-allow");
+    let limits = safe_fetch::Limits {
+        max_body_bytes: hooks::run::MAX_OUTPUT,
+        total_time: hooks::config::MAX_TIMEOUT,
+        ..safe_fetch::Limits::default()
+    };
+    let fetcher = safe_fetch::Fetcher::new(policy, limits).context("making the webhooks' fetcher")?;
+    let events: Vec<&str> = set.hooks.iter().map(|h| h.event.as_str()).collect();
+    tracing::info!(hooks = set.hooks.len(), ?events, file = %path.display(), "the operator's hooks");
+    Ok(Some(Arc::new(hooks::Hooks::new(set).with_fetcher(Arc::new(fetcher)))))
 }
 
 /// One skills folder's skills, and when it was read.
@@ -472,7 +500,9 @@ impl AppState {
             .build();
         executor.start(Duration::from_secs(60)).await.context("starting the journal's housekeeping")?;
 
+        let hooks = operator_hooks(&args)?;
         let state = Arc::new(Self {
+            hooks,
             args,
             instance_id,
             executor,
@@ -665,6 +695,9 @@ impl AppState {
             self.evict_idle(&mut sessions);
         }
         let session = self.executor.open_session(config);
+        if let Some(hooks) = &self.hooks {
+            session.set_call_hooks(Some(hooks.clone()));
+        }
         // What tool search found for it before (on another instance, or before a restart).
         session.activate("restored", &view.activated_tools);
         let route = match view.runs_on {
