@@ -275,12 +275,7 @@ pub async fn find_skills(
 /// `trusted`. Returns them (none: `None`) and what to tell the person.
 pub fn hooks_for(folder: &Path, trusted: bool) -> (Option<Arc<hooks::Hooks>>, Vec<(String, bool)>) {
     let config_dir = agent::config::default_path().and_then(|path| path.parent().map(Path::to_path_buf));
-    let mut set = hooks::for_folder(config_dir.as_deref(), folder, trusted);
-    if trusted
-        && let Err(error) = set.read_file(&folder.join(".claude/settings.local.json"), hooks::Origin::Project)
-    {
-        set.warnings.push(error.to_string());
-    }
+    let set = hooks::for_folder(config_dir.as_deref(), folder, trusted);
     let mut notes: Vec<(String, bool)> = set.warnings.iter().map(|w| (format!("hooks: {w}"), true)).collect();
     if set.is_empty() {
         return (None, notes);

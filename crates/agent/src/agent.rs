@@ -421,9 +421,14 @@ impl Agent {
                 self.messages.push(reply.to_message());
             }
             if reply.tool_calls.is_empty() {
-                if let Some(hooks) = self.hooks.clone()
-                    && stop_blocks < MAX_STOP_BLOCKS
-                {
+                if self.hooks.is_some() && stop_blocks >= MAX_STOP_BLOCKS {
+                    let _ = events.send(AgentEvent::HookNote {
+                        hook: "Stop".into(),
+                        message: format!(
+                            "Stop hooks kept the model going {MAX_STOP_BLOCKS} times in this request; this answer ends it"
+                        ),
+                    });
+                } else if let Some(hooks) = self.hooks.clone() {
                     let answer = hooks.stop(&place, stop_blocks > 0, &reply.content).await;
                     for note in answer.notes {
                         let _ = events.send(AgentEvent::HookNote { hook: note.hook, message: note.message });

@@ -101,14 +101,10 @@ pub struct Hook {
 }
 
 impl Hook {
-    /// What its failure does: as configured, else a guard before a call (`PreToolUse`) fails
-    /// closed and every other event goes on.
+    /// What its failure does: as configured, else what it guarded goes on (reported), as in
+    /// Claude Code — a script's last `[ … ] && exit 2` leaves status 1 when nothing matched.
     pub fn on_failure(&self) -> OnFailure {
-        self.on_failure.unwrap_or(if self.event == "PreToolUse" {
-            OnFailure::Block
-        } else {
-            OnFailure::Continue
-        })
+        self.on_failure.unwrap_or(OnFailure::Continue)
     }
 
     /// `hook:NAME`.
@@ -312,7 +308,7 @@ mod tests {
         assert_eq!(set.hooks.len(), 2);
         assert_eq!(set.hooks[0].name, "block-rm.sh");
         assert_eq!(set.hooks[0].timeout, Duration::from_secs(5));
-        assert_eq!(set.hooks[0].on_failure(), OnFailure::Block);
+        assert_eq!(set.hooks[0].on_failure(), OnFailure::Continue);
         assert_eq!(set.hooks[1].name, "npx");
         assert_eq!(set.hooks[1].on_failure(), OnFailure::Continue);
         assert_eq!(set.hooks[1].timeout, DEFAULT_TIMEOUT);

@@ -12,10 +12,10 @@
 //!   `systemMessage`); plain text is context for the model on `UserPromptSubmit` and
 //!   `SessionStart`. Exit 2 blocks, with standard error as the reason. Anything else is a
 //!   failure.
-//! - **Failures** (another exit code, a timeout, a hook that cannot start or answers something
-//!   that is not the protocol) are reported to the person, never silent; a `PreToolUse` hook's
-//!   failure blocks the call unless the hook says `"onFailure": "continue"`, and any hook may say
-//!   `"onFailure": "block"`. (Claude Code lets a guard that crashes allow what it guarded.)
+//! - **Failures** (another exit code, a timeout, a hook that cannot start or was killed) are
+//!   reported to the person, never silent; what the hook guarded goes on, as in Claude Code
+//!   (scripts end in `… && exit 2`, whose status is 1 when nothing matched), unless the hook says
+//!   `"onFailure": "block"`: then its failure blocks.
 //! - Commands run with `sh -c` in the session's folder, outside the model's sandbox but with the
 //!   command environment's secret filter, in their own process group, killed at their timeout.
 //! - Claude Code's tool names (`Bash`, `Read`, `Edit`, `MultiEdit`, `Write`, `Grep`, `Glob`) and
@@ -185,7 +185,10 @@ impl Hooks {
     /// The hooks of `set`; commands inherit this process's environment through the command
     /// environment's secret filter.
     pub fn new(set: HookSet) -> Self {
-        let env = computer_runtime::env::EnvPolicy::default().filter(std::env::vars());
+        // Not `std::env::vars`, which panics on a variable that is not UTF-8.
+        let env = computer_runtime::env::EnvPolicy::default().filter(
+            std::env::vars_os().filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?))),
+        );
         Self {
             hooks: set
                 .hooks
@@ -321,8 +324,8 @@ impl Hooks {
     fn call_input(event: &str, call: &HookedCall<'_>) -> (Map<String, Value>, String) {
         let place = Place::of(call.session);
         let mut input = Self::common(event, &place);
-        let tool_name =
-            names::claude_name(call.tool, call.api, call.arguments).unwrap_or(call.function).to_owned();
+        let tool_name = names::claude_name(call.tool, call.api, call.arguments)
+            .map_or_else(|| call.function.to_owned(), std::borrow::Cow::into_owned);
         input.insert("tool_name".into(), json!(tool_name));
         input.insert("tool_input".into(), names::to_claude(call.tool, call.api, call.arguments));
         input.insert("tool_use_id".into(), json!(call.call_id));
@@ -374,10 +377,25 @@ impl Hooks {
                 }
             }
         }
-        // A rewrite goes with an allow only from the hook that rewrote (or one that decided
-        // nothing): a call another hook denied is not run rewritten either.
-        if answer.decision == Some(HookDecision::Deny) {
-            answer.updated_input = None;
+        // A rewrite goes with an allow only from the hook that rewrote: another hook allowed the
+        // input it saw, not the rewritten one. A denied call is not run rewritten either.
+        match answer.decision {
+            Some(HookDecision::Deny) => answer.updated_input = None,
+            Some(HookDecision::Allow)
+                if answer.decided_by != rewritten_by && answer.updated_input.is_some() =>
+            {
+                answer.notes.push(HookNote {
+                    hook: answer.decided_by.clone().unwrap_or_default(),
+                    message: format!(
+                        "its allow was for the call as the model made it; a person decides on the input {} rewrote",
+                        rewritten_by.as_deref().unwrap_or("another hook")
+                    ),
+                });
+                answer.decision = None;
+                answer.decided_by = None;
+                answer.reason = None;
+            }
+            _ => {}
         }
         answer
     }
@@ -562,8 +580,10 @@ fn fold_permission_request(hook: &Hook, said: Said) -> Part {
         match decision.get("behavior").and_then(Value::as_str) {
             Some("allow") => {
                 part.decision = Some(HookDecision::Allow);
-                if let Some(updated) = decision.get("updatedInput").filter(|u| u.is_object()) {
-                    part.updated_input = Some(updated.clone());
+                match decision.get("updatedInput") {
+                    None | Some(Value::Null) => {}
+                    Some(updated) if updated.is_object() => part.updated_input = Some(updated.clone()),
+                    Some(_) => return Err("answered an updatedInput that is not an object".into()),
                 }
             }
             Some("deny") => {
@@ -606,8 +626,8 @@ fn fold_post_tool_use(hook: &Hook, said: Said) -> Part {
 #[async_trait]
 impl CallHooks for Hooks {
     fn matches(&self, event: &str, call: &HookedCall<'_>) -> bool {
-        let claude = names::claude_name(call.tool, call.api, call.arguments).unwrap_or(call.function);
-        self.has(event, Some(&[claude, call.function, call.api]))
+        let claude = names::claude_name(call.tool, call.api, call.arguments);
+        self.has(event, Some(&[claude.as_deref().unwrap_or(call.function), call.function, call.api]))
     }
 
     async fn pre_tool_use(&self, call: &HookedCall<'_>) -> HookAnswer {
@@ -648,7 +668,7 @@ impl CallHooks for Hooks {
 
 /// A person's hooks for a folder: `hooks.json` in the configuration folder, and — only when the
 /// person trusted the folder — its `.toolhost/hooks.json` and the hooks of `.claude/settings.json`
-/// (read, never written). Files that cannot be read are warnings, not errors.
+/// and `.claude/settings.local.json` (read, never written). Files that cannot be read are warnings, not errors.
 pub fn for_folder(config_dir: Option<&Path>, folder: &Path, trusted: bool) -> HookSet {
     let mut set = HookSet::default();
     let mut read = |path: PathBuf, origin: Origin| {
@@ -662,12 +682,14 @@ pub fn for_folder(config_dir: Option<&Path>, folder: &Path, trusted: bool) -> Ho
     if trusted {
         read(folder.join(".toolhost").join("hooks.json"), Origin::Project);
         read(folder.join(".claude").join("settings.json"), Origin::Project);
+        read(folder.join(".claude").join("settings.local.json"), Origin::Project);
     } else {
-        let found: Vec<String> = [".toolhost/hooks.json", ".claude/settings.json"]
-            .into_iter()
-            .filter(|file| folder.join(file).is_file())
-            .map(str::to_owned)
-            .collect();
+        let found: Vec<String> =
+            [".toolhost/hooks.json", ".claude/settings.json", ".claude/settings.local.json"]
+                .into_iter()
+                .filter(|file| folder.join(file).is_file())
+                .map(str::to_owned)
+                .collect();
         if !found.is_empty() {
             set.warnings.push(format!(
                 "this folder's hooks ({}) are not run: the folder is not trusted (/trust)",

@@ -7,12 +7,16 @@ use serde_json::{Map, Value};
 
 const TOOL: &str = "local-system";
 
-/// Claude Code's name for a call, when it has one.
-pub fn claude_name(tool: &str, api: &str, arguments: &Value) -> Option<&'static str> {
+/// Claude Code's name for a call, when it has one: `Bash`, `Read`… for the file and command
+/// tools, `mcp__SERVER__TOOL` for a mounted MCP server's tool.
+pub fn claude_name(tool: &str, api: &str, arguments: &Value) -> Option<std::borrow::Cow<'static, str>> {
+    if let Some(server) = tool.strip_prefix("mcp-") {
+        return Some(format!("mcp__{server}__{api}").into());
+    }
     if tool != TOOL {
         return None;
     }
-    Some(match api {
+    Some(std::borrow::Cow::Borrowed(match api {
         "runCommand" => "Bash",
         "readFile" => "Read",
         "writeFile" => "Write",
@@ -21,7 +25,7 @@ pub fn claude_name(tool: &str, api: &str, arguments: &Value) -> Option<&'static 
         "grepContent" => "Grep",
         "globFiles" => "Glob",
         _ => return None,
-    })
+    }))
 }
 
 /// Our field → Claude Code's, per API (fields not listed keep their names).
@@ -56,7 +60,9 @@ fn rename(object: &Map<String, Value>, pairs: &[(&str, &str)], forward: bool) ->
 
 /// The call's input as Claude Code's tool would have it (ours unchanged for other tools).
 pub fn to_claude(tool: &str, api: &str, arguments: &Value) -> Value {
-    let (Some(_), Value::Object(object)) = (claude_name(tool, api, arguments), arguments) else {
+    let (true, Value::Object(object)) =
+        (tool == TOOL && claude_name(tool, api, arguments).is_some(), arguments)
+    else {
         return arguments.clone();
     };
     let pairs = renames(api);
@@ -77,7 +83,9 @@ pub fn to_claude(tool: &str, api: &str, arguments: &Value) -> Value {
 /// An input a hook returned in Claude Code's shape, in ours (our own field names pass as they
 /// are; Claude's fields with no counterpart are left for validation to name).
 pub fn from_claude(tool: &str, api: &str, arguments: &Value, updated: &Value) -> Value {
-    let (Some(_), Value::Object(object)) = (claude_name(tool, api, arguments), updated) else {
+    let (true, Value::Object(object)) =
+        (tool == TOOL && claude_name(tool, api, arguments).is_some(), updated)
+    else {
         return updated.clone();
     };
     let pairs = renames(api);
@@ -112,7 +120,7 @@ mod tests {
             ("globFiles", json!({"pattern": "**/*.rs", "directory": "src"}), "Glob"),
         ];
         for (api, ours, name) in cases {
-            assert_eq!(claude_name(TOOL, api, &ours), Some(name));
+            assert_eq!(claude_name(TOOL, api, &ours).as_deref(), Some(name));
             let theirs = to_claude(TOOL, api, &ours);
             assert_eq!(from_claude(TOOL, api, &ours, &theirs), ours, "{api}");
         }
@@ -123,6 +131,10 @@ mod tests {
         assert_eq!(edit, json!({"file_path": "a", "edits": [{"old_string": "x", "new_string": "y"}]}));
         // Other tools keep their names and shapes.
         assert_eq!(claude_name("web-browsing", "search", &json!({})), None);
+        assert_eq!(
+            claude_name("mcp-github", "create_issue", &json!({})).as_deref(),
+            Some("mcp__github__create_issue")
+        );
         assert_eq!(to_claude("memory", "addMemory", &json!({"a": 1})), json!({"a": 1}));
         // Our names in an updated input are kept.
         let back = from_claude(TOOL, "readFile", &json!({"path": "a"}), &json!({"path": "b"}));

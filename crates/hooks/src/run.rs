@@ -2,6 +2,7 @@
 
 use std::path::Path;
 use std::process::Stdio;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
@@ -48,21 +49,25 @@ impl Drop for GroupKill {
     }
 }
 
-async fn read_capped(reader: Option<impl AsyncRead + Unpin>) -> String {
-    let Some(mut reader) = reader else { return String::new() };
-    let mut kept = Vec::new();
+/// Reads `reader` into `into`, up to [`MAX_OUTPUT`] (the rest is drained and dropped).
+async fn read_capped(reader: Option<impl AsyncRead + Unpin>, into: Arc<Mutex<Vec<u8>>>) {
+    let Some(mut reader) = reader else { return };
     let mut chunk = [0u8; 8192];
     loop {
         match reader.read(&mut chunk).await {
             Ok(0) | Err(_) => break,
             Ok(n) => {
+                let mut kept = into.lock().unwrap_or_else(|p| p.into_inner());
                 let room = MAX_OUTPUT.saturating_sub(kept.len());
                 kept.extend_from_slice(&chunk[..n.min(room)]);
             }
         }
     }
-    String::from_utf8_lossy(&kept).into_owned()
 }
+
+/// How long the output of a hook that exited is still read (a child it left running may hold
+/// its pipes open).
+const DRAIN_AFTER_EXIT: Duration = Duration::from_millis(200);
 
 /// Runs `command` with `sh -c` in `cwd`, with exactly `env`, `input` on its standard input, for
 /// at most `timeout`. The command gets its own process group, killed whole at the timeout.
@@ -102,21 +107,32 @@ pub async fn command(
             let _ = stdin.shutdown().await;
         }
     };
+    let (out, err) = (Arc::new(Mutex::new(Vec::new())), Arc::new(Mutex::new(Vec::new())));
+    let readers = futures::future::join(read_capped(stdout, out.clone()), read_capped(stderr, err.clone()));
     let whole = async {
-        let ((), stdout, stderr, status) =
-            tokio::join!(write, read_capped(stdout), read_capped(stderr), child.wait());
-        (stdout, stderr, status)
+        tokio::pin!(readers);
+        let ((), status) = tokio::join!(write, async {
+            let status = child.wait().await;
+            // The hook exited: what it wrote is read, but a child it left holding the pipes does
+            // not hold the answer (nor count against the time).
+            let _ = tokio::time::timeout(DRAIN_AFTER_EXIT, &mut readers).await;
+            status
+        });
+        status
+    };
+    let text = |buffer: &Arc<Mutex<Vec<u8>>>| {
+        String::from_utf8_lossy(&buffer.lock().unwrap_or_else(|p| p.into_inner())).into_owned()
     };
     match tokio::time::timeout(timeout, whole).await {
-        Ok((stdout, stderr, Ok(status))) => {
+        Ok(Ok(status)) => {
             guard.0 = None;
             let exit = match status.code() {
                 Some(code) => Exit::Code(code),
                 None => Exit::Failed("was killed by a signal".into()),
             };
-            Ran { exit, stdout, stderr }
+            Ran { exit, stdout: text(&out), stderr: text(&err) }
         }
-        Ok((_, _, Err(error))) => Ran::failed(format!("could not be waited for: {error}")),
+        Ok(Err(error)) => Ran::failed(format!("could not be waited for: {error}")),
         Err(_) => Ran::failed(format!("timed out after {} s and was stopped", timeout.as_secs_f64())),
     }
 }

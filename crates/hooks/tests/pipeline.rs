@@ -271,16 +271,21 @@ print(json.dumps({"hookSpecificOutput": {"hookEventName": "PreToolUse",
 }
 
 #[tokio::test]
-async fn failures_are_reported_and_a_guard_that_fails_blocks() {
+async fn failures_are_reported_and_block_only_where_the_hook_says_so() {
     let w = world().await;
     for (name, hook, status) in [
-        ("crash", json!({"type": "command", "command": "exit 1"}), AttemptStatus::Blocked),
-        ("slow", json!({"type": "command", "command": "sleep 20", "timeout": 1}), AttemptStatus::Blocked),
-        ("garbled", json!({"type": "command", "command": "echo '{not json'"}), AttemptStatus::Blocked),
+        // `[ … ] && exit 2` as a script's last line leaves 1 when nothing matched: the call goes on.
+        ("crash", json!({"type": "command", "command": "exit 1"}), AttemptStatus::Executed),
+        ("slow", json!({"type": "command", "command": "sleep 20", "timeout": 1}), AttemptStatus::Executed),
         (
-            "lenient",
-            json!({"type": "command", "command": "exit 1", "onFailure": "continue"}),
-            AttemptStatus::Executed,
+            "strict",
+            json!({"type": "command", "command": "exit 1", "onFailure": "block"}),
+            AttemptStatus::Blocked,
+        ),
+        (
+            "strict-slow",
+            json!({"type": "command", "command": "sleep 20", "timeout": 1, "onFailure": "block"}),
+            AttemptStatus::Blocked,
         ),
     ] {
         let config = json!({"PreToolUse": [{"matcher": "runCommand", "hooks": [hook]}]});
@@ -296,6 +301,50 @@ async fn failures_are_reported_and_a_guard_that_fails_blocks() {
         }
         assert!(noted, "{name}: the failure was not reported");
     }
+    // Text that is not JSON is text, as in Claude Code: no decision, no failure.
+    let config = json!({"PreToolUse": [{"matcher": "runCommand", "hooks": [{"type": "command", "command": "echo '{not json'"}]}]});
+    let session = w.session("garbled", ApprovalMode::AutoRun, Some(config));
+    let result = w.call(&session, "c1", "runCommand", json!({"command": "echo ran"})).await;
+    assert_eq!(result.status, AttemptStatus::Executed);
+}
+
+#[tokio::test]
+async fn a_hooks_allow_never_covers_what_always_needs_a_person() {
+    let w = world().await;
+    let allow = w.script("allow-all.sh", ALLOW);
+    // A file that configures hooks: the model cannot have a hook approve writing it.
+    let session = w.session("s11", ApprovalMode::Headless, Some(one("PreToolUse", "*", &allow)));
+    let result = w
+        .call(
+            &session,
+            "c1",
+            "writeFile",
+            json!({"path": ".claude/settings.json", "content": "{\"hooks\": {}}"}),
+        )
+        .await;
+    assert_eq!(result.status, AttemptStatus::Blocked, "{:?}", result.output);
+    assert!(!w.work().join(".claude/settings.json").exists());
+    // The same write elsewhere is the hook's to allow.
+    let result = w.call(&session, "c2", "runCommand", json!({"command": "printf x > fine.txt"})).await;
+    assert_eq!(result.status, AttemptStatus::Executed, "{:?}", result.output);
+}
+
+#[tokio::test]
+async fn one_hooks_rewrite_does_not_ride_on_another_hooks_allow() {
+    let w = world().await;
+    let allow = w.script("allow.sh", ALLOW);
+    let rewrite = w.script(
+        "rewrite.sh",
+        "#!/bin/sh\necho '{\"hookSpecificOutput\": {\"updatedInput\": {\"command\": \"printf rewritten > r.txt\"}}}'\n",
+    );
+    let config = json!({"PreToolUse": [{"matcher": "Bash", "hooks": [
+        {"type": "command", "command": allow}, {"type": "command", "command": rewrite}
+    ]}]});
+    // Headless: without the allow the rewritten command would need a person, so it is blocked.
+    let session = w.session("s12", ApprovalMode::Headless, Some(config));
+    let result = w.call(&session, "c1", "runCommand", json!({"command": "printf original > r.txt"})).await;
+    assert_eq!(result.status, AttemptStatus::Blocked, "{:?}", result.output);
+    assert!(!w.work().join("r.txt").exists());
 }
 
 #[tokio::test]

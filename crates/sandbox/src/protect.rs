@@ -27,7 +27,14 @@ use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
 /// What is protected inside each writable root.
-pub const PROTECTED: &[&str] = &[".git/hooks", ".git/config", ".toolhost"];
+pub const PROTECTED: &[&str] = &[
+    ".git/hooks",
+    ".git/config",
+    ".toolhost",
+    ".claude/settings.json",
+    ".claude/settings.local.json",
+    ".claude/hooks",
+];
 
 /// The protected paths that exist under `roots`.
 pub fn protected_paths(roots: &[PathBuf]) -> Vec<PathBuf> {

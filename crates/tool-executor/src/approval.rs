@@ -158,6 +158,40 @@ fn from_intervention(intervention: Intervention, reason: impl Into<String>, run_
     }
 }
 
+/// Whether `path` (relative to `working_directory`) is a file whose content runs programs for the
+/// person: hook configurations and scripts (`.claude/settings*.json`, `.claude/hooks/`, anything
+/// in `.toolhost/`), and the person's own configuration folder (`.config/toolhost/`: models, MCP
+/// servers, hooks).
+pub fn steers(path: &str, working_directory: Option<&std::path::Path>) -> bool {
+    use std::path::{Component, Path, PathBuf};
+    let given = Path::new(path);
+    let joined = match working_directory {
+        Some(dir) if given.is_relative() => dir.join(given),
+        _ => given.to_path_buf(),
+    };
+    let mut parts: Vec<String> = Vec::new();
+    for component in joined.components() {
+        match component {
+            Component::ParentDir => {
+                parts.pop();
+            }
+            Component::Normal(part) => parts.push(part.to_string_lossy().into_owned()),
+            _ => {}
+        }
+    }
+    let config_home = std::env::var_os("XDG_CONFIG_HOME").map(PathBuf::from);
+    let normalised: PathBuf = std::iter::once("/".to_owned()).chain(parts.iter().cloned()).collect();
+    if config_home.is_some_and(|home| normalised.starts_with(home.join("toolhost"))) {
+        return true;
+    }
+    parts.iter().enumerate().any(|(i, part)| {
+        let next = parts.get(i + 1).map(String::as_str);
+        part == ".toolhost"
+            || (part == ".config" && next == Some("toolhost"))
+            || (part == ".claude" && matches!(next, Some("settings.json" | "settings.local.json" | "hooks")))
+    })
+}
+
 /// Applies the decision order (see the module docs).
 pub fn decide(toolbox: &Toolbox, input: &DecisionInput<'_>) -> Verdict {
     let tool = input.entry.manifest.identifier.as_str();
@@ -184,6 +218,23 @@ pub fn decide(toolbox: &Toolbox, input: &DecisionInput<'_>) -> Verdict {
     };
     if let Some(hard) = findings.iter().find(|f| f.severity == Severity::Always) {
         return Verdict::Ask { reason: hard.reason.clone(), always: true };
+    }
+
+    // 1b: files that steer the agent with code of their own (hooks, settings that mount servers
+    // or run commands): a call that changes one asks a person every time, in every mode.
+    if input.tier > Tier::Read
+        && let Some(path) = spec
+            .path_params
+            .iter()
+            .flat_map(|param| param.select(input.arguments))
+            .find(|path| steers(path, input.working_directory))
+    {
+        return Verdict::Ask {
+            reason: format!(
+                "{path} configures hooks or settings that run programs; changing it always needs approval"
+            ),
+            always: true,
+        };
     }
 
     let policy = input.entry.manifest.policy_of(spec);
@@ -647,6 +698,27 @@ pub fn suggest_prefix(command: &str) -> PrefixSuggestion {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn files_that_run_programs_for_the_person_are_known() {
+        let dir = Some(Path::new("/work/repo"));
+        for path in [
+            ".claude/settings.json",
+            ".claude/settings.local.json",
+            ".claude/hooks/guard.sh",
+            ".toolhost/hooks.json",
+            "sub/../.toolhost/anything",
+            "/home/me/.config/toolhost/hooks.json",
+            "/home/me/.config/toolhost/mcp.toml",
+        ] {
+            assert!(steers(path, dir), "{path}");
+        }
+        for path in
+            ["src/main.rs", ".claude/skills/x/SKILL.md", "docs/.claude-notes.md", "toolhost/hooks.json"]
+        {
+            assert!(!steers(path, dir), "{path}");
+        }
+    }
 
     #[test]
     fn always_proposes_the_narrowest_sensible_prefix() {

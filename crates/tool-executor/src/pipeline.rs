@@ -1341,7 +1341,9 @@ impl Executor {
             }
             Verdict::Ask { reason, always } => (reason, always),
         };
-        if let Some(by) = &said.allow_by {
+        // A hook answers for the person only where a grant could: a call that always asks (a
+        // dangerous command, a file that steers the agent) waits for a person whatever it says.
+        if let Some(by) = said.allow_by.as_ref().filter(|_| !always) {
             return granted(session, "hook_allow", by);
         }
         if !always && said.ask.is_none() {
@@ -1379,6 +1381,11 @@ impl Executor {
                 self.absorb(session, call, "PermissionRequest", &answer);
                 let by = answer.decided_by.clone().unwrap_or_else(|| "hook".into());
                 match answer.decision {
+                    Some(HookDecision::Allow) if always => session.emit(Event::HookNote {
+                        call_id: call.call_id.clone(),
+                        hook: by.clone(),
+                        message: "its allow was not taken: this call always needs a person's approval".into(),
+                    }),
                     Some(HookDecision::Allow) => {
                         if let Some(new) = answer.updated_input {
                             let mut new = new;
@@ -1650,8 +1657,12 @@ impl Executor {
             ));
         }
         if let Some(mut new) = answer.updated_input {
-            drop_null_fields(&mut new);
             let toolbox = &self.inner.toolbox;
+            // As the model's arguments are: prepared, then strict-mode nulls dropped.
+            if let Some(prepare) = toolbox.prepare(&call.tool, &call.api) {
+                new = prepare(new);
+            }
+            drop_null_fields(&mut new);
             let compiled = toolbox.tool(&call.tool).and_then(|entry| entry.api(&call.api));
             let violations = compiled.map(|compiled| compiled.violations(&new)).unwrap_or_default();
             if !violations.is_empty() {
@@ -1667,6 +1678,13 @@ impl Executor {
                 ));
             }
             call.hook_log.push(json!({"event": "PreToolUse", "hook": by, "updated_input": new}));
+            // A row not yet written says what tier of call runs.
+            if !call.proposed
+                && let Some(compiled) = compiled
+            {
+                call.attempt.tier =
+                    Some(format!("{:?}", toolbox.tier_of(&compiled.spec, &new)).to_lowercase());
+            }
             call.arguments = new;
         }
         Ok(match answer.decision {
