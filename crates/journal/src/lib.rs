@@ -603,6 +603,9 @@ pub trait Journal: Send + Sync + std::fmt::Debug {
     ) -> Result<bool, JournalError>;
     /// Marks an executed row confirmed; returns whether it moved.
     async fn confirm(&self, tenant: &str, key: &str) -> Result<bool, JournalError>;
+    /// Marks an executed (or confirmed) row `compensated`: what it did was undone (a rewind put
+    /// its files back); returns whether it moved.
+    async fn mark_undone(&self, tenant: &str, key: &str) -> Result<bool, JournalError>;
     /// One row.
     async fn get(&self, tenant: &str, key: &str) -> Result<Option<Attempt>, JournalError>;
     /// Rows of a tenant, newest first.

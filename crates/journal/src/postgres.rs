@@ -58,6 +58,9 @@ const UPSERT_SETTLED: &str = "INSERT INTO tool_call_attempts (tenant, key, call_
 const CONFIRM: &str = "UPDATE tool_call_attempts SET status = 'confirmed', updated_at = $3 \
      WHERE tenant = $1 AND key = $2 AND status COLLATE \"C\" = 'executed'";
 
+const UNDO: &str = "UPDATE tool_call_attempts SET status = 'compensated', updated_at = $3 \
+     WHERE tenant = $1 AND key = $2 AND status COLLATE \"C\" IN ('executed', 'confirmed')";
+
 const REGISTER_INSTANCE: &str = "INSERT INTO journal_instances (id, host, pid, start_ticks, started_at, heartbeat_at) \
      VALUES ($1, $2, $3, $4, $5, $5) \
      ON CONFLICT (id) DO UPDATE SET host = excluded.host, pid = excluded.pid, start_ticks = excluded.start_ticks, \
@@ -267,6 +270,12 @@ impl Journal for PostgresJournal {
             .bind(now_ms())
             .execute(&self.pool)
             .await?;
+        Ok(moved(done))
+    }
+
+    async fn mark_undone(&self, tenant: &str, key: &str) -> Result<bool, JournalError> {
+        let done =
+            sqlx::query(UNDO).bind(clean(tenant)).bind(clean(key)).bind(now_ms()).execute(&self.pool).await?;
         Ok(moved(done))
     }
 

@@ -130,6 +130,9 @@ const UPSERT_SETTLED: &str = "INSERT INTO tool_call_attempts (tenant, key, call_
 const CONFIRM: &str = "UPDATE tool_call_attempts SET status = 'confirmed', updated_at = ?3 \
      WHERE tenant = ?1 AND key = ?2 AND status = 'executed'";
 
+const UNDO: &str = "UPDATE tool_call_attempts SET status = 'compensated', updated_at = ?3 \
+     WHERE tenant = ?1 AND key = ?2 AND status IN ('executed', 'confirmed')";
+
 const REGISTER_INSTANCE: &str = "INSERT INTO journal_instances (id, host, pid, start_ticks, started_at, heartbeat_at) \
      VALUES (?1, ?2, ?3, ?4, ?5, ?5) \
      ON CONFLICT (id) DO UPDATE SET host = excluded.host, pid = excluded.pid, start_ticks = excluded.start_ticks, \
@@ -430,6 +433,11 @@ enum Op {
         key: String,
         now: i64,
     },
+    Undo {
+        tenant: String,
+        key: String,
+        now: i64,
+    },
     RegisterInstance {
         id: String,
         host: String,
@@ -526,7 +534,7 @@ impl Op {
         match self {
             Self::Propose(values) | Self::UpsertSettled(values, _) => Some((&values.tenant, &values.key)),
             Self::Settle { tenant, key, .. } => Some((tenant, key)),
-            Self::Confirm { tenant, key, .. } => Some((tenant, key)),
+            Self::Confirm { tenant, key, .. } | Self::Undo { tenant, key, .. } => Some((tenant, key)),
             _ => None,
         }
     }
@@ -1088,6 +1096,7 @@ fn run_one(conn: &rusqlite::Connection, op: &Op) -> rusqlite::Result<Outcome> {
             moved(run(UPSERT_SETTLED, &values)?)
         }
         Op::Confirm { tenant, key, now } => moved(run(CONFIRM, &[tenant, key, now])?),
+        Op::Undo { tenant, key, now } => moved(run(UNDO, &[tenant, key, now])?),
         Op::RegisterInstance { id, host, pid, start_ticks, now } => {
             run(REGISTER_INSTANCE, &[id, host, pid, start_ticks, now])?;
             Outcome::Done
@@ -1213,6 +1222,10 @@ impl Journal for SqliteJournal {
 
     async fn confirm(&self, tenant: &str, key: &str) -> Result<bool, JournalError> {
         self.write_moved(Op::Confirm { tenant: clean(tenant), key: clean(key), now: now_ms() }).await
+    }
+
+    async fn mark_undone(&self, tenant: &str, key: &str) -> Result<bool, JournalError> {
+        self.write_moved(Op::Undo { tenant: clean(tenant), key: clean(key), now: now_ms() }).await
     }
 
     async fn get(&self, tenant: &str, key: &str) -> Result<Option<Attempt>, JournalError> {
