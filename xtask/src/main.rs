@@ -64,6 +64,7 @@ fn run() -> Result<()> {
                 ("tool-executor", "pipeline"),
                 ("tool-executor", "code"),
                 ("hooks", "hooks"),
+                ("checkpoints", "checkpoints"),
                 ("builtin-tool-knowledge-base", "knowledge"),
                 ("tool-search", "search"),
                 ("toolhost-server", "load"),

@@ -345,6 +345,12 @@ impl Session {
         self.after.write().unwrap_or_else(|p| p.into_inner()).push(hook);
     }
 
+    /// Where the session's file calls may open files (what a front end that opens files on the
+    /// session's behalf, such as a rewind, opens them beneath).
+    pub fn file_boundary(&self) -> &tool_core::sandbox::FileBoundary {
+        &self.sandbox.files
+    }
+
     /// Gives the session a person's or operator's hooks (replacing any it had).
     pub fn set_call_hooks(&self, hooks: Option<Arc<dyn crate::call_hooks::CallHooks>>) {
         *self.call_hooks.write().unwrap_or_else(|p| p.into_inner()) = hooks;

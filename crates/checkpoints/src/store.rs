@@ -1,0 +1,435 @@
+//! The content-addressed store: file contents by SHA-256 (deflate-compressed, written once), each
+//! session's log of the calls that changed files, and each folder's index of what its files were
+//! at the last scan (so a scan hashes only what changed).
+
+use std::collections::HashMap;
+use std::io::{Read as _, Write};
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+
+use computer_runtime::ComputerError;
+use computer_runtime::beneath::Opener;
+
+use crate::CheckpointError;
+
+/// A file as read for a checkpoint.
+pub(crate) enum Read {
+    Absent,
+    Large { size: u64, mtime_ns: i64 },
+    Bytes { bytes: Vec<u8>, mode: u32 },
+}
+
+/// What a file was at one moment.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum FileState {
+    /// There was no file.
+    Absent,
+    /// Its content is in the store.
+    Stored {
+        /// The content's SHA-256, in hex.
+        hash: String,
+        /// Its permission bits.
+        mode: u32,
+        /// Its size in bytes.
+        size: u64,
+    },
+    /// Larger than the store keeps: it cannot be put back.
+    TooLarge {
+        /// Its size in bytes.
+        size: u64,
+        /// Its modification time (nanoseconds), to tell whether it changed.
+        mtime_ns: i64,
+    },
+}
+
+impl FileState {
+    /// Whether the content can be put back.
+    pub fn recoverable(&self) -> bool {
+        !matches!(self, Self::TooLarge { .. })
+    }
+}
+
+/// One file a call changed.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Change {
+    /// Relative to the folder (or absolute, for a file outside it).
+    pub path: String,
+    /// What it was before the call.
+    pub before: FileState,
+    /// What the call left.
+    pub after: FileState,
+}
+
+/// One call that changed files.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Entry {
+    /// The call id (with the session, it names the call's journal row).
+    pub call_id: String,
+    /// The tool.
+    pub tool: String,
+    /// The API.
+    pub api: String,
+    /// What the call did, in a few words (the command, the path).
+    pub summary: String,
+    /// When it ended (Unix milliseconds).
+    pub at_ms: i64,
+    /// The files it changed.
+    pub files: Vec<Change>,
+    /// A rewind put these files back.
+    #[serde(default)]
+    pub undone: bool,
+}
+
+/// What a folder's files were at the last scan, by path: size, modification time, inode and
+/// the state kept.
+pub(crate) type Index = HashMap<String, (u64, i64, u64, FileState)>;
+
+/// The store, in one folder (the data folder's `checkpoints`).
+#[derive(Debug)]
+pub struct Store {
+    root: PathBuf,
+    /// The largest file kept.
+    pub max_file_bytes: u64,
+    /// Each folder's index, once read from disk (a scan then costs a walk and a `stat` a file).
+    indexes: std::sync::Mutex<HashMap<PathBuf, std::sync::Arc<std::sync::Mutex<Index>>>>,
+}
+
+/// A file name for a folder or session: readable, and unique by a hash of the whole.
+pub fn key_of(text: &str) -> String {
+    let hash: String = Sha256::digest(text.as_bytes()).iter().take(8).map(|b| format!("{b:02x}")).collect();
+    let name: String = text
+        .rsplit('/')
+        .next()
+        .unwrap_or("")
+        .chars()
+        .filter(|c| c.is_ascii_alphanumeric() || *c == '-' || *c == '_')
+        .take(40)
+        .collect();
+    format!("{name}-{hash}")
+}
+
+/// Writes through a temporary file renamed into place: a reader sees the old or the new whole.
+/// (Not synced: a checkpoint lost to a power cut costs an undo, and syncing each of a first
+/// scan's thousands of files would cost seconds.)
+fn write_atomically(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    let parent = path.parent().unwrap_or(Path::new("."));
+    std::fs::create_dir_all(parent)?;
+    let mut temp = tempfile_in(parent)?;
+    temp.1.write_all(bytes)?;
+    std::fs::rename(&temp.0, path)
+}
+
+fn tempfile_in(dir: &Path) -> std::io::Result<(PathBuf, std::fs::File)> {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    loop {
+        let name = format!(".tmp-{}-{}", std::process::id(), NEXT.fetch_add(1, Ordering::Relaxed));
+        let path = dir.join(name);
+        match std::fs::OpenOptions::new().write(true).create_new(true).open(&path) {
+            Ok(file) => return Ok((path, file)),
+            Err(error) if error.kind() == std::io::ErrorKind::AlreadyExists => {}
+            Err(error) => return Err(error),
+        }
+    }
+}
+
+impl Store {
+    /// The store in `root` (made if missing), keeping files up to `max_file_bytes`.
+    ///
+    /// # Errors
+    ///
+    /// The folder cannot be made.
+    pub fn open(root: impl Into<PathBuf>, max_file_bytes: u64) -> Result<Self, CheckpointError> {
+        let root = root.into();
+        std::fs::create_dir_all(root.join("objects")).map_err(|e| CheckpointError::io(&root, e))?;
+        Ok(Self { root, max_file_bytes, indexes: std::sync::Mutex::default() })
+    }
+
+    fn object(&self, hash: &str) -> PathBuf {
+        let (head, tail) = hash.split_at(2.min(hash.len()));
+        self.root.join("objects").join(head).join(tail)
+    }
+
+    /// Keeps `bytes`; returns their hash. Content already kept is not written again.
+    ///
+    /// # Errors
+    ///
+    /// The store cannot be written.
+    pub fn put(&self, bytes: &[u8]) -> Result<String, CheckpointError> {
+        let hash: String = Sha256::digest(bytes).iter().map(|b| format!("{b:02x}")).collect();
+        let path = self.object(&hash);
+        // Created in place, once: content already kept is not written again, and a write cut
+        // short is found by its hash when read (`get` refuses it).
+        let open = || std::fs::OpenOptions::new().write(true).create_new(true).open(&path);
+        let file = match open() {
+            Ok(file) => file,
+            Err(error) if error.kind() == std::io::ErrorKind::AlreadyExists => return Ok(hash),
+            Err(error) if error.kind() == std::io::ErrorKind::NotFound => {
+                let parent = path.parent().unwrap_or(&self.root);
+                std::fs::create_dir_all(parent).map_err(|e| CheckpointError::io(parent, e))?;
+                match open() {
+                    Ok(file) => file,
+                    Err(error) if error.kind() == std::io::ErrorKind::AlreadyExists => return Ok(hash),
+                    Err(error) => return Err(CheckpointError::io(&path, error)),
+                }
+            }
+            Err(error) => return Err(CheckpointError::io(&path, error)),
+        };
+        let mut encoder = flate2::write::DeflateEncoder::new(file, flate2::Compression::fast());
+        let written = encoder.write_all(bytes).and_then(|()| encoder.finish().map(drop));
+        if let Err(error) = written {
+            let _ = std::fs::remove_file(&path);
+            return Err(CheckpointError::io(&path, error));
+        }
+        Ok(hash)
+    }
+
+    /// The content kept under `hash`.
+    ///
+    /// # Errors
+    ///
+    /// It is not kept, or the store cannot be read, or it does not match its hash.
+    pub fn get(&self, hash: &str) -> Result<Vec<u8>, CheckpointError> {
+        if hash.len() != 64 || !hash.bytes().all(|b| b.is_ascii_hexdigit()) {
+            return Err(CheckpointError::Missing(hash.to_owned()));
+        }
+        let path = self.object(hash);
+        let file = std::fs::File::open(&path).map_err(|_| CheckpointError::Missing(hash.to_owned()))?;
+        let mut bytes = Vec::new();
+        flate2::read::DeflateDecoder::new(file)
+            .read_to_end(&mut bytes)
+            .map_err(|e| CheckpointError::io(&path, e))?;
+        let found: String = Sha256::digest(&bytes).iter().map(|b| format!("{b:02x}")).collect();
+        if found != hash {
+            return Err(CheckpointError::Corrupt(hash.to_owned()));
+        }
+        Ok(bytes)
+    }
+
+    /// What `path` is now, keeping its content if it is a regular file no larger than the cap.
+    /// The file is opened once beneath `opener`'s roots (a folder swapped for a link is not
+    /// followed out of them); a link or a folder counts as absent (checkpoints keep files).
+    ///
+    /// # Errors
+    ///
+    /// It exists but cannot be read (or is outside the roots), or the store cannot be written.
+    pub fn capture(&self, opener: &Opener, path: &Path) -> Result<FileState, CheckpointError> {
+        match self.read(opener, path, Some(self.max_file_bytes))? {
+            Read::Absent => Ok(FileState::Absent),
+            Read::Large { size, mtime_ns } => Ok(FileState::TooLarge { size, mtime_ns }),
+            Read::Bytes { bytes, mode } => {
+                let hash = self.put(&bytes)?;
+                Ok(FileState::Stored { hash, mode, size: bytes.len() as u64 })
+            }
+        }
+    }
+
+    /// Reads `path` beneath `opener`'s roots: absent, larger than `cap`, or its bytes and mode.
+    pub(crate) fn read(
+        &self,
+        opener: &Opener,
+        path: &Path,
+        cap: Option<u64>,
+    ) -> Result<Read, CheckpointError> {
+        use rustix::fs::OFlags;
+        use std::io::Read as _;
+        let fd = match opener.open(path, OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK) {
+            Ok(fd) => fd,
+            Err(ComputerError::NotFound { .. }) => return Ok(Read::Absent),
+            // A link (O_NOFOLLOW refuses it) is not a file the checkpoints keep.
+            Err(_) if std::fs::symlink_metadata(path).is_ok_and(|m| m.file_type().is_symlink()) => {
+                return Ok(Read::Absent);
+            }
+            Err(error) => return Err(CheckpointError::Files(error.to_string())),
+        };
+        let stat = rustix::fs::fstat(&fd).map_err(|e| CheckpointError::io(path, e.into()))?;
+        if rustix::fs::FileType::from_raw_mode(stat.st_mode) != rustix::fs::FileType::RegularFile {
+            return Ok(Read::Absent);
+        }
+        let size = u64::try_from(stat.st_size).unwrap_or(0);
+        let mtime_ns = stat
+            .st_mtime
+            .saturating_mul(1_000_000_000)
+            .saturating_add(i64::try_from(stat.st_mtime_nsec).unwrap_or(0));
+        if cap.is_some_and(|cap| size > cap) {
+            return Ok(Read::Large { size, mtime_ns });
+        }
+        let mut bytes = Vec::with_capacity(usize::try_from(size).unwrap_or(0));
+        std::fs::File::from(fd).read_to_end(&mut bytes).map_err(|e| CheckpointError::io(path, e))?;
+        Ok(Read::Bytes { bytes, mode: stat.st_mode & 0o7777 })
+    }
+
+    fn folder_dir(&self, folder: &Path) -> PathBuf {
+        self.root.join("sessions").join(key_of(&folder.display().to_string()))
+    }
+
+    fn log(&self, folder: &Path, session: &str) -> PathBuf {
+        self.folder_dir(folder).join(format!("{}.jsonl", key_of(session)))
+    }
+
+    /// Adds `entry` to the session's log.
+    ///
+    /// # Errors
+    ///
+    /// The log cannot be written.
+    pub fn append(&self, folder: &Path, session: &str, entry: &Entry) -> Result<(), CheckpointError> {
+        let path = self.log(folder, session);
+        let dir = self.folder_dir(folder);
+        std::fs::create_dir_all(&dir).map_err(|e| CheckpointError::io(&dir, e))?;
+        // The session's id, once, so the log can be found by it.
+        let id_file = path.with_extension("id");
+        if !id_file.exists() {
+            std::fs::write(&id_file, session).map_err(|e| CheckpointError::io(&id_file, e))?;
+        }
+        let mut line = serde_json::to_vec(entry).map_err(|e| CheckpointError::Invalid(e.to_string()))?;
+        line.push(b'\n');
+        let mut file = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&path)
+            .map_err(|e| CheckpointError::io(&path, e))?;
+        file.write_all(&line).map_err(|e| CheckpointError::io(&path, e))
+    }
+
+    /// The session's entries, oldest first (a line that does not read is left out, with a
+    /// warning).
+    ///
+    /// # Errors
+    ///
+    /// The log exists but cannot be read.
+    pub fn entries(&self, folder: &Path, session: &str) -> Result<Vec<Entry>, CheckpointError> {
+        let path = self.log(folder, session);
+        let text = match std::fs::read_to_string(&path) {
+            Ok(text) => text,
+            Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+            Err(error) => return Err(CheckpointError::io(&path, error)),
+        };
+        Ok(text
+            .lines()
+            .filter(|line| !line.trim().is_empty())
+            .filter_map(|line| match serde_json::from_str(line) {
+                Ok(entry) => Some(entry),
+                Err(error) => {
+                    tracing::warn!(log = %path.display(), %error, "a checkpoint line that does not read");
+                    None
+                }
+            })
+            .collect())
+    }
+
+    /// Marks these calls of the session undone.
+    ///
+    /// # Errors
+    ///
+    /// The log cannot be read or written.
+    pub fn mark_undone(
+        &self,
+        folder: &Path,
+        session: &str,
+        call_ids: &[String],
+    ) -> Result<(), CheckpointError> {
+        let mut entries = self.entries(folder, session)?;
+        for entry in &mut entries {
+            if call_ids.contains(&entry.call_id) {
+                entry.undone = true;
+            }
+        }
+        let mut text = Vec::new();
+        for entry in &entries {
+            text.extend(serde_json::to_vec(entry).map_err(|e| CheckpointError::Invalid(e.to_string()))?);
+            text.push(b'\n');
+        }
+        let path = self.log(folder, session);
+        write_atomically(&path, &text).map_err(|e| CheckpointError::io(&path, e))
+    }
+
+    /// The sessions with checkpoints in `folder`, the most recently changed first.
+    pub fn sessions(&self, folder: &Path) -> Vec<String> {
+        let Ok(read) = std::fs::read_dir(self.folder_dir(folder)) else { return Vec::new() };
+        let mut found: Vec<(std::time::SystemTime, String)> = read
+            .filter_map(Result::ok)
+            .filter(|e| e.path().extension().is_some_and(|x| x == "jsonl"))
+            .filter_map(|e| {
+                let modified = e.metadata().ok()?.modified().ok()?;
+                let id = std::fs::read_to_string(e.path().with_extension("id")).ok()?;
+                Some((modified, id))
+            })
+            .collect();
+        found.sort_by_key(|b| std::cmp::Reverse(b.0));
+        found.into_iter().map(|(_, id)| id).collect()
+    }
+
+    fn index_path(&self, folder: &Path) -> PathBuf {
+        self.root.join("index").join(format!("{}.json", key_of(&folder.display().to_string())))
+    }
+
+    /// The folder's index: read from disk on first use, then kept here (one scan at a time per
+    /// folder holds it).
+    pub(crate) fn index(&self, folder: &Path) -> std::sync::Arc<std::sync::Mutex<Index>> {
+        let mut indexes = self.indexes.lock().unwrap_or_else(|p| p.into_inner());
+        indexes
+            .entry(folder.to_owned())
+            .or_insert_with(|| {
+                let index: Index = std::fs::read(self.index_path(folder))
+                    .ok()
+                    .and_then(|bytes| serde_json::from_slice(&bytes).ok())
+                    .unwrap_or_default();
+                std::sync::Arc::new(std::sync::Mutex::new(index))
+            })
+            .clone()
+    }
+
+    pub(crate) fn save_index(&self, folder: &Path, index: &Index) {
+        let path = self.index_path(folder);
+        let saved = serde_json::to_vec(index)
+            .map_err(std::io::Error::other)
+            .and_then(|b| write_atomically(&path, &b));
+        if let Err(error) = saved {
+            tracing::warn!(index = %path.display(), %error, "the checkpoint index could not be saved");
+        }
+    }
+}
+
+/// Modification time in nanoseconds.
+pub(crate) fn mtime_ns(metadata: &std::fs::Metadata) -> i64 {
+    use std::os::unix::fs::MetadataExt as _;
+    metadata.mtime().saturating_mul(1_000_000_000).saturating_add(metadata.mtime_nsec())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn content_is_kept_once_compressed_and_checked_on_the_way_out() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path(), 1024).unwrap();
+        let text = "hello\n".repeat(100);
+        let hash = store.put(text.as_bytes()).unwrap();
+        assert_eq!(store.put(text.as_bytes()).unwrap(), hash);
+        let kept = store.object(&hash);
+        assert!(std::fs::metadata(&kept).unwrap().len() < 100, "compressed");
+        assert_eq!(store.get(&hash).unwrap(), text.as_bytes());
+        std::fs::write(&kept, b"garbage").unwrap();
+        assert!(store.get(&hash).is_err());
+        assert!(matches!(store.get("../../etc/passwd"), Err(CheckpointError::Missing(_))));
+
+        let opener = Opener::rooted(dir.path());
+        let root = dir.path().canonicalize().unwrap();
+        std::fs::write(root.join("big"), vec![b'x'; 2000]).unwrap();
+        assert!(matches!(
+            store.capture(&opener, &root.join("big")).unwrap(),
+            FileState::TooLarge { size: 2000, .. }
+        ));
+        assert_eq!(store.capture(&opener, &root.join("none")).unwrap(), FileState::Absent);
+        std::os::unix::fs::symlink("/etc/hostname", root.join("link")).unwrap();
+        assert_eq!(
+            store.capture(&opener, &root.join("link")).unwrap(),
+            FileState::Absent,
+            "a link is not followed"
+        );
+    }
+}
