@@ -15,6 +15,7 @@ pub mod instructions;
 pub mod kb;
 pub mod memory;
 pub mod out;
+pub mod rewind;
 pub mod serve;
 pub mod setup;
 pub mod skills;

@@ -69,6 +69,9 @@ enum Command {
     Connect(ConnectArgs),
     /// Serve this machine's tools to one MCP client over stdio (the client starts this command).
     Mcp(serve::ServeArgs),
+    /// The calls of the folder's last session that changed files; `--to CALL_ID` or `--last` puts
+    /// the files back to before it (exit 3: files changed since, not overwritten).
+    Rewind(toolhost::rewind::RewindArgs),
 }
 
 #[derive(Debug, clap::Args)]
@@ -166,6 +169,7 @@ fn main() -> ExitCode {
             Some(Command::Kb(args)) => toolhost::kb::run(args).await.map(|()| 0),
             Some(Command::Connect(args)) => connect(args).await.map(|()| 0),
             Some(Command::Mcp(args)) => serve::run(args).await.map(|()| 0),
+            Some(Command::Rewind(args)) => toolhost::rewind::run(args).await,
         }
     });
     // Commands still running in the background are not waited for.

@@ -63,6 +63,10 @@ pub struct GuardArgs {
     /// The person's hooks sessions run (found for the folder by [`find_hooks`]).
     #[arg(skip)]
     pub hooks: Option<Arc<hooks::Hooks>>,
+    /// The largest file checkpoints keep, in MiB, before calls that change files (`toolhost
+    /// rewind` puts them back); 0 keeps none.
+    #[arg(long, env = "TOOLHOST_CHECKPOINT_MAX_MIB", default_value_t = 10)]
+    pub checkpoint_max_mib: u64,
 }
 
 impl GuardArgs {
@@ -320,7 +324,28 @@ pub fn session(
     if let Some(hooks) = &guard.hooks {
         session.set_call_hooks(Some(hooks.clone()));
     }
+    match checkpoint_store(guard.checkpoint_max_mib) {
+        Ok(Some(store)) => {
+            checkpoints::Checkpointer::attach(store, &session);
+        }
+        Ok(None) => {}
+        Err(error) => tracing::warn!(%error, "checkpoints are off: the store cannot be opened"),
+    }
     session
+}
+
+/// The checkpoint store in the data folder (`None` when checkpoints are off).
+///
+/// # Errors
+///
+/// The data folder or the store cannot be made.
+pub fn checkpoint_store(max_mib: u64) -> anyhow::Result<Option<Arc<checkpoints::Store>>> {
+    if max_mib == 0 {
+        return Ok(None);
+    }
+    let store =
+        checkpoints::Store::open(data_dir()?.join("checkpoints"), max_mib.saturating_mul(1024 * 1024))?;
+    Ok(Some(Arc::new(store)))
 }
 
 /// The model, from config.toml, the environment and the flags.

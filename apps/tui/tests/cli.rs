@@ -838,3 +838,73 @@ fn a_folders_hooks_run_only_once_it_is_trusted() {
     assert_eq!(trusted.status.code(), Some(0), "{}", stderr(&trusted));
     assert!(marker.exists(), "a trusted folder's hook did not run: {}", stderr(&trusted));
 }
+
+#[tokio::test]
+async fn rewind_lists_what_changed_and_puts_the_folder_back() {
+    let home = Home::new();
+    std::fs::write(home.folder.path().join("keep.txt"), "original\n").unwrap();
+    std::fs::write(home.folder.path().join("doomed.txt"), "delete me\n").unwrap();
+    let write = json!({"path": "notes.md", "content": "# Notes\n"}).to_string();
+    let edit = json!({"path": "keep.txt", "oldText": "original", "newText": "edited"}).to_string();
+    let server = ScriptedModel::start(vec![
+        openai_reply("", "Writing.", &[("w1", "writeFile", &write)], "tool_calls"),
+        openai_reply("", "Editing.", &[("e1", "editFile", &edit)], "tool_calls"),
+        openai_reply(
+            "",
+            "Cleaning.",
+            &[("r1", "runCommand", &command_call("rm doomed.txt && mkdir out && printf x > out/made.txt"))],
+            "tool_calls",
+        ),
+        openai_reply("", "Done.", &[], "stop"),
+    ])
+    .await;
+    let mut exec = home.command(Some(&server));
+    exec.args(["exec", "tidy up", "--approval-mode", "auto-run"]);
+    let out = output(exec, "").await;
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let folder = home.folder.path();
+    assert!(!folder.join("doomed.txt").exists());
+
+    let run = |args: &[&str]| {
+        let mut command = home.command(None);
+        command.arg("rewind").args(args).stdin(Stdio::null());
+        command.output().unwrap()
+    };
+    let listed = run(&["--diff"]);
+    assert_eq!(listed.status.code(), Some(0), "{}", stderr(&listed));
+    let text = String::from_utf8_lossy(&listed.stdout);
+    assert!(text.contains("3 call(s) that changed files"), "{text}");
+    let r1 = text.find("r1 runCommand").unwrap();
+    let w1 = text.find("w1 writeFile").unwrap();
+    assert!(r1 < w1, "newest first: {text}");
+    assert!(text.contains("-original\n+edited"), "{text}");
+    assert!(text.contains("doomed.txt, out/made.txt"), "{text}");
+
+    // The command is undone: its file removed, the deleted one back.
+    let last = run(&["--last"]);
+    assert_eq!(last.status.code(), Some(0), "{}", stderr(&last));
+    assert_eq!(std::fs::read_to_string(folder.join("doomed.txt")).unwrap(), "delete me\n");
+    assert!(!folder.join("out/made.txt").exists());
+
+    // A file changed by hand since is not overwritten without being told to.
+    std::fs::write(folder.join("keep.txt"), "my own edit\n").unwrap();
+    let refused = run(&["--to", "e1"]);
+    assert_eq!(refused.status.code(), Some(3), "{}", stderr(&refused));
+    assert!(stderr(&refused).contains("keep.txt changed since the last call"), "{}", stderr(&refused));
+    assert_eq!(std::fs::read_to_string(folder.join("keep.txt")).unwrap(), "my own edit\n");
+    let forced = run(&["--to", "w1", "--force"]);
+    assert_eq!(forced.status.code(), Some(0), "{}", stderr(&forced));
+    assert_eq!(std::fs::read_to_string(folder.join("keep.txt")).unwrap(), "original\n");
+    assert!(!folder.join("notes.md").exists());
+
+    // The journal says what was undone, and the rewinds themselves.
+    let rows = journal(&home, &[]);
+    let status =
+        |id: &str| rows.iter().find(|r| r["call_id"] == id).unwrap()["status"].as_str().unwrap().to_owned();
+    for id in ["w1", "e1", "r1"] {
+        assert_eq!(status(id), "compensated", "{id}");
+    }
+    assert_eq!(rows.iter().filter(|r| r["api"] == "rewind").count(), 2);
+    let nothing = run(&["--last"]);
+    assert_ne!(nothing.status.code(), Some(0));
+}

@@ -795,6 +795,7 @@ async fn context(
         mcp_config: None,
         skills: Default::default(),
         hooks: None,
+        checkpoint_max_mib: 0,
     };
     let context = toolhost::ui::run::Context {
         records: None,
@@ -1089,6 +1090,7 @@ fn context_without_a_model(
             mcp_config: None,
             skills: Default::default(),
             hooks: None,
+            checkpoint_max_mib: 0,
         },
         mode: ApprovalMode::Manual,
         session_id: toolhost::setup::new_session_id(&canonical),
