@@ -47,6 +47,7 @@ pub fn routes() -> AppRouter {
         .routes(routes!(remove_knowledge_base))
         .routes(routes!(list_documents))
         .routes(routes!(get_document))
+        .routes(routes!(rewind_session))
         .routes(routes!(revoke_remembered))
         .routes(routes!(list_journal))
         .routes(routes!(get_attempt))
@@ -1502,6 +1503,156 @@ fn document_view(record: tool_core::storage::Record, with_content: bool) -> Docu
         updated_at: record.updated_at,
         content: with_content.then_some(record.body),
     }
+}
+
+/// A rewind: the call to put the session's files back to before.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RewindRequest {
+    /// The call (its id): files go back to what they were before it, and every later call that
+    /// changed files is undone too. Without it, the session's last call that changed files.
+    #[serde(default)]
+    #[schema(min_length = 1, max_length = 256)]
+    pub to_call: Option<String>,
+    /// Overwrite files changed since the last call (otherwise such a rewind answers 409).
+    #[serde(default)]
+    pub force: bool,
+}
+
+/// One file a rewind left as it was.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct SkippedFile {
+    /// The path (relative to the session's folder).
+    pub path: String,
+    /// Why.
+    pub reason: String,
+}
+
+/// What a rewind did.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct RewindView {
+    /// The call rewound to (its files are as before it).
+    pub to_call: String,
+    /// The calls undone (their journal rows are `compensated`), oldest first.
+    pub undone: Vec<String>,
+    /// Files written back.
+    pub restored: Vec<String>,
+    /// Files removed (the undone calls made them).
+    pub removed: Vec<String>,
+    /// Files left as they are.
+    pub skipped: Vec<SkippedFile>,
+}
+
+fn checkpoint_error(error: checkpoints::CheckpointError) -> ApiError {
+    match error {
+        checkpoints::CheckpointError::NotFound(message) => {
+            ApiError::new(StatusCode::NOT_FOUND, "not_found", message)
+        }
+        checkpoints::CheckpointError::Files(message) => {
+            ApiError::new(StatusCode::CONFLICT, "conflict", message)
+        }
+        other => {
+            tracing::error!(error = %other, "a rewind failed");
+            ApiError::new(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "internal",
+                "the rewind failed; see the server's log",
+            )
+        }
+    }
+}
+
+/// Puts a session's files back to before one of its calls (files created since removed, deleted
+/// ones restored, changed ones put back) and marks the undone calls `compensated`. A file changed
+/// since the last call is not overwritten unless `force`. For sessions that run on the server,
+/// by the session's person or an approver key; a device rewinds its own machine.
+#[utoipa::path(post, path = "/v1/sessions/{id}/rewind", tag = "sessions", params(("id" = String, Path)),
+    request_body = RewindRequest,
+    responses((status = 200, body = RewindView), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody),
+        (status = 403, body = ErrorBody, description = "only the session's person or an approver may rewind"),
+        (status = 404, body = ErrorBody), (status = 409, body = ErrorBody, description = "files changed since (send force), or the session runs on a device"),
+        (status = 413, body = ErrorBody), (status = 415, body = ErrorBody)))]
+async fn rewind_session(
+    State(state): State<Arc<AppState>>,
+    principal: Principal,
+    Path(id): Path<String>,
+    Json(request): Json<RewindRequest>,
+) -> Result<Json<RewindView>, ApiError> {
+    let entry = state.session(&principal.tenant, &id).await?;
+    let person = entry.view.user_id.clone().unwrap_or_else(|| "local".into());
+    let allowed = match principal.person() {
+        None => true,
+        Some(own) => {
+            principal.role == crate::auth::Role::Approver
+                || (own == person && principal.role != crate::auth::Role::Agent)
+        }
+    };
+    if !allowed {
+        return Err(ApiError::new(
+            StatusCode::FORBIDDEN,
+            "forbidden",
+            format!("only `{person}`'s person key or an approver key may rewind this session"),
+        ));
+    }
+    if entry.view.runs_on != RunsOn::Server {
+        return Err(ApiError::new(
+            StatusCode::CONFLICT,
+            "conflict",
+            "this session runs on a device, which keeps its own checkpoints: rewind it there (`toolhost rewind`)",
+        ));
+    }
+    let (Some(store), Some(folder)) =
+        (state.checkpoints.clone(), entry.session.config.working_directory.clone())
+    else {
+        return Err(ApiError::new(
+            StatusCode::NOT_FOUND,
+            "not_found",
+            "this server keeps no checkpoints for the session",
+        ));
+    };
+    let opener = computer_runtime::beneath::Opener::new(entry.session.file_boundary());
+    let session_id = id.clone();
+    let to_call = request.to_call.clone();
+    let force = request.force;
+    let (plan, applied) = tokio::task::spawn_blocking(move || {
+        let plan = checkpoints::plan(&store, &opener, &folder, &session_id, to_call.as_deref())?;
+        let conflicts: Vec<String> = plan.conflicts().map(|r| r.path.clone()).collect();
+        if !conflicts.is_empty() && !force {
+            return Ok(Err(conflicts));
+        }
+        let applied = checkpoints::apply(&store, &opener, &folder, &plan, force)?;
+        Ok(Ok((plan, applied)))
+    })
+    .await
+    .map_err(|_| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", "the rewind failed"))?
+    .map_err(checkpoint_error)?
+    .map_err(|conflicts| {
+        ApiError::new(
+            StatusCode::CONFLICT,
+            "conflict",
+            format!(
+                "{} changed since the last call; send \"force\": true to overwrite",
+                conflicts.join(", ")
+            ),
+        )
+    })?;
+    checkpoints::journal_rewind(state.journal.as_ref(), &principal.tenant, &plan, &applied, &principal.id)
+        .await
+        .map_err(|error| {
+            tracing::error!(%error, "the rewind was not journalled");
+            ApiError::new(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "internal",
+                "the files were put back, but the journal could not record it",
+            )
+        })?;
+    Ok(Json(RewindView {
+        to_call: plan.to_call,
+        undone: plan.calls,
+        restored: applied.restored,
+        removed: applied.removed,
+        skipped: applied.skipped.into_iter().map(|(path, reason)| SkippedFile { path, reason }).collect(),
+    }))
 }
 
 /// The documents the model wrote in a session (and its project's).

@@ -257,6 +257,10 @@ pub struct ServeArgs {
     /// (repeatable, or comma-separated); the model's own fetches are not widened by it.
     #[arg(long = "hooks-allow", env = "TOOLHOST_HOOKS_ALLOW", value_delimiter = ',')]
     pub hooks_allow: Vec<String>,
+    /// The largest file checkpoints keep, in MiB, before calls that change files in sessions that
+    /// run on the server (`POST /v1/sessions/{id}/rewind` puts them back); 0 keeps none.
+    #[arg(long, env = "TOOLHOST_CHECKPOINT_MAX_MIB", default_value_t = 10)]
+    pub checkpoint_max_mib: u64,
     /// Largest request body, in bytes.
     #[arg(long, env = "TOOLHOST_MAX_BODY_BYTES", default_value_t = 2 * 1024 * 1024)]
     pub max_body_bytes: usize,

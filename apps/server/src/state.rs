@@ -166,6 +166,9 @@ pub struct AppState {
     skills: std::sync::Mutex<HashMap<PathBuf, FoundSkills>>,
     /// The operator's hooks (`--hooks`), run for every session's calls.
     pub hooks: Option<Arc<hooks::Hooks>>,
+    /// What files were before the calls that changed them, in the state folder (`None`:
+    /// `--checkpoint-max-mib 0`).
+    pub checkpoints: Option<Arc<checkpoints::Store>>,
 }
 
 /// The operator's hooks (`--hooks`), their webhooks through a fetcher that reaches public
@@ -501,8 +504,16 @@ impl AppState {
         executor.start(Duration::from_secs(60)).await.context("starting the journal's housekeeping")?;
 
         let hooks = operator_hooks(&args)?;
+        let checkpoints = match args.checkpoint_max_mib {
+            0 => None,
+            mib => Some(Arc::new(
+                checkpoints::Store::open(state_dir.join("checkpoints"), mib.saturating_mul(1024 * 1024))
+                    .context("opening the checkpoint store")?,
+            )),
+        };
         let state = Arc::new(Self {
             hooks,
+            checkpoints,
             args,
             instance_id,
             executor,
@@ -697,6 +708,12 @@ impl AppState {
         let session = self.executor.open_session(config);
         if let Some(hooks) = &self.hooks {
             session.set_call_hooks(Some(hooks.clone()));
+        }
+        // A device keeps its own machine's checkpoints.
+        if view.runs_on == RunsOn::Server
+            && let Some(store) = &self.checkpoints
+        {
+            checkpoints::Checkpointer::attach(store.clone(), &session);
         }
         // What tool search found for it before (on another instance, or before a restart).
         session.activate("restored", &view.activated_tools);
