@@ -79,3 +79,49 @@ async fn only_the_sessions_person_or_an_approver_may_rewind() {
     assert!(!ws.path().join("a.md").exists());
     ann.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_device_keeps_its_own_checkpoints_and_rewinds_its_own_machine() {
+    let server = TestServer::start().await;
+    let mine = workspace();
+    let folder = mine.path().canonicalize().unwrap();
+    let data = tempfile::tempdir().unwrap();
+    let store = std::sync::Arc::new(
+        checkpoints::Store::open(data.path(), checkpoints::DEFAULT_MAX_FILE_BYTES).unwrap(),
+    );
+    let mut config = client_executor::device::DeviceConfig::new(server.base.as_str(), "laptop");
+    config.working_directory = Some(folder.clone());
+    config.reconnect_delay = std::time::Duration::from_millis(100);
+    let kept = store.clone();
+    config.session_setup = Some(client_executor::device::SessionSetup(std::sync::Arc::new(move |session| {
+        checkpoints::Checkpointer::attach(kept.clone(), session);
+    })));
+    let executor = client_executor::device::builtin_executor().unwrap();
+    let stop = tokio_util::sync::CancellationToken::new();
+    let device = tokio::spawn({
+        let stop = stop.clone();
+        async move { client_executor::device::run(config, executor, stop).await.unwrap() }
+    });
+    common::wait_for_device(&server, "laptop").await;
+    let sid = server
+        .session(json!({"working_directory": folder, "runs_on": "device", "approval_mode": "auto_run"}))
+        .await;
+    let edit = server
+        .call(&sid, "e1", "editFile", json!({"path": "notes.txt", "oldText": "hello", "newText": "goodbye"}))
+        .await;
+    assert_eq!(edit["status"], "executed", "{edit}");
+    assert_eq!(std::fs::read_to_string(folder.join("notes.txt")).unwrap(), "goodbye from inside\n");
+
+    // The server does not rewind a device's files…
+    let (status, body) = server.post(&format!("/v1/sessions/{sid}/rewind"), json!({})).await;
+    assert_eq!(status, 409, "{body}");
+    // … the device does, from what it kept.
+    let opener = computer_runtime::beneath::Opener::rooted(&folder);
+    let plan = checkpoints::plan(&store, &opener, &folder, &sid, None).unwrap();
+    assert_eq!(plan.calls, ["e1"]);
+    checkpoints::apply(&store, &opener, &folder, &plan, false).unwrap();
+    assert_eq!(std::fs::read_to_string(folder.join("notes.txt")).unwrap(), "hello from inside\n");
+    stop.cancel();
+    let _ = device.await;
+    server.stop().await;
+}

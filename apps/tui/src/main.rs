@@ -304,6 +304,22 @@ async fn connect(args: ConnectArgs) -> anyhow::Result<()> {
     config.approval_mode = args.mode;
     config.working_directory = Some(folder.clone());
     config.sandbox = args.guard.sandbox();
+    // The device's sessions keep this machine's checkpoints (`toolhost rewind` here puts its
+    // files back) and run this person's hooks.
+    let mut guard = args.guard.clone();
+    for (text, _) in setup::find_hooks(&mut guard, &executor, &folder).await {
+        eprintln!("({text})");
+    }
+    let store = setup::checkpoint_store(guard.checkpoint_max_mib)?;
+    let hooks = guard.hooks.clone();
+    config.session_setup = Some(device::SessionSetup(std::sync::Arc::new(move |session| {
+        if let Some(hooks) = &hooks {
+            session.set_call_hooks(Some(hooks.clone()));
+        }
+        if let Some(store) = &store {
+            checkpoints::Checkpointer::attach(store.clone(), session);
+        }
+    })));
     let shutdown = tokio_util::sync::CancellationToken::new();
     let stop = shutdown.clone();
     tokio::spawn(async move {

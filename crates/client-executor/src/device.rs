@@ -60,6 +60,19 @@ pub struct DeviceConfig {
     /// A person at this device answers what its own policy asks about (through the executor's
     /// broker). Without one (the default) whatever would ask is blocked.
     pub person_present: bool,
+    /// What the device's front end adds to each session it opens for the server's calls (its
+    /// person's hooks, checkpoints of its files).
+    pub session_setup: Option<SessionSetup>,
+}
+
+/// A front end's setup of each device session (hooks, checkpoints…).
+#[derive(Clone)]
+pub struct SessionSetup(pub Arc<dyn Fn(&Arc<Session>) + Send + Sync>);
+
+impl std::fmt::Debug for SessionSetup {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("SessionSetup")
+    }
 }
 
 impl DeviceConfig {
@@ -76,6 +89,7 @@ impl DeviceConfig {
             sandbox: tool_core::SandboxPolicy::workspace_write().with_network(tool_core::NetworkAccess::On),
             reconnect_delay: Duration::from_millis(500),
             person_present: false,
+            session_setup: None,
         }
     }
 
@@ -201,6 +215,7 @@ struct Shared {
     working_directory: Option<PathBuf>,
     sandbox: tool_core::SandboxPolicy,
     person_present: bool,
+    session_setup: Option<SessionSetup>,
     requests: Mutex<HashMap<String, Request>>,
     outbox: mpsc::UnboundedSender<DeviceMessage>,
 }
@@ -224,6 +239,7 @@ pub async fn run(
         working_directory: config.working_directory.clone(),
         sandbox: config.sandbox.clone(),
         person_present: config.person_present,
+        session_setup: config.session_setup.clone(),
         requests: Mutex::default(),
         outbox,
     });
@@ -379,6 +395,9 @@ fn on_execute(shared: &Arc<Shared>, request: ExecuteRequest) {
             active_tools: Some(vec![request.tool.clone()]),
             ..SessionConfig::default()
         });
+        if let Some(setup) = &shared.session_setup {
+            (setup.0)(&session);
+        }
         requests.insert(request.request_id.clone(), Request::Running(session.clone()));
         session
     };
