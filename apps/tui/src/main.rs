@@ -310,7 +310,7 @@ async fn connect(args: ConnectArgs) -> anyhow::Result<()> {
     for (text, _) in setup::find_hooks(&mut guard, &executor, &folder).await {
         eprintln!("({text})");
     }
-    let store = setup::checkpoint_store(guard.checkpoint_max_mib)?;
+    let store = setup::checkpoint_store(&guard)?;
     let hooks = guard.hooks.clone();
     config.session_setup = Some(device::SessionSetup(std::sync::Arc::new(move |session| {
         if let Some(hooks) = &hooks {

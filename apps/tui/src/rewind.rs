@@ -62,7 +62,7 @@ pub async fn run(args: RewindArgs) -> anyhow::Result<u8> {
     };
     let folder = std::fs::canonicalize(&folder)
         .with_context(|| format!("using {} as the folder", folder.display()))?;
-    let store = setup::checkpoint_store(u64::MAX / (1024 * 1024))?.context("checkpoints are off")?;
+    let store = checkpoints::Store::open(setup::data_dir()?.join("checkpoints"), u64::MAX)?;
     let session = match &args.session {
         Some(session) => session.clone(),
         None => store.sessions(&folder).into_iter().next().with_context(|| {

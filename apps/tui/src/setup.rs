@@ -67,6 +67,9 @@ pub struct GuardArgs {
     /// rewind` puts them back); 0 keeps none.
     #[arg(long, env = "TOOLHOST_CHECKPOINT_MAX_MIB", default_value_t = 10)]
     pub checkpoint_max_mib: u64,
+    /// Where the checkpoints are kept (default: the data folder's `checkpoints`).
+    #[arg(skip)]
+    pub checkpoint_dir: Option<PathBuf>,
 }
 
 impl GuardArgs {
@@ -324,7 +327,7 @@ pub fn session(
     if let Some(hooks) = &guard.hooks {
         session.set_call_hooks(Some(hooks.clone()));
     }
-    match checkpoint_store(guard.checkpoint_max_mib) {
+    match checkpoint_store(guard) {
         Ok(Some(store)) => {
             checkpoints::Checkpointer::attach(store, &session);
         }
@@ -334,17 +337,20 @@ pub fn session(
     session
 }
 
-/// The checkpoint store in the data folder (`None` when checkpoints are off).
+/// The checkpoint store `guard` names (`None` when checkpoints are off).
 ///
 /// # Errors
 ///
 /// The data folder or the store cannot be made.
-pub fn checkpoint_store(max_mib: u64) -> anyhow::Result<Option<Arc<checkpoints::Store>>> {
-    if max_mib == 0 {
+pub fn checkpoint_store(guard: &GuardArgs) -> anyhow::Result<Option<Arc<checkpoints::Store>>> {
+    if guard.checkpoint_max_mib == 0 {
         return Ok(None);
     }
-    let store =
-        checkpoints::Store::open(data_dir()?.join("checkpoints"), max_mib.saturating_mul(1024 * 1024))?;
+    let dir = match &guard.checkpoint_dir {
+        Some(dir) => dir.clone(),
+        None => data_dir()?.join("checkpoints"),
+    };
+    let store = checkpoints::Store::open(dir, guard.checkpoint_max_mib.saturating_mul(1024 * 1024))?;
     Ok(Some(Arc::new(store)))
 }
 

@@ -796,6 +796,7 @@ async fn context(
         skills: Default::default(),
         hooks: None,
         checkpoint_max_mib: 0,
+        checkpoint_dir: None,
     };
     let context = toolhost::ui::run::Context {
         records: None,
@@ -1091,6 +1092,7 @@ fn context_without_a_model(
             skills: Default::default(),
             hooks: None,
             checkpoint_max_mib: 0,
+            checkpoint_dir: None,
         },
         mode: ApprovalMode::Manual,
         session_id: toolhost::setup::new_session_id(&canonical),
@@ -1352,4 +1354,45 @@ fn skills_are_listed_completed_and_started_by_name() {
     app.running = false;
     type_text(&mut app, "/status");
     assert!(matches!(app.on_key(key(KeyCode::Enter)), Some(Command::Status)));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn esc_esc_rewinds_the_files_and_the_conversation_to_before_a_call() {
+    let folder = tempfile::tempdir().unwrap();
+    let kept = tempfile::tempdir().unwrap();
+    let write = json!({"path": "notes.md", "content": "# Notes\n"}).to_string();
+    let server = ScriptedModel::start(vec![
+        openai_reply("", "Writing.", &[("w1", "writeFile", &write)], "tool_calls"),
+        openai_reply("", "Wrote notes.md.", &[], "stop"),
+        openai_reply("", "Asked again.", &[], "stop"),
+    ])
+    .await;
+    let (mut context, questions) = context(&server, folder.path(), ApprovalMode::AutoRun).await;
+    context.guard.checkpoint_max_mib = 10;
+    context.guard.checkpoint_dir = Some(kept.path().to_owned());
+    let (screen, tx, running) = start(context, questions, HEIGHT);
+    send_text(&tx, "write the notes");
+    tx.send(TermEvent::Key(key(KeyCode::Enter))).unwrap();
+    wait_for(&screen, "Wrote notes.md.").await;
+    assert!(folder.path().join("notes.md").exists());
+
+    tx.send(TermEvent::Key(key(KeyCode::Esc))).unwrap();
+    tx.send(TermEvent::Key(key(KeyCode::Esc))).unwrap();
+    wait_for(&screen, "Rewind: this conversation's calls that changed files").await;
+    let picker = wait_for(&screen, "notes.md").await;
+    assert!(picker.contains("writeFile"), "{picker}");
+    // `c`: the files and the conversation go back to before the turn.
+    tx.send(TermEvent::Key(key(KeyCode::Char('c')))).unwrap();
+    let after = wait_for(&screen, "rewound to before w1").await;
+    assert!(!folder.path().join("notes.md").exists());
+    assert!(!after.contains("Wrote notes.md."), "the turn is out of the conversation:\n{after}");
+    // The request is back in the prompt; sent again, the model sees no trace of the old turn.
+    tx.send(TermEvent::Key(key(KeyCode::Enter))).unwrap();
+    wait_for(&screen, "Asked again.").await;
+    let third = server.received()[2].body["messages"].clone();
+    let sent = third.to_string();
+    assert!(sent.contains("write the notes") && !sent.contains("Wrote notes.md."), "{sent}");
+    assert_eq!(third.as_array().unwrap().len(), 2, "system and the one request: {sent}");
+    drop(tx);
+    let _ = running.await;
 }

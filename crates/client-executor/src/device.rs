@@ -67,7 +67,10 @@ pub struct DeviceConfig {
 
 /// A front end's setup of each device session (hooks, checkpoints…).
 #[derive(Clone)]
-pub struct SessionSetup(pub Arc<dyn Fn(&Arc<Session>) + Send + Sync>);
+pub struct SessionSetup(pub Arc<SetupFn>);
+
+/// What a [`SessionSetup`] runs on each new device session.
+pub type SetupFn = dyn Fn(&Arc<Session>) + Send + Sync;
 
 impl std::fmt::Debug for SessionSetup {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {

@@ -380,10 +380,117 @@ impl MemoryView {
     }
 }
 
+/// The rewind view (Esc Esc): the session's calls that changed files, newest first.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct RewindView {
+    /// The calls, newest first.
+    pub rows: Vec<checkpoints::Entry>,
+    /// The highlighted one.
+    pub selected: usize,
+    /// A rewind waiting for `y`: files changed since would be overwritten.
+    pub confirming: Option<RewindAsk>,
+}
+
+/// A rewind that overwrites files changed since, waiting for the person.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RewindAsk {
+    /// The call to rewind to.
+    pub call_id: String,
+    /// The conversation goes back too.
+    pub conversation: bool,
+    /// The files changed since.
+    pub conflicts: Vec<String>,
+}
+
+/// What a rewind key asks for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RewindAction {
+    /// Nothing beyond the state change.
+    None,
+    /// Leave the view.
+    Leave,
+    /// Load the calls again.
+    Reload,
+    /// Rewind to before this call.
+    Rewind {
+        /// The call.
+        call_id: String,
+        /// The conversation goes back to before the turn that made it, too.
+        conversation: bool,
+        /// Overwrite files changed since.
+        force: bool,
+    },
+}
+
+impl RewindView {
+    /// Takes a key: Enter rewinds the files, `c` the files and the conversation; with files
+    /// changed since, only `y` then goes on.
+    pub fn on_key(&mut self, key: KeyEvent) -> RewindAction {
+        if let Some(ask) = self.confirming.take() {
+            return if key.code == KeyCode::Char('y') {
+                RewindAction::Rewind { call_id: ask.call_id, conversation: ask.conversation, force: true }
+            } else {
+                RewindAction::None
+            };
+        }
+        match key.code {
+            KeyCode::Esc | KeyCode::Char('q') => return RewindAction::Leave,
+            KeyCode::Up | KeyCode::Char('k') => self.selected = self.selected.saturating_sub(1),
+            KeyCode::Down | KeyCode::Char('j') => {
+                self.selected = (self.selected + 1).min(self.rows.len().saturating_sub(1))
+            }
+            KeyCode::Char('r') => return RewindAction::Reload,
+            KeyCode::Enter | KeyCode::Char('c') => {
+                if let Some(entry) = self.rows.get(self.selected) {
+                    return RewindAction::Rewind {
+                        call_id: entry.call_id.clone(),
+                        conversation: key.code == KeyCode::Char('c'),
+                        force: false,
+                    };
+                }
+            }
+            _ => {}
+        }
+        RewindAction::None
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn a_rewind_that_overwrites_waits_for_yes() {
+        use crossterm::event::KeyModifiers;
+        let key = |code| KeyEvent::new(code, KeyModifiers::NONE);
+        let entry = |id: &str| checkpoints::Entry {
+            call_id: id.into(),
+            tool: "local-system".into(),
+            api: "writeFile".into(),
+            summary: "a.txt".into(),
+            at_ms: 0,
+            files: Vec::new(),
+            undone: false,
+        };
+        let mut view = RewindView { rows: vec![entry("c2"), entry("c1")], ..RewindView::default() };
+        view.on_key(key(KeyCode::Down));
+        assert_eq!(
+            view.on_key(key(KeyCode::Char('c'))),
+            RewindAction::Rewind { call_id: "c1".into(), conversation: true, force: false }
+        );
+        view.confirming =
+            Some(RewindAsk { call_id: "c1".into(), conversation: true, conflicts: vec!["a.txt".into()] });
+        assert_eq!(view.on_key(key(KeyCode::Char('n'))), RewindAction::None);
+        assert_eq!(view.confirming, None);
+        view.confirming =
+            Some(RewindAsk { call_id: "c1".into(), conversation: false, conflicts: vec!["a.txt".into()] });
+        assert_eq!(
+            view.on_key(key(KeyCode::Char('y'))),
+            RewindAction::Rewind { call_id: "c1".into(), conversation: false, force: true }
+        );
+        assert_eq!(view.on_key(key(KeyCode::Esc)), RewindAction::Leave);
+    }
 
     #[test]
     fn a_memory_is_forgotten_only_after_yes() {

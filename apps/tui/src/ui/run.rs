@@ -10,6 +10,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use agent::{Agent, AgentEvent, Message, ModelProfile, Outcome};
+use anyhow::Context as _;
 use crossterm::event::Event as TermEvent;
 use futures::{Stream, StreamExt as _};
 use ratatui::Terminal;
@@ -20,6 +21,7 @@ use tool_executor::{ApprovalMode, Batch, CallResult, Decided, Event, Executor, R
 
 use super::broker::Asked;
 use super::panes::ApiEntry;
+use super::panes::RewindAsk;
 use super::state::{App, Command, View};
 use crate::setup::GuardArgs;
 
@@ -72,6 +74,8 @@ enum ToAgent {
     Compact(CancellationToken),
     /// An earlier conversation, under its session id.
     Resume(String, Vec<Message>),
+    /// The conversation goes back to before the turn whose reply made this call.
+    RewindTo(String),
 }
 
 enum FromAgent {
@@ -94,6 +98,12 @@ enum FromPane {
     Trusted(crate::instructions::Instructions, crate::skills::Skills, HooksFound),
     Journal(Vec<journal::Attempt>, Vec<journal::RememberedDecision>),
     Memories(Vec<tool_core::storage::Record>),
+    /// The rewind view's calls, newest first.
+    RewindRows(Vec<checkpoints::Entry>),
+    /// A rewind would overwrite files changed since: the person is asked.
+    RewindConflicts(RewindAsk),
+    /// A rewind is done: what it did, and whether the conversation goes back too.
+    Rewound(String, String, bool),
     Failed(String),
 }
 
@@ -198,6 +208,8 @@ where
     let mut session_id = context.session_id.clone();
     let mut profile = context.profile.clone();
     let mut calls: Option<broadcast::Receiver<Event>> = None;
+    // The agent's current session (whose file boundary a rewind writes beneath).
+    let mut current_session: Option<Arc<Session>> = None;
     let mut answers: HashMap<String, oneshot::Sender<Decided>> = HashMap::new();
     let mut cancel: Option<CancellationToken> = None;
     let mut dirty = true;
@@ -345,6 +357,16 @@ where
                                 Command::Revoke(id) => load_journal(&context, &app, &pane_results, Some(id)),
                                 Command::LoadMemories => load_memories(&context, &pane_results, None),
                                 Command::Forget(id) => load_memories(&context, &pane_results, Some(id)),
+                                Command::LoadRewind => load_rewind(&context, &guard, &session_id, &pane_results),
+                                Command::Rewind { call_id, conversation, force } => rewind(
+                                    &context,
+                                    &guard,
+                                    current_session.clone(),
+                                    &session_id,
+                                    RewindAsk { call_id, conversation, conflicts: Vec::new() },
+                                    force,
+                                    &pane_results,
+                                ),
                                 Command::Copy(text) => {
                                     let backend = terminal.backend_mut();
                                     let _ = write!(backend, "\x1b]52;c;{}\x07", base64(text.as_bytes()));
@@ -399,7 +421,10 @@ where
             }
             Some(message) = from_agent.recv() => {
                 match message {
-                    FromAgent::Session(session) => calls = Some(session.subscribe()),
+                    FromAgent::Session(session) => {
+                        calls = Some(session.subscribe());
+                        current_session = Some(session);
+                    }
                     FromAgent::Failed(error) => app.notice(error, true),
                     FromAgent::Compacted(result, messages) => {
                         app.running = false;
@@ -453,6 +478,19 @@ where
                         app.memory.rows = rows;
                     }
                     FromPane::Failed(error) => app.notice(error, true),
+                    FromPane::RewindRows(rows) => {
+                        app.rewind.selected = app.rewind.selected.min(rows.len().saturating_sub(1));
+                        app.rewind.rows = rows;
+                    }
+                    FromPane::RewindConflicts(ask) => app.rewind.confirming = Some(ask),
+                    FromPane::Rewound(summary, call_id, conversation) => {
+                        app.view = View::Chat;
+                        // The conversation first: the notice stays after what it took out.
+                        if conversation && app.rewind_conversation(&call_id) {
+                            let _ = to_agent.send(ToAgent::RewindTo(call_id));
+                        }
+                        app.notice(summary, false);
+                    }
                     FromPane::Files(files) => {
                         app.files = files;
                         // An `@` typed before the list came is offered its files now.
@@ -552,6 +590,94 @@ fn load_journal(
 }
 
 /// Loads the person's memories (forgetting one first), off the event loop.
+/// The rewind view's calls: this conversation's that changed files, newest first.
+fn load_rewind(
+    context: &Context,
+    guard: &GuardArgs,
+    session_id: &str,
+    results: &mpsc::UnboundedSender<FromPane>,
+) {
+    let (folder, session_id, guard, results) =
+        (context.folder.clone(), session_id.to_owned(), guard.clone(), results.clone());
+    tokio::task::spawn_blocking(move || {
+        let rows = crate::setup::checkpoint_store(&guard)
+            .and_then(|store| {
+                store.ok_or_else(|| anyhow::anyhow!("checkpoints are off (--checkpoint-max-mib 0)"))
+            })
+            .and_then(|store| Ok(checkpoints::calls(&store, &folder, &session_id)?));
+        let _ = results.send(match rows {
+            Ok(mut rows) => {
+                rows.reverse();
+                FromPane::RewindRows(rows)
+            }
+            Err(error) => FromPane::Failed(format!("rewind: {error:#}")),
+        });
+    });
+}
+
+/// Puts the folder back to before a call of this conversation (beneath the session's folders),
+/// journalled; with files changed since and no `force`, the person is asked first.
+fn rewind(
+    context: &Context,
+    guard: &GuardArgs,
+    session: Option<Arc<Session>>,
+    session_id: &str,
+    ask: RewindAsk,
+    force: bool,
+    results: &mpsc::UnboundedSender<FromPane>,
+) {
+    let (folder, session_id, guard, results) =
+        (context.folder.clone(), session_id.to_owned(), guard.clone(), results.clone());
+    let journal = context.executor.journal().cloned();
+    tokio::spawn(async move {
+        let done = tokio::task::spawn_blocking(move || -> anyhow::Result<Result<_, RewindAsk>> {
+            let store = crate::setup::checkpoint_store(&guard)?.context("checkpoints are off")?;
+            let opener = match &session {
+                Some(session) => computer_runtime::beneath::Opener::new(session.file_boundary()),
+                None => computer_runtime::beneath::Opener::rooted(&folder),
+            };
+            let plan = checkpoints::plan(&store, &opener, &folder, &session_id, Some(&ask.call_id))?;
+            let conflicts: Vec<String> = plan.conflicts().map(|r| r.path.clone()).collect();
+            if !conflicts.is_empty() && !force {
+                return Ok(Err(RewindAsk { conflicts, ..ask }));
+            }
+            let applied = checkpoints::apply(&store, &opener, &folder, &plan, force)?;
+            Ok(Ok((plan, applied, ask)))
+        })
+        .await;
+        let message = match done {
+            Ok(Ok(Ok((plan, applied, ask)))) => {
+                if let Some(journal) = journal
+                    && let Err(error) = checkpoints::journal_rewind(
+                        journal.as_ref(),
+                        crate::setup::TENANT,
+                        &plan,
+                        &applied,
+                        "terminal",
+                    )
+                    .await
+                {
+                    let _ = results.send(FromPane::Failed(format!("the rewind was not journalled: {error}")));
+                }
+                let mut summary = format!(
+                    "rewound to before {}: {} restored, {} removed",
+                    plan.to_call,
+                    applied.restored.len(),
+                    applied.removed.len()
+                );
+                for (path, why) in &applied.skipped {
+                    summary.push_str(&format!("; {path} left as it is ({why})"));
+                }
+                FromPane::Rewound(summary, ask.call_id, ask.conversation)
+            }
+            Ok(Ok(Err(ask))) => FromPane::RewindConflicts(ask),
+            Ok(Err(error)) => FromPane::Failed(format!("rewind: {error:#}")),
+            Err(error) => FromPane::Failed(format!("rewind: {error}")),
+        };
+        let _ = results.send(message);
+    });
+}
+
 fn load_memories(context: &Context, results: &mpsc::UnboundedSender<FromPane>, forget: Option<String>) {
     let Some(records) = context.records.clone() else {
         let _ = results.send(FromPane::Failed("this app keeps no memories".into()));
@@ -752,6 +878,20 @@ impl AgentTask {
                     agent = self.agent(Vec::new(), current.0, &current.1);
                     self.start_hooks(&mut agent, "clear", &events).await;
                     let _ = replies.send(FromAgent::Session(agent.session().clone()));
+                }
+                ToAgent::RewindTo(call_id) => {
+                    let messages = agent.messages();
+                    let reply = messages.iter().position(|m| {
+                        matches!(m, Message::Assistant { tool_calls, .. } if tool_calls.iter().any(|c| c.id == call_id))
+                    });
+                    let request = reply.and_then(|at| {
+                        messages[..at].iter().rposition(|m| matches!(m, Message::User { .. }))
+                    });
+                    if let Some(request) = request {
+                        let kept = messages[..request].to_vec();
+                        agent = self.agent(kept, current.0, &current.1);
+                        let _ = replies.send(FromAgent::Session(agent.session().clone()));
+                    }
                 }
                 ToAgent::Resume(session_id, history) => {
                     self.session_id = session_id;

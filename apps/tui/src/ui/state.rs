@@ -108,10 +108,11 @@ pub const COMMANDS: &[(&str, &str)] = &[
     ("/model", "switch to a profile of config.toml"),
     ("/quit", "leave"),
     ("/resume", "continue an earlier conversation"),
+    ("/rewind", "put files (and the conversation) back to before a call; also Esc Esc"),
     ("/sandbox", "workspace-write, read-only or off"),
     ("/skills", "the skills you and the model can start"),
     ("/status", "model, context, tokens, sandbox"),
-    ("/trust", "use this folder's AGENTS.md and skills"),
+    ("/trust", "use this folder's AGENTS.md, skills and hooks"),
 ];
 
 /// How long a choice key waits for another before it is taken as a choice: typing runs at a key
@@ -172,6 +173,8 @@ pub enum View {
     },
     /// What the memory tool keeps about the person.
     Memory,
+    /// The session's calls that changed files, to rewind to before one (Esc Esc).
+    Rewind,
 }
 
 /// What a key asks the event loop to do.
@@ -223,6 +226,17 @@ pub enum Command {
     LoadMemories,
     /// Forget a memory, then load the memories again.
     Forget(String),
+    /// Load the rewind view's calls.
+    LoadRewind,
+    /// Put the files back to before this call (and the conversation, with `conversation`).
+    Rewind {
+        /// The call.
+        call_id: String,
+        /// The conversation goes back to before the turn that made it, too.
+        conversation: bool,
+        /// Overwrite files changed since.
+        force: bool,
+    },
     /// Leave.
     Quit,
 }
@@ -299,6 +313,8 @@ pub struct App {
     pub completion: Option<Completion>,
     /// When Esc or Ctrl-C was pressed over a draft: a second press soon after clears it.
     pub clear_armed: Option<std::time::Instant>,
+    /// The rewind view's state.
+    pub rewind: super::panes::RewindView,
     /// The terminal tells Shift-Enter from Enter (else Alt-Enter or Ctrl-J make a new line).
     pub shift_enter: bool,
     /// When the running turn started (the status line shows for how long).
@@ -597,6 +613,27 @@ impl App {
         }
     }
 
+    /// The conversation goes back to before the turn whose reply made `call_id`: its cells from
+    /// that turn's request on are taken out, and the request is back in the prompt to edit.
+    /// Returns whether the call was found.
+    pub fn rewind_conversation(&mut self, call_id: &str) -> bool {
+        let Some(tool) = self.cells.iter().position(|c| matches!(c, Cell::Tool(t) if t.call_id == call_id))
+        else {
+            return false;
+        };
+        let Some(request) = self.cells[..tool].iter().rposition(|c| matches!(c, Cell::User(_))) else {
+            return false;
+        };
+        if let Some(Cell::User(text)) = self.cells.get(request).cloned()
+            && self.input.is_empty()
+        {
+            self.cursor = text.chars().count();
+            self.input = text;
+        }
+        self.cells.truncate(request);
+        true
+    }
+
     /// The request is not part of the conversation any more (the model never answered it, or a
     /// hook refused it): it is back in the prompt to send again, unless something is typed there.
     fn restore_request(&mut self) {
@@ -723,7 +760,7 @@ impl App {
             self.completion = None;
             return None;
         }
-        let pane = matches!(self.view, View::Console | View::Journal | View::Memory);
+        let pane = matches!(self.view, View::Console | View::Journal | View::Memory | View::Rewind);
         if ctrl && key.code == KeyCode::Char('c') || esc && (!pane || self.answering.is_some()) {
             self.completion = None;
             // A choice key just pressed is dropped, never taken later by the timer.
@@ -740,7 +777,17 @@ impl App {
                 return Some(Command::Cancel);
             }
             if self.input.is_empty() {
-                return if ctrl { Some(Command::Quit) } else { None };
+                if ctrl {
+                    return Some(Command::Quit);
+                }
+                // Esc Esc on an empty prompt: the rewind view.
+                if self.view == View::Chat && self.clear_armed.is_some_and(|at| at.elapsed() < CLEAR_WINDOW) {
+                    self.clear_armed = None;
+                    self.view = View::Rewind;
+                    return Some(Command::LoadRewind);
+                }
+                self.clear_armed = Some(std::time::Instant::now());
+                return None;
             }
             // A draft is cleared by a second press, and even then ↑ brings it back.
             if self.clear_armed.is_some_and(|at| at.elapsed() < CLEAR_WINDOW) {
@@ -839,6 +886,19 @@ impl App {
                     None
                 }
                 super::panes::MemoryAction::Forget(id) => Some(Command::Forget(id)),
+            };
+        }
+        if self.view == View::Rewind {
+            return match self.rewind.on_key(key) {
+                super::panes::RewindAction::None => None,
+                super::panes::RewindAction::Leave => {
+                    self.view = View::Chat;
+                    None
+                }
+                super::panes::RewindAction::Reload => Some(Command::LoadRewind),
+                super::panes::RewindAction::Rewind { call_id, conversation, force } => {
+                    Some(Command::Rewind { call_id, conversation, force })
+                }
             };
         }
         if let Some(completion) = &mut self.completion {
@@ -1275,6 +1335,14 @@ impl App {
                     self.view = View::Memory;
                     Some(Command::LoadMemories)
                 }
+                (Some("rewind"), _) if self.running => {
+                    self.notice("rewinding can start when this turn ends (Esc cancels it)", true);
+                    None
+                }
+                (Some("rewind"), _) => {
+                    self.view = View::Rewind;
+                    Some(Command::LoadRewind)
+                }
                 (Some("trust"), _) => Some(Command::Trust),
                 (Some("clear" | "new"), _) if self.running => {
                     self.notice("a new conversation can start when this turn ends (Esc cancels it)", true);
@@ -1361,9 +1429,9 @@ pub const CLEAR_WINDOW: std::time::Duration = std::time::Duration::from_millis(1
 
 /// What the keys do.
 pub const HELP: &str = "F2 or /console: the tool console · F3 or /journal: the journal · F4 or /memory: what the agent remembers about you · Enter sends (during a turn: queued for its end) · \
-Shift-Enter or Alt-Enter new line (Ctrl-J in any terminal) · ↑↓ earlier prompts · Esc or Ctrl-C cancels the turn; twice clears the prompt · \
+Shift-Enter or Alt-Enter new line (Ctrl-J in any terminal) · ↑↓ earlier prompts · Esc or Ctrl-C cancels the turn; twice clears the prompt, and on an empty prompt opens the rewind (or /rewind) · \
 Ctrl-U clears it · Ctrl-T approval mode · Tab selects a card · Ctrl-O folds it · Ctrl-P opens it whole (c copies, q closes) · PgUp/PgDn scroll · \
-/mode manual|auto-run|read-only · /sandbox workspace-write|read-only|off · /trust this folder (its AGENTS.md and skills) · /skills · /NAME starts a skill · \
+/mode manual|auto-run|read-only · /sandbox workspace-write|read-only|off · /trust this folder (its AGENTS.md, skills and hooks) · /skills · /NAME starts a skill · \
 /init drafts an AGENTS.md · /clear a new conversation · /resume an earlier one · /compact · /model PROFILE · /status · /help · /quit";
 
 /// How a call of a saved conversation ended, read from the result its model was given: the

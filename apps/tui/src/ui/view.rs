@@ -54,6 +54,7 @@ pub fn render(app: &App, frame: &mut Frame<'_>) {
         View::Console => render_console(app, frame, transcript),
         View::Journal => render_journal(app, frame, transcript),
         View::Memory => render_memory(app, frame, transcript),
+        View::Rewind => render_rewind(app, frame, transcript),
         View::Resume { items, selected } => render_resume(items, *selected, frame, transcript),
         _ => render_transcript(app, frame, transcript),
     }
@@ -189,6 +190,12 @@ fn render_input(app: &App, frame: &mut Frame<'_>, area: Rect) {
         View::Memory => {
             Some("↑↓ · Enter the whole memory · d forgets it · r reloads · Esc to the conversation")
         }
+        View::Rewind if app.rewind.confirming.is_some() => {
+            Some("y overwrites them · any other key keeps them")
+        }
+        View::Rewind => Some(
+            "↑↓ · Enter puts the files back to before the call · c the conversation too · Esc to the conversation",
+        ),
         _ => None,
     };
     if let Some(keys) = keys {
@@ -620,6 +627,43 @@ fn render_memory(app: &App, frame: &mut Frame<'_>, area: Rect) {
             ),
             Span::styled(body, dim),
             Span::styled(if forgetting { "  forget? y/n" } else { "" }, Style::default().fg(Color::Red)),
+        ]));
+    }
+    frame.render_widget(Paragraph::new(lines), area);
+}
+
+fn render_rewind(app: &App, frame: &mut Frame<'_>, area: Rect) {
+    let view = &app.rewind;
+    let dim = Style::default().add_modifier(Modifier::DIM);
+    let mut lines = vec![
+        Line::from(vec![
+            Span::styled(
+                "Rewind: this conversation's calls that changed files",
+                Style::default().add_modifier(Modifier::BOLD),
+            ),
+            Span::styled("  newest first · also `toolhost rewind`", dim),
+        ]),
+        Line::default(),
+    ];
+    if let Some(ask) = &view.confirming {
+        lines.push(Line::styled(
+            format!("{} changed since the last call: overwrite? y/n", ask.conflicts.join(", ")),
+            Style::default().fg(Color::Red),
+        ));
+        lines.push(Line::default());
+    }
+    if view.rows.is_empty() {
+        lines.push(Line::styled("no call of this conversation changed files", dim));
+    }
+    let height = (area.height as usize).saturating_sub(lines.len());
+    let first = window(view.selected, view.rows.len(), height);
+    for (index, entry) in view.rows.iter().enumerate().skip(first).take(height) {
+        let files: Vec<&str> = entry.files.iter().map(|c| c.path.as_str()).collect();
+        let summary: String = entry.summary.chars().take(60).collect();
+        lines.push(Line::from(vec![
+            Span::styled(format!("{:<12}", entry.api), selected_style(index == view.selected)),
+            Span::raw(format!(" {summary}  ")),
+            Span::styled(files.join(", "), dim),
         ]));
     }
     frame.render_widget(Paragraph::new(lines), area);
