@@ -1541,6 +1541,8 @@ pub struct RewindView {
     pub removed: Vec<String>,
     /// Files left as they are.
     pub skipped: Vec<SkippedFile>,
+    /// Files that could not be put back (then the calls are not marked undone: send it again).
+    pub failed: Vec<SkippedFile>,
 }
 
 fn checkpoint_error(error: checkpoints::CheckpointError) -> ApiError {
@@ -1652,6 +1654,7 @@ async fn rewind_session(
         restored: applied.restored,
         removed: applied.removed,
         skipped: applied.skipped.into_iter().map(|(path, reason)| SkippedFile { path, reason }).collect(),
+        failed: applied.failed.into_iter().map(|(path, reason)| SkippedFile { path, reason }).collect(),
     }))
 }
 

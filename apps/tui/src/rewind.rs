@@ -62,7 +62,10 @@ pub async fn run(args: RewindArgs) -> anyhow::Result<u8> {
     };
     let folder = std::fs::canonicalize(&folder)
         .with_context(|| format!("using {} as the folder", folder.display()))?;
-    let store = checkpoints::Store::open(setup::data_dir()?.join("checkpoints"), u64::MAX)?;
+    let store = checkpoints::Store::open(
+        setup::data_dir()?.join("checkpoints"),
+        checkpoints::DEFAULT_MAX_FILE_BYTES,
+    )?;
     let session = match &args.session {
         Some(session) => session.clone(),
         None => store.sessions(&folder).into_iter().next().with_context(|| {
@@ -144,6 +147,15 @@ pub async fn run(args: RewindArgs) -> anyhow::Result<u8> {
     ))?;
     for (path, why) in &applied.skipped {
         eprintln!("  left as it is: {path} ({why})");
+    }
+    if !applied.failed.is_empty() {
+        for (path, why) in &applied.failed {
+            eprintln!("  could not be put back: {path} ({why})");
+        }
+        anyhow::bail!(
+            "the rewind is incomplete: {} file(s) could not be put back; the calls stay listed",
+            applied.failed.len()
+        );
     }
     Ok(code::DONE)
 }

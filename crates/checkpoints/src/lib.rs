@@ -32,7 +32,7 @@ use tool_core::ToolOutput;
 use tool_executor::{AfterHook, AfterPatch, BeforeHook, BeforeOutcome, HookCall};
 
 pub use store::{Change, Entry, FileState, Store};
-pub use tree::{MAX_TREE_FILES, Tree, scan};
+pub use tree::{MAX_TREE_FILES, Scan, Tree, scan};
 
 /// The default largest file kept (10 MiB).
 pub const DEFAULT_MAX_FILE_BYTES: u64 = 10 * 1024 * 1024;
@@ -111,8 +111,10 @@ enum What {
 
 /// What is kept between a call's before and after.
 enum Pending {
-    Files(Vec<(String, FileState)>),
-    Tree(Tree),
+    Files(Vec<(String, Result<FileState, String>)>),
+    Tree(Box<Scan>),
+    /// What the call changes could not be kept, for this reason.
+    Failed(String),
 }
 
 /// A session's checkpoints: its before hook keeps what the files were, its after hook records
@@ -148,9 +150,12 @@ impl Checkpointer {
         Some(checkpointer)
     }
 
-    fn record(&self, call: &HookCall<'_>, files: Vec<Change>) {
-        if files.is_empty() {
+    fn record(&self, call: &HookCall<'_>, files: Vec<Change>, incomplete: Option<String>) {
+        if files.is_empty() && incomplete.is_none() {
             return;
+        }
+        if let Some(why) = &incomplete {
+            tracing::warn!(call = call.call_id, %why, "a call's changes could not all be checkpointed");
         }
         let summary = match call.api {
             "runCommand" => call.arguments.get("command").and_then(Value::as_str).unwrap_or("").to_owned(),
@@ -158,11 +163,13 @@ impl Checkpointer {
         };
         let entry = Entry {
             call_id: call.call_id.to_owned(),
+            key: call.key.to_owned(),
             tool: call.tool.to_owned(),
             api: call.api.to_owned(),
             summary: summary.chars().take(200).collect(),
             at_ms: now_ms(),
             files,
+            incomplete,
             undone: false,
         };
         if let Err(error) = self.store.append(&self.folder, &self.session, &entry) {
@@ -191,23 +198,21 @@ fn resolve(folder: &Path, given: &str) -> (String, PathBuf) {
     (shown, clean)
 }
 
-/// What the files `paths` name are now (each once).
+/// What the files `paths` name are now (each once), or why one could not be read.
 fn capture_paths(
     store: &Store,
     opener: &Opener,
     folder: &Path,
     paths: &[String],
-) -> Vec<(String, FileState)> {
-    let mut seen: Vec<(String, FileState)> = Vec::new();
+) -> Vec<(String, Result<FileState, String>)> {
+    let mut seen: Vec<(String, Result<FileState, String>)> = Vec::new();
     for given in paths {
         let (shown, full) = resolve(folder, given);
         if seen.iter().any(|(s, _)| *s == shown) {
             continue;
         }
-        match store.capture(opener, &full) {
-            Ok(state) => seen.push((shown, state)),
-            Err(error) => tracing::warn!(%error, "a file could not be checkpointed"),
-        }
+        let state = store.capture(opener, &full).map_err(|error| error.to_string());
+        seen.push((shown, state));
     }
     seen
 }
@@ -235,20 +240,17 @@ impl BeforeHook for Checkpointer {
         };
         let (store, opener, folder) = (self.store.clone(), self.opener.clone(), self.folder.clone());
         let pending = blocking(move || match what {
-            What::Paths(paths) => Some(Pending::Files(capture_paths(&store, &opener, &folder, &paths))),
+            What::Paths(paths) => Pending::Files(capture_paths(&store, &opener, &folder, &paths)),
             What::Tree => match tree::scan(&store, &opener, &folder) {
-                Ok(tree) => Some(Pending::Tree(tree)),
+                Ok(scan) => Pending::Tree(Box::new(scan)),
                 Err(error) => {
-                    tracing::warn!(%error, "the folder could not be checkpointed before a command");
-                    None
+                    Pending::Failed(format!("the folder could not be scanned before the command: {error}"))
                 }
             },
         })
         .await
-        .flatten();
-        if let Some(pending) = pending {
-            self.pending.lock().unwrap_or_else(|p| p.into_inner()).insert(call.call_id.to_owned(), pending);
-        }
+        .unwrap_or_else(|| Pending::Failed("the checkpoint task failed".into()));
+        self.pending.lock().unwrap_or_else(|p| p.into_inner()).insert(call.key.to_owned(), pending);
         BeforeOutcome::Continue
     }
 }
@@ -256,33 +258,46 @@ impl BeforeHook for Checkpointer {
 #[async_trait]
 impl AfterHook for Checkpointer {
     async fn after(&self, call: &HookCall<'_>, _output: &ToolOutput) -> AfterPatch {
-        let Some(pending) = self.pending.lock().unwrap_or_else(|p| p.into_inner()).remove(call.call_id)
-        else {
+        let Some(pending) = self.pending.lock().unwrap_or_else(|p| p.into_inner()).remove(call.key) else {
             return AfterPatch::default();
         };
         let (store, opener, folder) = (self.store.clone(), self.opener.clone(), self.folder.clone());
-        let changes = blocking(move || match pending {
+        let (changes, incomplete) = blocking(move || match pending {
+            Pending::Failed(why) => (Vec::new(), Some(why)),
             Pending::Files(before) => {
                 let paths: Vec<String> = before.iter().map(|(shown, _)| shown.clone()).collect();
-                let after = capture_paths(&store, &opener, &folder, &paths);
-                before
-                    .into_iter()
-                    .zip(after)
-                    .filter(|((_, b), (_, a))| b != a)
-                    .map(|((path, before), (_, after))| Change { path, before, after })
-                    .collect()
+                let after: HashMap<String, Result<FileState, String>> =
+                    capture_paths(&store, &opener, &folder, &paths).into_iter().collect();
+                let mut changes = Vec::new();
+                let mut incomplete = None;
+                for (path, was) in before {
+                    match (was.as_ref(), after.get(&path)) {
+                        (Ok(was), Some(Ok(now))) if was == now => {}
+                        (Ok(was), Some(Ok(now))) => {
+                            changes.push(Change {
+                                path: path.clone(),
+                                before: was.clone(),
+                                after: now.clone(),
+                            });
+                        }
+                        (Err(why), _) | (_, Some(Err(why))) => {
+                            incomplete = Some(format!("{path} could not be read: {why}"));
+                        }
+                        (_, None) => incomplete = Some(format!("{path} was not read after the call")),
+                    }
+                }
+                (changes, incomplete)
             }
             Pending::Tree(before) => match tree::scan(&store, &opener, &folder) {
-                Ok(after) => tree::diff(&before, &after),
+                Ok(after) => (tree::diff(&before, &after), None),
                 Err(error) => {
-                    tracing::warn!(%error, "the folder could not be checkpointed after a command");
-                    Vec::new()
+                    (Vec::new(), Some(format!("the folder could not be scanned after the command: {error}")))
                 }
             },
         })
         .await
-        .unwrap_or_default();
-        self.record(call, changes);
+        .unwrap_or_else(|| (Vec::new(), Some("the checkpoint task failed".into())));
+        self.record(call, changes, incomplete);
         AfterPatch::default()
     }
 }
@@ -307,8 +322,10 @@ pub struct Plan {
     pub session: String,
     /// The call it rewinds to (before it).
     pub to_call: String,
-    /// The calls it undoes, oldest first.
+    /// The calls it undoes (their ids), oldest first.
     pub calls: Vec<String>,
+    /// The same calls by [`Entry::id`] (their journal keys).
+    pub keys: Vec<String>,
     /// The files it puts back.
     pub restores: Vec<Restore>,
 }
@@ -334,6 +351,8 @@ pub struct Applied {
     pub removed: Vec<String>,
     /// Files left as they are, and why.
     pub skipped: Vec<(String, String)>,
+    /// Files that could not be put back, and why (the calls are then not marked undone).
+    pub failed: Vec<(String, String)>,
 }
 
 /// The session's calls that changed files and are not undone, oldest first.
@@ -365,7 +384,9 @@ pub fn plan(
 ) -> Result<Plan, CheckpointError> {
     let entries = calls(store, folder, session)?;
     let start = match to_call {
-        Some(id) => entries.iter().position(|e| e.call_id == id).ok_or_else(|| {
+        // A call id is only unique within its message: the latest call of that id (or the one
+        // whose journal key it is).
+        Some(id) => entries.iter().rposition(|e| e.call_id == id || e.key == id).ok_or_else(|| {
             CheckpointError::NotFound(format!(
                 "the call `{id}` changed no files in this session (or was undone already); `toolhost rewind` lists those that did"
             ))
@@ -376,6 +397,14 @@ pub fn plan(
             .ok_or_else(|| CheckpointError::NotFound("this session changed no files".into()))?,
     };
     let undone = &entries[start..];
+    if let Some(entry) = undone.iter().find(|e| e.incomplete.is_some()) {
+        return Err(CheckpointError::NotFound(format!(
+            "the files cannot be put back to before `{}`: what the call `{}` changed could not all be kept ({})",
+            undone[0].call_id,
+            entry.call_id,
+            entry.incomplete.as_deref().unwrap_or_default()
+        )));
+    }
     let mut targets: BTreeMap<String, (FileState, FileState)> = BTreeMap::new();
     for entry in undone {
         for change in &entry.files {
@@ -394,6 +423,7 @@ pub fn plan(
         session: session.to_owned(),
         to_call: undone[0].call_id.clone(),
         calls: undone.iter().map(|e| e.call_id.clone()).collect(),
+        keys: undone.iter().map(|e| e.id().to_owned()).collect(),
         restores,
     })
 }
@@ -440,31 +470,41 @@ pub fn apply(
     let mut applied = Applied::default();
     for restore in &plan.restores {
         let path = full_path(folder, &restore.path);
-        if restore.conflict && !force {
+        // Looked at again now: the person may have changed it since the plan was shown.
+        let conflict = restore.conflict
+            || current(store, opener, &path, &restore.expected).map_or(true, |now| now != restore.expected);
+        if conflict && !force {
             applied
                 .skipped
                 .push((restore.path.clone(), "changed since the last call; not overwritten".into()));
             continue;
         }
-        match &restore.to {
-            FileState::Absent => {
-                if remove(opener, &path)? {
+        let done = match &restore.to {
+            FileState::Absent => remove(opener, &path).map(|removed| {
+                if removed {
                     applied.removed.push(restore.path.clone());
                 }
-            }
-            FileState::Stored { hash, mode, .. } => {
-                let bytes = store.get(hash)?;
-                write(opener, &path, &bytes, *mode)?;
-                applied.restored.push(restore.path.clone());
-            }
+            }),
+            FileState::Stored { hash, mode, .. } => store
+                .get(hash)
+                .and_then(|bytes| write(opener, &path, &bytes, *mode))
+                .map(|()| applied.restored.push(restore.path.clone())),
             FileState::TooLarge { size, .. } => {
                 applied
                     .skipped
                     .push((restore.path.clone(), format!("{size} bytes, larger than the checkpoints keep")));
+                Ok(())
             }
+        };
+        if let Err(error) = done {
+            applied.failed.push((restore.path.clone(), error.to_string()));
         }
     }
-    store.mark_undone(folder, &plan.session, &plan.calls)?;
+    // Undone only when every file that could be put back was: otherwise the calls stay listed,
+    // to try again.
+    if applied.failed.is_empty() {
+        store.mark_undone(folder, &plan.session, &plan.keys)?;
+    }
     Ok(applied)
 }
 
@@ -552,11 +592,11 @@ pub async fn journal_rewind(
     applied: &Applied,
     by: &str,
 ) -> Result<(), journal::JournalError> {
-    let filter = journal::AttemptFilter { session_id: Some(plan.session.clone()), ..Default::default() };
-    let rows = journal.query(tenant, &filter).await?;
-    for call in &plan.calls {
-        if let Some(row) = rows.iter().find(|r| &r.call_id == call) {
-            journal.mark_undone(tenant, &row.key).await?;
+    if !applied.failed.is_empty() {
+        // Nothing is marked undone; the rewind is recorded as failed below.
+    } else {
+        for key in &plan.keys {
+            journal.mark_undone(tenant, key).await?;
         }
     }
     let attempt = journal::NewAttempt {
@@ -574,13 +614,15 @@ pub async fn journal_rewind(
         tier: Some("write".into()),
         instance_id: String::new(),
     };
+    let failed = !applied.failed.is_empty();
     let settlement = journal::Settlement {
-        status: journal::AttemptStatus::Executed,
+        status: if failed { journal::AttemptStatus::Failed } else { journal::AttemptStatus::Executed },
         result: Some(serde_json::json!({"content": format!(
-            "{} restored, {} removed, {} left as they are", applied.restored.len(), applied.removed.len(), applied.skipped.len()
+            "{} restored, {} removed, {} left as they are, {} failed",
+            applied.restored.len(), applied.removed.len(), applied.skipped.len(), applied.failed.len()
         ), "state": applied})),
-        error_kind: None,
-        error: None,
+        error_kind: failed.then(|| "io".to_owned()),
+        error: failed.then(|| format!("{} file(s) could not be put back", applied.failed.len())),
         decision: Some("person".into()),
         decided_by: Some(by.to_owned()),
         duration_ms: Some(0),

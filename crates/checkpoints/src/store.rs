@@ -66,8 +66,11 @@ pub struct Change {
 /// One call that changed files.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Entry {
-    /// The call id (with the session, it names the call's journal row).
+    /// The call id.
     pub call_id: String,
+    /// The call's journal key (its row).
+    #[serde(default)]
+    pub key: String,
     /// The tool.
     pub tool: String,
     /// The API.
@@ -78,14 +81,37 @@ pub struct Entry {
     pub at_ms: i64,
     /// The files it changed.
     pub files: Vec<Change>,
+    /// What it changed could not all be kept (a file could not be read, the folder could not be
+    /// scanned): files cannot be rewound to before it, and this says why.
+    #[serde(default)]
+    pub incomplete: Option<String>,
     /// A rewind put these files back.
     #[serde(default)]
     pub undone: bool,
 }
 
-/// What a folder's files were at the last scan, by path: size, modification time, inode and
-/// the state kept.
-pub(crate) type Index = HashMap<String, (u64, i64, u64, FileState)>;
+impl Entry {
+    /// What names the call in the log: its journal key, or (recorded without one) its id.
+    pub fn id(&self) -> &str {
+        if self.key.is_empty() { &self.call_id } else { &self.key }
+    }
+}
+
+/// A line of a session's log: a call's entry, or the calls a rewind undid (appended, never
+/// rewritten, so a call recorded meanwhile is never lost).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(untagged)]
+enum Line {
+    Undone { undone: Vec<String> },
+    Entry(Box<Entry>),
+}
+
+/// What identifies a file's content without reading it: size, modification and change times
+/// (nanoseconds), inode.
+pub(crate) type Stamp = (u64, i64, i64, u64);
+
+/// What a folder's files were at the last scan, by path: their stamp and the state kept.
+pub(crate) type Index = HashMap<String, (Stamp, FileState)>;
 
 /// The store, in one folder (the data folder's `checkpoints`).
 #[derive(Debug)]
@@ -116,10 +142,20 @@ pub fn key_of(text: &str) -> String {
 /// scan's thousands of files would cost seconds.)
 fn write_atomically(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     let parent = path.parent().unwrap_or(Path::new("."));
-    std::fs::create_dir_all(parent)?;
+    make_private_dirs(parent)?;
     let mut temp = tempfile_in(parent)?;
-    temp.1.write_all(bytes)?;
-    std::fs::rename(&temp.0, path)
+    if let Err(error) = temp.1.write_all(bytes).and_then(|()| std::fs::rename(&temp.0, path)) {
+        let _ = std::fs::remove_file(&temp.0);
+        return Err(error);
+    }
+    Ok(())
+}
+
+/// Folders of the store are the person's (or the server's) alone: what they keep is the
+/// content of files, secrets included.
+fn make_private_dirs(path: &Path) -> std::io::Result<()> {
+    use std::os::unix::fs::DirBuilderExt as _;
+    std::fs::DirBuilder::new().recursive(true).mode(0o700).create(path)
 }
 
 fn tempfile_in(dir: &Path) -> std::io::Result<(PathBuf, std::fs::File)> {
@@ -128,7 +164,8 @@ fn tempfile_in(dir: &Path) -> std::io::Result<(PathBuf, std::fs::File)> {
     loop {
         let name = format!(".tmp-{}-{}", std::process::id(), NEXT.fetch_add(1, Ordering::Relaxed));
         let path = dir.join(name);
-        match std::fs::OpenOptions::new().write(true).create_new(true).open(&path) {
+        use std::os::unix::fs::OpenOptionsExt as _;
+        match std::fs::OpenOptions::new().write(true).create_new(true).mode(0o600).open(&path) {
             Ok(file) => return Ok((path, file)),
             Err(error) if error.kind() == std::io::ErrorKind::AlreadyExists => {}
             Err(error) => return Err(error),
@@ -144,8 +181,13 @@ impl Store {
     /// The folder cannot be made.
     pub fn open(root: impl Into<PathBuf>, max_file_bytes: u64) -> Result<Self, CheckpointError> {
         let root = root.into();
-        std::fs::create_dir_all(root.join("objects")).map_err(|e| CheckpointError::io(&root, e))?;
+        make_private_dirs(&root.join("objects")).map_err(|e| CheckpointError::io(&root, e))?;
         Ok(Self { root, max_file_bytes, indexes: std::sync::Mutex::default() })
+    }
+
+    /// The store's folder.
+    pub fn root(&self) -> &Path {
+        &self.root
     }
 
     fn object(&self, hash: &str) -> PathBuf {
@@ -161,29 +203,15 @@ impl Store {
     pub fn put(&self, bytes: &[u8]) -> Result<String, CheckpointError> {
         let hash: String = Sha256::digest(bytes).iter().map(|b| format!("{b:02x}")).collect();
         let path = self.object(&hash);
-        // Created in place, once: content already kept is not written again, and a write cut
-        // short is found by its hash when read (`get` refuses it).
-        let open = || std::fs::OpenOptions::new().write(true).create_new(true).open(&path);
-        let file = match open() {
-            Ok(file) => file,
-            Err(error) if error.kind() == std::io::ErrorKind::AlreadyExists => return Ok(hash),
-            Err(error) if error.kind() == std::io::ErrorKind::NotFound => {
-                let parent = path.parent().unwrap_or(&self.root);
-                std::fs::create_dir_all(parent).map_err(|e| CheckpointError::io(parent, e))?;
-                match open() {
-                    Ok(file) => file,
-                    Err(error) if error.kind() == std::io::ErrorKind::AlreadyExists => return Ok(hash),
-                    Err(error) => return Err(CheckpointError::io(&path, error)),
-                }
-            }
-            Err(error) => return Err(CheckpointError::io(&path, error)),
-        };
-        let mut encoder = flate2::write::DeflateEncoder::new(file, flate2::Compression::fast());
-        let written = encoder.write_all(bytes).and_then(|()| encoder.finish().map(drop));
-        if let Err(error) = written {
-            let _ = std::fs::remove_file(&path);
-            return Err(CheckpointError::io(&path, error));
+        if path.exists() {
+            return Ok(hash);
         }
+        // Whole or not at all: a temporary file renamed into place, so a write cut short (a
+        // crash, a full disk) never leaves an object that later writes would trust.
+        let mut encoder = flate2::write::DeflateEncoder::new(Vec::new(), flate2::Compression::fast());
+        encoder.write_all(bytes).map_err(|e| CheckpointError::io(&path, e))?;
+        let compressed = encoder.finish().map_err(|e| CheckpointError::io(&path, e))?;
+        write_atomically(&path, &compressed).map_err(|e| CheckpointError::io(&path, e))?;
         Ok(hash)
     }
 
@@ -278,24 +306,30 @@ impl Store {
     pub fn append(&self, folder: &Path, session: &str, entry: &Entry) -> Result<(), CheckpointError> {
         let path = self.log(folder, session);
         let dir = self.folder_dir(folder);
-        std::fs::create_dir_all(&dir).map_err(|e| CheckpointError::io(&dir, e))?;
+        make_private_dirs(&dir).map_err(|e| CheckpointError::io(&dir, e))?;
         // The session's id, once, so the log can be found by it.
         let id_file = path.with_extension("id");
         if !id_file.exists() {
             std::fs::write(&id_file, session).map_err(|e| CheckpointError::io(&id_file, e))?;
         }
-        let mut line = serde_json::to_vec(entry).map_err(|e| CheckpointError::Invalid(e.to_string()))?;
+        self.append_line(&path, &Line::Entry(Box::new(entry.clone())))
+    }
+
+    fn append_line(&self, path: &Path, line: &Line) -> Result<(), CheckpointError> {
+        use std::os::unix::fs::OpenOptionsExt as _;
+        let mut line = serde_json::to_vec(line).map_err(|e| CheckpointError::Invalid(e.to_string()))?;
         line.push(b'\n');
         let mut file = std::fs::OpenOptions::new()
             .create(true)
             .append(true)
-            .open(&path)
-            .map_err(|e| CheckpointError::io(&path, e))?;
-        file.write_all(&line).map_err(|e| CheckpointError::io(&path, e))
+            .mode(0o600)
+            .open(path)
+            .map_err(|e| CheckpointError::io(path, e))?;
+        file.write_all(&line).map_err(|e| CheckpointError::io(path, e))
     }
 
-    /// The session's entries, oldest first (a line that does not read is left out, with a
-    /// warning).
+    /// The session's entries, oldest first, with what rewinds undid marked (a line that does not
+    /// read is left out, with a warning).
     ///
     /// # Errors
     ///
@@ -307,43 +341,32 @@ impl Store {
             Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
             Err(error) => return Err(CheckpointError::io(&path, error)),
         };
-        Ok(text
-            .lines()
-            .filter(|line| !line.trim().is_empty())
-            .filter_map(|line| match serde_json::from_str(line) {
-                Ok(entry) => Some(entry),
+        let mut entries: Vec<Entry> = Vec::new();
+        for line in text.lines().filter(|line| !line.trim().is_empty()) {
+            match serde_json::from_str::<Line>(line) {
+                Ok(Line::Entry(entry)) => entries.push(*entry),
+                Ok(Line::Undone { undone }) => {
+                    for entry in &mut entries {
+                        if undone.contains(&entry.id().to_owned()) {
+                            entry.undone = true;
+                        }
+                    }
+                }
                 Err(error) => {
                     tracing::warn!(log = %path.display(), %error, "a checkpoint line that does not read");
-                    None
                 }
-            })
-            .collect())
+            }
+        }
+        Ok(entries)
     }
 
-    /// Marks these calls of the session undone.
+    /// Marks these calls (by [`Entry::id`]) of the session undone.
     ///
     /// # Errors
     ///
-    /// The log cannot be read or written.
-    pub fn mark_undone(
-        &self,
-        folder: &Path,
-        session: &str,
-        call_ids: &[String],
-    ) -> Result<(), CheckpointError> {
-        let mut entries = self.entries(folder, session)?;
-        for entry in &mut entries {
-            if call_ids.contains(&entry.call_id) {
-                entry.undone = true;
-            }
-        }
-        let mut text = Vec::new();
-        for entry in &entries {
-            text.extend(serde_json::to_vec(entry).map_err(|e| CheckpointError::Invalid(e.to_string()))?);
-            text.push(b'\n');
-        }
-        let path = self.log(folder, session);
-        write_atomically(&path, &text).map_err(|e| CheckpointError::io(&path, e))
+    /// The log cannot be written.
+    pub fn mark_undone(&self, folder: &Path, session: &str, ids: &[String]) -> Result<(), CheckpointError> {
+        self.append_line(&self.log(folder, session), &Line::Undone { undone: ids.to_vec() })
     }
 
     /// The sessions with checkpoints in `folder`, the most recently changed first.
@@ -391,6 +414,13 @@ impl Store {
             tracing::warn!(index = %path.display(), %error, "the checkpoint index could not be saved");
         }
     }
+}
+
+/// A file's stamp.
+pub(crate) fn stamp(metadata: &std::fs::Metadata) -> Stamp {
+    use std::os::unix::fs::MetadataExt as _;
+    let ctime = metadata.ctime().saturating_mul(1_000_000_000).saturating_add(metadata.ctime_nsec());
+    (metadata.len(), mtime_ns(metadata), ctime, metadata.ino())
 }
 
 /// Modification time in nanoseconds.

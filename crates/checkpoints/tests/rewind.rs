@@ -234,3 +234,77 @@ async fn a_rewind_does_not_follow_a_folder_swapped_for_a_link() {
         "written through the link"
     );
 }
+
+#[tokio::test]
+async fn a_file_a_changed_gitignore_shows_is_not_taken_for_created() {
+    let w = world(checkpoints::DEFAULT_MAX_FILE_BYTES).await;
+    w.write(".gitignore", ".env\n");
+    w.write(".env", "TOKEN=mine\n");
+    let old = std::time::SystemTime::now() - std::time::Duration::from_secs(60);
+    std::fs::File::options().write(true).open(w.folder.join(".env")).unwrap().set_modified(old).unwrap();
+    w.call("r1", "runCommand", json!({"command": "printf '' > .gitignore && printf x > made.txt"})).await;
+    let calls = checkpoints::calls(&w.store, &w.folder, "s1").unwrap();
+    let paths: Vec<&str> = calls[0].files.iter().map(|c| c.path.as_str()).collect();
+    assert_eq!(paths, [".gitignore", "made.txt"], "the .env it now sees was there before");
+    let plan = checkpoints::plan(&w.store, &w.opener, &w.folder, "s1", None).unwrap();
+    checkpoints::apply(&w.store, &w.opener, &w.folder, &plan, false).unwrap();
+    assert_eq!(w.read(".env").as_deref(), Some("TOKEN=mine\n"), "a rewind must not remove it");
+    assert!(!w.folder.join("made.txt").exists());
+}
+
+#[tokio::test]
+async fn a_call_id_used_again_in_another_message_is_its_own_call() {
+    let w = world(checkpoints::DEFAULT_MAX_FILE_BYTES).await;
+    for (message, content) in [("m1", "one\n"), ("m2", "two\n")] {
+        let batch = Batch {
+            message_id: Some(message.into()),
+            calls: vec![RawCall {
+                id: "c1".into(),
+                name: "writeFile".into(),
+                arguments: json!({"path": "a.txt", "content": content}).to_string(),
+            }],
+            stopped_on_length: false,
+        };
+        let result = w.executor.execute_batch(&w.session, batch).await.pop().unwrap();
+        assert_eq!(result.status, AttemptStatus::Executed, "{:?}", result.output);
+    }
+    // `c1` is the latest call of that id: the file goes back to what the first one wrote.
+    let plan = checkpoints::plan(&w.store, &w.opener, &w.folder, "s1", Some("c1")).unwrap();
+    assert_eq!(plan.calls.len(), 1);
+    let applied = checkpoints::apply(&w.store, &w.opener, &w.folder, &plan, false).unwrap();
+    checkpoints::journal_rewind(w.journal.as_ref(), "t", &plan, &applied, "test").await.unwrap();
+    assert_eq!(w.read("a.txt").as_deref(), Some("one\n"));
+    let rows = w
+        .journal
+        .query("t", &AttemptFilter { session_id: Some("s1".into()), ..AttemptFilter::default() })
+        .await
+        .unwrap();
+    let by_message = |m: &str| rows.iter().find(|r| r.message_id.as_deref() == Some(m)).unwrap().status;
+    assert_eq!(by_message("m2"), AttemptStatus::Compensated);
+    assert_eq!(by_message("m1"), AttemptStatus::Executed);
+}
+
+#[tokio::test]
+async fn a_call_whose_changes_could_not_be_kept_cannot_be_rewound_across() {
+    let w = world(checkpoints::DEFAULT_MAX_FILE_BYTES).await;
+    w.call("w1", "writeFile", json!({"path": "a.txt", "content": "x"})).await;
+    let incomplete = checkpoints::Entry {
+        call_id: "r1".into(),
+        key: "t/s1/r1".into(),
+        tool: "local-system".into(),
+        api: "runCommand".into(),
+        summary: "make".into(),
+        at_ms: 0,
+        files: Vec::new(),
+        incomplete: Some("the folder could not be scanned".into()),
+        undone: false,
+    };
+    w.store.append(&w.folder, "s1", &incomplete).unwrap();
+    let refused = checkpoints::plan(&w.store, &w.opener, &w.folder, "s1", Some("w1")).unwrap_err();
+    assert!(refused.to_string().contains("could not all be kept"), "{refused}");
+    assert!(w.folder.join("a.txt").exists());
+    // The store is the person's alone.
+    use std::os::unix::fs::PermissionsExt as _;
+    let mode = std::fs::metadata(w.store.root().join("objects")).unwrap().permissions().mode();
+    assert_eq!(mode & 0o077, 0, "{mode:o}");
+}

@@ -947,8 +947,13 @@ impl Executor {
         // Before hooks, in order.
         let mut arguments = call.arguments.clone();
         for hook in session.before_hooks() {
-            let view =
-                HookCall { call_id: &call.call_id, tool: &call.tool, api: &call.api, arguments: &arguments };
+            let view = HookCall {
+                call_id: &call.call_id,
+                key: &call.key,
+                tool: &call.tool,
+                api: &call.api,
+                arguments: &arguments,
+            };
             match hook.before(&view).await {
                 crate::session::BeforeOutcome::Continue => {}
                 crate::session::BeforeOutcome::Rewrite(new) => {
@@ -1039,8 +1044,13 @@ impl Executor {
 
         // After hooks, field by field.
         for hook in session.after_hooks() {
-            let view =
-                HookCall { call_id: &call.call_id, tool: &call.tool, api: &call.api, arguments: &arguments };
+            let view = HookCall {
+                call_id: &call.call_id,
+                key: &call.key,
+                tool: &call.tool,
+                api: &call.api,
+                arguments: &arguments,
+            };
             hook.after(&view, &output).await.apply(&mut output);
         }
         if output.success

@@ -80,6 +80,9 @@ pub struct SessionConfig {
 pub struct HookCall<'a> {
     /// The call id.
     pub call_id: &'a str,
+    /// The call's journal key (unique in the tenant, where a call id is only unique in its
+    /// message).
+    pub key: &'a str,
     /// The tool.
     pub tool: &'a str,
     /// The API.

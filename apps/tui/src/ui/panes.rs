@@ -466,6 +466,8 @@ mod tests {
         let key = |code| KeyEvent::new(code, KeyModifiers::NONE);
         let entry = |id: &str| checkpoints::Entry {
             call_id: id.into(),
+            key: format!("k-{id}"),
+            incomplete: None,
             tool: "local-system".into(),
             api: "writeFile".into(),
             summary: "a.txt".into(),

@@ -668,6 +668,9 @@ fn rewind(
                 for (path, why) in &applied.skipped {
                     summary.push_str(&format!("; {path} left as it is ({why})"));
                 }
+                for (path, why) in &applied.failed {
+                    summary.push_str(&format!("; {path} could not be put back ({why})"));
+                }
                 FromPane::Rewound(summary, ask.call_id, ask.conversation)
             }
             Ok(Ok(Err(ask))) => FromPane::RewindConflicts(ask),
