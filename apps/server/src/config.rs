@@ -261,6 +261,10 @@ pub struct ServeArgs {
     /// run on the server (`POST /v1/sessions/{id}/rewind` puts them back); 0 keeps none.
     #[arg(long, env = "TOOLHOST_CHECKPOINT_MAX_MIB", default_value_t = 10)]
     pub checkpoint_max_mib: u64,
+    /// The most the checkpoints may take, in GiB (compressed, all tenants together); past it
+    /// calls are not checkpointed, and cannot be rewound across.
+    #[arg(long, env = "TOOLHOST_CHECKPOINT_STORE_MAX_GIB", default_value_t = 5)]
+    pub checkpoint_store_max_gib: u64,
     /// Largest request body, in bytes.
     #[arg(long, env = "TOOLHOST_MAX_BODY_BYTES", default_value_t = 2 * 1024 * 1024)]
     pub max_body_bytes: usize,

@@ -508,7 +508,8 @@ impl AppState {
             0 => None,
             mib => Some(Arc::new(
                 checkpoints::Store::open(state_dir.join("checkpoints"), mib.saturating_mul(1024 * 1024))
-                    .context("opening the checkpoint store")?,
+                    .context("opening the checkpoint store")?
+                    .with_budget(args.checkpoint_store_max_gib.saturating_mul(1024 * 1024 * 1024)),
             )),
         };
         let state = Arc::new(Self {

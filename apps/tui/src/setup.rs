@@ -67,6 +67,10 @@ pub struct GuardArgs {
     /// rewind` puts them back); 0 keeps none.
     #[arg(long, env = "TOOLHOST_CHECKPOINT_MAX_MIB", default_value_t = 10)]
     pub checkpoint_max_mib: u64,
+    /// The most the checkpoints may take, in GiB (compressed); past it calls are not checkpointed
+    /// (and cannot be rewound across).
+    #[arg(long, env = "TOOLHOST_CHECKPOINT_STORE_MAX_GIB", default_value_t = 5)]
+    pub checkpoint_store_max_gib: u64,
     /// Where the checkpoints are kept (default: the data folder's `checkpoints`).
     #[arg(skip)]
     pub checkpoint_dir: Option<PathBuf>,
@@ -350,7 +354,8 @@ pub fn checkpoint_store(guard: &GuardArgs) -> anyhow::Result<Option<Arc<checkpoi
         Some(dir) => dir.clone(),
         None => data_dir()?.join("checkpoints"),
     };
-    let store = checkpoints::Store::open(dir, guard.checkpoint_max_mib.saturating_mul(1024 * 1024))?;
+    let store = checkpoints::Store::open(dir, guard.checkpoint_max_mib.saturating_mul(1024 * 1024))?
+        .with_budget(guard.checkpoint_store_max_gib.saturating_mul(1024 * 1024 * 1024));
     Ok(Some(Arc::new(store)))
 }
 

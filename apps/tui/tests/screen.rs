@@ -796,6 +796,7 @@ async fn context(
         skills: Default::default(),
         hooks: None,
         checkpoint_max_mib: 0,
+        checkpoint_store_max_gib: 5,
         checkpoint_dir: None,
     };
     let context = toolhost::ui::run::Context {
@@ -1092,6 +1093,7 @@ fn context_without_a_model(
             skills: Default::default(),
             hooks: None,
             checkpoint_max_mib: 0,
+            checkpoint_store_max_gib: 5,
             checkpoint_dir: None,
         },
         mode: ApprovalMode::Manual,

@@ -37,6 +37,9 @@ pub use tree::{MAX_TREE_FILES, Scan, Tree, scan};
 /// The default largest file kept (10 MiB).
 pub const DEFAULT_MAX_FILE_BYTES: u64 = 10 * 1024 * 1024;
 
+/// The default most the kept contents may take (5 GiB, compressed).
+pub const DEFAULT_BUDGET_BYTES: u64 = 5 * 1024 * 1024 * 1024;
+
 /// What can go wrong.
 #[derive(Debug, thiserror::Error)]
 pub enum CheckpointError {
@@ -57,6 +60,9 @@ pub enum CheckpointError {
     /// Content in the store does not match its hash.
     #[error("the content {0} in the checkpoint store is damaged")]
     Corrupt(String),
+    /// The store holds as much as it may.
+    #[error("the checkpoint store is full ({0} bytes); what this call changed is not kept")]
+    Full(u64),
     /// The folder has more files than a scan takes.
     #[error("the folder has more than {0} files; commands' changes are not checkpointed")]
     TooManyFiles(usize),

@@ -119,6 +119,10 @@ pub struct Store {
     root: PathBuf,
     /// The largest file kept.
     pub max_file_bytes: u64,
+    /// The most bytes the kept contents may take (compressed); past it nothing more is kept.
+    budget: u64,
+    /// What the kept contents take now (counted at open, then as they are written).
+    used: std::sync::atomic::AtomicU64,
     /// Each folder's index, once read from disk (a scan then costs a walk and a `stat` a file).
     indexes: std::sync::Mutex<HashMap<PathBuf, std::sync::Arc<std::sync::Mutex<Index>>>>,
 }
@@ -182,7 +186,27 @@ impl Store {
     pub fn open(root: impl Into<PathBuf>, max_file_bytes: u64) -> Result<Self, CheckpointError> {
         let root = root.into();
         make_private_dirs(&root.join("objects")).map_err(|e| CheckpointError::io(&root, e))?;
-        Ok(Self { root, max_file_bytes, indexes: std::sync::Mutex::default() })
+        let used = folder_bytes(&root.join("objects"));
+        Ok(Self {
+            root,
+            max_file_bytes,
+            budget: u64::MAX,
+            used: std::sync::atomic::AtomicU64::new(used),
+            indexes: std::sync::Mutex::default(),
+        })
+    }
+
+    /// At most `bytes` of kept contents (compressed): past it a call's changes are not kept, and
+    /// that call cannot be rewound across (said in its entry).
+    #[must_use]
+    pub fn with_budget(mut self, bytes: u64) -> Self {
+        self.budget = bytes;
+        self
+    }
+
+    /// What the kept contents take now, in bytes.
+    pub fn used(&self) -> u64 {
+        self.used.load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// The store's folder.
@@ -211,7 +235,16 @@ impl Store {
         let mut encoder = flate2::write::DeflateEncoder::new(Vec::new(), flate2::Compression::fast());
         encoder.write_all(bytes).map_err(|e| CheckpointError::io(&path, e))?;
         let compressed = encoder.finish().map_err(|e| CheckpointError::io(&path, e))?;
-        write_atomically(&path, &compressed).map_err(|e| CheckpointError::io(&path, e))?;
+        let size = compressed.len() as u64;
+        let before = self.used.fetch_add(size, std::sync::atomic::Ordering::Relaxed);
+        if before.saturating_add(size) > self.budget {
+            self.used.fetch_sub(size, std::sync::atomic::Ordering::Relaxed);
+            return Err(CheckpointError::Full(self.budget));
+        }
+        if let Err(error) = write_atomically(&path, &compressed) {
+            self.used.fetch_sub(size, std::sync::atomic::Ordering::Relaxed);
+            return Err(CheckpointError::io(&path, error));
+        }
         Ok(hash)
     }
 
@@ -414,6 +447,19 @@ impl Store {
             tracing::warn!(index = %path.display(), %error, "the checkpoint index could not be saved");
         }
     }
+}
+
+/// The bytes of the files beneath `dir`.
+fn folder_bytes(dir: &Path) -> u64 {
+    let Ok(entries) = std::fs::read_dir(dir) else { return 0 };
+    entries
+        .filter_map(Result::ok)
+        .map(|entry| match entry.file_type() {
+            Ok(kind) if kind.is_dir() => folder_bytes(&entry.path()),
+            Ok(_) => entry.metadata().map_or(0, |m| m.len()),
+            Err(_) => 0,
+        })
+        .sum()
 }
 
 /// A file's stamp.

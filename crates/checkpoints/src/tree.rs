@@ -117,27 +117,26 @@ pub fn scan(store: &Store, opener: &Opener, folder: &Path) -> Result<Scan, Check
     }
     let workers = std::thread::available_parallelism().map_or(1, std::num::NonZero::get).min(8);
     let chunk = moved.len().div_ceil(workers).max(1);
-    let captured: Vec<Result<Vec<Captured>, CheckpointError>> =
-        std::thread::scope(|scope| {
-            let handles: Vec<_> = moved
-                .chunks(chunk)
-                .map(|part| {
-                    scope.spawn(move || {
-                        part.iter()
-                            .map(|(relative, path, stamp)| {
-                                store.capture(opener, path).map(|state| (relative.clone(), *stamp, state))
-                            })
-                            .collect()
-                    })
+    let captured: Vec<Result<Vec<Captured>, CheckpointError>> = std::thread::scope(|scope| {
+        let handles: Vec<_> = moved
+            .chunks(chunk)
+            .map(|part| {
+                scope.spawn(move || {
+                    part.iter()
+                        .map(|(relative, path, stamp)| {
+                            store.capture(opener, path).map(|state| (relative.clone(), *stamp, state))
+                        })
+                        .collect()
                 })
-                .collect();
-            handles
-                .into_iter()
-                .map(|h| {
-                    h.join().unwrap_or_else(|_| Err(CheckpointError::Invalid("a scan thread failed".into())))
-                })
-                .collect()
-        });
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| {
+                h.join().unwrap_or_else(|_| Err(CheckpointError::Invalid("a scan thread failed".into())))
+            })
+            .collect()
+    });
     let mut changed = false;
     for part in captured {
         for (relative, stamp, state) in part? {

@@ -308,3 +308,42 @@ async fn a_call_whose_changes_could_not_be_kept_cannot_be_rewound_across() {
     let mode = std::fs::metadata(w.store.root().join("objects")).unwrap().permissions().mode();
     assert_eq!(mode & 0o077, 0, "{mode:o}");
 }
+
+#[tokio::test]
+async fn past_its_budget_the_store_keeps_nothing_more_and_says_so() {
+    let w = world(checkpoints::DEFAULT_MAX_FILE_BYTES).await;
+    let small = Arc::new(Store::open(w._dir.path().join("small"), 1024 * 1024).unwrap().with_budget(200));
+    let session = w.executor.open_session(SessionConfig {
+        id: "s2".into(),
+        tenant: "t".into(),
+        working_directory: Some(w.folder.clone()),
+        policy: SessionPolicy { mode: ApprovalMode::AutoRun, ..SessionPolicy::default() },
+        ..SessionConfig::default()
+    });
+    Checkpointer::attach(small.clone(), &session).unwrap();
+    // Text that does not compress much (xorshift, in hex).
+    let mut state = 0x2545_f491_4f6c_dd1d_u64;
+    let random: String = (0..500)
+        .map(|_| {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            format!("{state:016x}")
+        })
+        .collect();
+    let batch = Batch {
+        message_id: None,
+        calls: vec![RawCall {
+            id: "w1".into(),
+            name: "writeFile".into(),
+            arguments: json!({"path": "big.txt", "content": random}).to_string(),
+        }],
+        stopped_on_length: false,
+    };
+    let result = w.executor.execute_batch(&session, batch).await.pop().unwrap();
+    assert_eq!(result.status, AttemptStatus::Executed, "the call itself runs");
+    let calls = checkpoints::calls(&small, &w.folder, "s2").unwrap();
+    assert!(calls[0].incomplete.as_deref().is_some_and(|why| why.contains("full")), "{calls:?}");
+    assert!(small.used() <= 200);
+    assert!(checkpoints::plan(&small, &w.opener, &w.folder, "s2", Some("w1")).is_err());
+}
