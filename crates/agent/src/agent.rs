@@ -307,7 +307,10 @@ impl Agent {
         let place = hooks::Place::of(&self.session.config);
         let mut input = input.to_owned();
         if let Some(hooks) = self.hooks.clone() {
-            let answer = hooks.user_prompt_submit(&place, &input).await;
+            let answer = tokio::select! {
+                answer = hooks.user_prompt_submit(&place, &input) => answer,
+                () = cancel.cancelled() => return Outcome::Cancelled,
+            };
             for note in answer.notes {
                 let _ = events.send(AgentEvent::HookNote { hook: note.hook, message: note.message });
             }
@@ -429,7 +432,11 @@ impl Agent {
                         ),
                     });
                 } else if let Some(hooks) = self.hooks.clone() {
-                    let answer = hooks.stop(&place, stop_blocks > 0, &reply.content).await;
+                    // A cancel while they run lets the answer stand.
+                    let answer = tokio::select! {
+                        answer = hooks.stop(&place, stop_blocks > 0, &reply.content) => answer,
+                        () = cancel.cancelled() => hooks::TurnAnswer::default(),
+                    };
                     for note in answer.notes {
                         let _ = events.send(AgentEvent::HookNote { hook: note.hook, message: note.message });
                     }

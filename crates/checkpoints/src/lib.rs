@@ -130,8 +130,13 @@ pub struct Checkpointer {
     opener: Opener,
     folder: PathBuf,
     session: String,
-    pending: Mutex<HashMap<String, Pending>>,
+    /// What the files were before each call in flight, by journal key, and when it was kept.
+    pending: Mutex<HashMap<String, (std::time::Instant, Pending)>>,
 }
+
+/// Longer than any call runs (800 s at most) after its before hooks: a call whose after hooks
+/// never ran (a later hook stopped it) leaves nothing behind past this.
+const PENDING_FOR: std::time::Duration = std::time::Duration::from_secs(30 * 60);
 
 impl std::fmt::Debug for Checkpointer {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -256,7 +261,9 @@ impl BeforeHook for Checkpointer {
         })
         .await
         .unwrap_or_else(|| Pending::Failed("the checkpoint task failed".into()));
-        self.pending.lock().unwrap_or_else(|p| p.into_inner()).insert(call.key.to_owned(), pending);
+        let mut kept = self.pending.lock().unwrap_or_else(|p| p.into_inner());
+        kept.retain(|_, (at, _)| at.elapsed() < PENDING_FOR);
+        kept.insert(call.key.to_owned(), (std::time::Instant::now(), pending));
         BeforeOutcome::Continue
     }
 }
@@ -264,7 +271,8 @@ impl BeforeHook for Checkpointer {
 #[async_trait]
 impl AfterHook for Checkpointer {
     async fn after(&self, call: &HookCall<'_>, _output: &ToolOutput) -> AfterPatch {
-        let Some(pending) = self.pending.lock().unwrap_or_else(|p| p.into_inner()).remove(call.key) else {
+        let Some((_, pending)) = self.pending.lock().unwrap_or_else(|p| p.into_inner()).remove(call.key)
+        else {
             return AfterPatch::default();
         };
         let (store, opener, folder) = (self.store.clone(), self.opener.clone(), self.folder.clone());

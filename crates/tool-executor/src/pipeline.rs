@@ -1058,7 +1058,12 @@ impl Executor {
         {
             let view = hooked(session, &call, &arguments);
             if hooks.matches("PostToolUse", &view) {
-                let answer = hooks.post_tool_use(&view, &output).await;
+                // A cancel stops waiting for them: the call already ran, its result stands.
+                let token = session.call_token(&call.call_id, call.batch_cancel.as_ref());
+                let answer = tokio::select! {
+                    answer = hooks.post_tool_use(&view, &output) => answer,
+                    () = token.cancelled() => HookAnswer::default(),
+                };
                 if answer.decision == Some(HookDecision::Deny)
                     && let Some(reason) = &answer.reason
                 {
