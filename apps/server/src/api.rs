@@ -290,6 +290,10 @@ pub struct CreateSession {
     /// Run every call alone, in the model's order.
     #[serde(default)]
     pub sequential: bool,
+    /// Writes and edits show their change first (a diff and a token); `resolveChange` applies
+    /// it — approved as the write it is — or discards it.
+    #[serde(default)]
+    pub preview_writes: bool,
     /// Where "always allow" decisions are kept (default: the working directory).
     #[serde(default)]
     #[schema(min_length = 1, max_length = 200, pattern = r"^[^\u0000-\u001F\u007F-\u009F]*$")]
@@ -424,6 +428,7 @@ pub async fn open_session(
     };
     view.agent_id = request.agent_id;
     view.sequential = request.sequential;
+    view.preview_writes = request.preview_writes;
     view.project = request.project;
     view.runs_on = request.runs_on;
     view.device_id = request.device_id;

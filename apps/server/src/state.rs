@@ -60,6 +60,9 @@ pub struct SessionView {
     pub sequential: bool,
     /// Where "always allow" decisions are kept (default: the working directory).
     pub project: Option<String>,
+    /// Writes and edits show their change first (`resolveChange` applies or discards it).
+    #[serde(default)]
+    pub preview_writes: bool,
     /// Where tools run.
     pub runs_on: RunsOn,
     /// The device, when `runs_on` is `device` and one was named.
@@ -693,6 +696,7 @@ impl AppState {
             // The server's own files are no call's, on an open server too.
             protected_paths: self.sandboxing.own.clone(),
             skills: self.skills_for(tenant),
+            preview_writes: view.preview_writes,
         };
         let mut sessions = self.sessions.write().unwrap_or_else(|p| p.into_inner());
         if self.ended.lock().unwrap_or_else(|p| p.into_inner()).contains(&view.id) {
@@ -1101,6 +1105,7 @@ impl AppState {
             agent_id: None,
             tools: self.tools.clone(),
             sequential: false,
+            preview_writes: false,
             project: None,
             runs_on: RunsOn::Server,
             device_id: None,

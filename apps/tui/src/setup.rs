@@ -71,6 +71,10 @@ pub struct GuardArgs {
     /// (and cannot be rewound across).
     #[arg(long, env = "TOOLHOST_CHECKPOINT_STORE_MAX_GIB", default_value_t = 5)]
     pub checkpoint_store_max_gib: u64,
+    /// Writes and edits show their change first (a diff and a token); the model applies it with
+    /// `resolveChange`, approved as the write it is, or discards it.
+    #[arg(long, env = "TOOLHOST_PREVIEW_WRITES")]
+    pub preview_writes: bool,
     /// Where the checkpoints are kept (default: the data folder's `checkpoints`).
     #[arg(skip)]
     pub checkpoint_dir: Option<PathBuf>,
@@ -326,6 +330,7 @@ pub fn session(
         sandbox: guard.sandbox(),
         project: Some(folder.display().to_string()),
         skills: guard.skills.clone(),
+        preview_writes: guard.preview_writes,
         ..SessionConfig::default()
     });
     if let Some(hooks) = &guard.hooks {

@@ -797,6 +797,7 @@ async fn context(
         hooks: None,
         checkpoint_max_mib: 0,
         checkpoint_store_max_gib: 5,
+        preview_writes: false,
         checkpoint_dir: None,
     };
     let context = toolhost::ui::run::Context {
@@ -1094,6 +1095,7 @@ fn context_without_a_model(
             hooks: None,
             checkpoint_max_mib: 0,
             checkpoint_store_max_gib: 5,
+            preview_writes: false,
             checkpoint_dir: None,
         },
         mode: ApprovalMode::Manual,

@@ -27,6 +27,9 @@ pub struct WriteFileArgs {
     pub path: String,
     /// The whole new content of the file.
     pub content: String,
+    /// Set by resolveChange when it applies a previewed change; never set it yourself.
+    #[serde(default)]
+    pub preview_token: Option<String>,
 }
 
 /// One replacement in `editFile`.
@@ -61,6 +64,9 @@ pub struct EditFileArgs {
     /// must not overlap.
     #[serde(default)]
     pub edits: Option<Vec<EditItem>>,
+    /// Set by resolveChange when it applies a previewed change; never set it yourself.
+    #[serde(default)]
+    pub preview_token: Option<String>,
 }
 
 /// Arguments of `searchFiles`.
@@ -172,3 +178,23 @@ pub struct CommandIdArgs {
 
 /// Arguments of `killCommand`.
 pub type KillCommandArgs = CommandIdArgs;
+
+/// What to do with a previewed change.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum ChangeAction {
+    /// Make the change (a person approves it as the write it is).
+    Apply,
+    /// Drop it.
+    Discard,
+}
+
+/// Arguments of `resolveChange`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ResolveChangeArgs {
+    /// The token a previewed writeFile or editFile returned.
+    pub token: String,
+    /// `apply` or `discard`.
+    pub action: ChangeAction,
+}

@@ -39,6 +39,8 @@ tool_core::api_enum! {
         GetCommandOutput = "getCommandOutput",
         /// Kill a background command.
         KillCommand = "killCommand",
+        /// Apply or discard a previewed write or edit.
+        ResolveChange = "resolveChange",
     }
 }
 
@@ -82,7 +84,8 @@ impl LocalSystemApi {
             .intervention(path_scope())
             .execution(ExecutionMode::Sequential)
             .display(DisplayControl::Expanded)
-            .path_param(PathParam::new("path")),
+            .path_param(PathParam::new("path"))
+            .previewable(),
             Self::EditFile => ApiSpec::new::<EditFileArgs>(
                 name,
                 "Replace exact text in a file. oldText must match the file exactly once (unless replaceAll); give several non-overlapping edits at once with `edits`.",
@@ -92,7 +95,8 @@ impl LocalSystemApi {
             .intervention(path_scope())
             .execution(ExecutionMode::Sequential)
             .display(DisplayControl::Expanded)
-            .path_param(PathParam::new("path")),
+            .path_param(PathParam::new("path"))
+            .previewable(),
             Self::SearchFiles => ApiSpec::new::<SearchFilesArgs>(
                 name,
                 "Find files and folders whose name contains the query, skipping ignored, hidden and dependency folders.",
@@ -146,6 +150,15 @@ impl LocalSystemApi {
             .tier(Tier::Read)
             .timeout_ms(60_000)
             .intervention(Intervention::Never.into()),
+            Self::ResolveChange => ApiSpec::new::<ResolveChangeArgs>(
+                name,
+                "Apply or discard a change writeFile or editFile previewed (this session shows writes first). Applying makes the write itself, approved as it.",
+            )
+            .tier(Tier::Read)
+            .timeout_ms(60_000)
+            .intervention(Intervention::Never.into())
+            .execution(ExecutionMode::Sequential)
+            .when_previewing(),
             Self::KillCommand => ApiSpec::new::<KillCommandArgs>(
                 name,
                 "Stop a background command and every process it started.",

@@ -63,6 +63,10 @@ fn headline(api: &str, args: &Value) -> Card {
             .block(Block::Code { language: Some("sh".into()), text: text(args, "command").to_owned() }),
         LocalSystemApi::GetCommandOutput => Card::new(format!("Output of {}", text(args, "commandId"))),
         LocalSystemApi::KillCommand => Card::new(format!("Kill {}", text(args, "commandId"))),
+        LocalSystemApi::ResolveChange => {
+            let verb = if text(args, "action") == "discard" { "Discard" } else { "Apply" };
+            Card::new(format!("{verb} the previewed change {}", text(args, "token")))
+        }
     }
     .subtitle_if_empty(api.name())
 }

@@ -49,12 +49,43 @@ pub struct LocalSystemRuntime {
     computer: Arc<dyn ComputerRuntime>,
     /// The internal URLs `readFile` reads (`skill://…`), when the front end offers any.
     urls: Option<Arc<UrlRouter>>,
+    /// Changes shown and not yet applied or discarded, by token.
+    previews: Arc<std::sync::Mutex<std::collections::HashMap<String, Preview>>>,
+}
+
+/// A write or edit shown, not made.
+#[derive(Debug, Clone)]
+struct Preview {
+    /// The session that asked for it (only it may apply it).
+    session: String,
+    /// `writeFile` or `editFile`.
+    api: LocalSystemApi,
+    /// The call's arguments, to run again when applied.
+    arguments: Value,
+    /// What the file held when it was shown (a hash; `None`: no file), to refuse applying it
+    /// over a file that changed since.
+    base: Option<u64>,
+    /// When it was shown.
+    at: std::time::Instant,
+}
+
+/// How long a preview may wait to be applied.
+const PREVIEW_FOR: Duration = Duration::from_secs(3600);
+
+/// The most of a file a preview reads.
+const PREVIEW_MAX_BYTES: usize = 16 * 1024 * 1024;
+
+fn content_hash(bytes: &[u8]) -> u64 {
+    use std::hash::{Hash as _, Hasher as _};
+    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+    bytes.hash(&mut hasher);
+    hasher.finish()
 }
 
 impl LocalSystemRuntime {
     /// A runtime over `computer`.
     pub fn new(computer: Arc<dyn ComputerRuntime>) -> Self {
-        Self { computer, urls: None }
+        Self { computer, urls: None, previews: Arc::default() }
     }
 
     /// The same runtime reading these internal URLs too.
@@ -108,6 +139,143 @@ impl ToolRuntime for LocalSystemRuntime {
 type Outcome = Result<ToolOutput, ToolOutput>;
 
 impl LocalSystemRuntime {
+    /// What the file at `path` holds now, read beneath the session's folders (`None`: no file).
+    fn current(&self, path: &Path, context: &CallContext) -> Result<Option<Vec<u8>>, ToolOutput> {
+        let opener = computer_runtime::beneath::Opener::new(&context.sandbox.files);
+        match opener.read_prefix(path, PREVIEW_MAX_BYTES + 1) {
+            Ok(bytes) if bytes.len() > PREVIEW_MAX_BYTES => Err(invalid(format!(
+                "{} is too large to preview; this session cannot change it",
+                path.display()
+            ))),
+            Ok(bytes) => Ok(Some(bytes)),
+            Err(ComputerError::NotFound { .. }) => Ok(None),
+            Err(error) => Err(failure(error)),
+        }
+    }
+
+    /// Shows what a write or edit would change, and keeps it under a token to apply.
+    fn preview(&self, api: LocalSystemApi, arguments: Value, context: &CallContext) -> Outcome {
+        let dir = context.working_directory.as_deref();
+        let path_text = arguments.get("path").and_then(Value::as_str).unwrap_or_default().to_owned();
+        let path = resolve(&path_text, dir)?;
+        let before = self.current(&path, context)?;
+        let old = match &before {
+            Some(bytes) => String::from_utf8(bytes.clone())
+                .map_err(|_| invalid(format!("{path_text} is not text; a preview cannot show its change")))?,
+            None => String::new(),
+        };
+        let (diff, lines) = match api {
+            LocalSystemApi::EditFile => {
+                let args: EditFileArgs = parse(api, arguments.clone())?;
+                if before.is_none() {
+                    return Err(ToolOutput::error(
+                        ErrorKind::NotFound,
+                        format!("{path_text} does not exist"),
+                    ));
+                }
+                let edits = edits_of(args)?;
+                let outcome = computer_runtime::edit::apply_edits(&old, &path_text, &edits)
+                    .map_err(|error| ToolOutput::error(ErrorKind::InvalidArguments, error.to_string()))?;
+                (outcome.diff, outcome.new_content.lines().count())
+            }
+            _ => {
+                let args: WriteFileArgs = parse(api, arguments.clone())?;
+                (
+                    computer_runtime::edit::unified_diff(&old, &args.content, &path_text),
+                    args.content.lines().count(),
+                )
+            }
+        };
+        let token = format!(
+            "chg-{:016x}",
+            content_hash(
+                format!("{}{path_text}{:?}", context.call_id, std::time::SystemTime::now()).as_bytes()
+            )
+        );
+        let mut previews = self.previews.lock().unwrap_or_else(|p| p.into_inner());
+        previews.retain(|_, p| p.at.elapsed() < PREVIEW_FOR);
+        previews.insert(
+            token.clone(),
+            Preview {
+                session: context.session_id.clone(),
+                api,
+                arguments,
+                base: before.as_deref().map(content_hash),
+                at: std::time::Instant::now(),
+            },
+        );
+        let what = if before.is_none() {
+            format!("create {path_text} ({lines} lines)")
+        } else {
+            format!("change {path_text}")
+        };
+        let content = format!(
+            "Preview only: nothing is written yet. This would {what}:\n\n{diff}\nTo make the change call resolveChange {{\"token\": \"{token}\", \"action\": \"apply\"}}; to drop it, \"action\": \"discard\"."
+        );
+        Ok(ToolOutput::ok(content).with_state(serde_json::json!({
+            "type": "preview", "token": token, "path": path_text, "diff": diff, "created": before.is_none(),
+        })))
+    }
+
+    /// A previewed change may be applied only by its session, as shown, over the file as it was.
+    fn still_as_shown(
+        &self,
+        token: &str,
+        api: LocalSystemApi,
+        path: &Path,
+        context: &CallContext,
+    ) -> Result<(), ToolOutput> {
+        let preview = self.previews.lock().unwrap_or_else(|p| p.into_inner()).remove(token);
+        let Some(preview) = preview.filter(|p| p.session == context.session_id && p.api == api) else {
+            return Err(invalid(format!(
+                "no previewed change `{token}` in this session (it was applied, discarded or expired)"
+            )));
+        };
+        let now = self.current(path, context)?;
+        if now.as_deref().map(content_hash) != preview.base {
+            return Err(ToolOutput::error(
+                ErrorKind::Conflict,
+                format!(
+                    "{} changed since the preview, so the change was not made; preview it again",
+                    path.display()
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    /// `resolveChange`: applies a preview as the write it is (through the pipeline, so it is
+    /// approved — the person sees the change itself — and journalled), or drops it.
+    async fn resolve_change(&self, arguments: Value, context: &CallContext) -> Outcome {
+        let args: ResolveChangeArgs = parse(LocalSystemApi::ResolveChange, arguments)?;
+        let preview = {
+            let previews = self.previews.lock().unwrap_or_else(|p| p.into_inner());
+            previews.get(&args.token).filter(|p| p.session == context.session_id).cloned()
+        };
+        let Some(preview) = preview else {
+            return Err(invalid(format!(
+                "no previewed change `{}` in this session (it was applied, discarded or expired)",
+                args.token
+            )));
+        };
+        match args.action {
+            ChangeAction::Discard => {
+                self.previews.lock().unwrap_or_else(|p| p.into_inner()).remove(&args.token);
+                Ok(ToolOutput::ok(format!("Discarded the change `{}`; nothing was written.", args.token)))
+            }
+            ChangeAction::Apply => {
+                let mut arguments = preview.arguments;
+                if let Value::Object(map) = &mut arguments {
+                    map.insert("previewToken".into(), Value::String(args.token.clone()));
+                }
+                let output = context
+                    .call_tool(&format!("{}/{}", crate::IDENTIFIER, preview.api.name()), arguments)
+                    .await;
+                if output.success { Ok(output) } else { Err(output) }
+            }
+        }
+    }
+
     async fn dispatch(&self, api: LocalSystemApi, arguments: Value, context: &CallContext) -> Outcome {
         let computer = &self.computer;
         let dir = context.working_directory.as_deref();
@@ -133,15 +301,25 @@ impl LocalSystemRuntime {
                 let content = if lines.raw { state.content.clone() } else { format::read(&state) };
                 Ok(done(content, &state))
             }
+            LocalSystemApi::WriteFile if context.preview => self.preview(api, arguments, context),
+            LocalSystemApi::EditFile if context.preview => self.preview(api, arguments, context),
+            LocalSystemApi::ResolveChange => self.resolve_change(arguments, context).await,
             LocalSystemApi::WriteFile => {
                 let args: WriteFileArgs = parse(api, arguments)?;
-                let request = WriteRequest { path: resolve(&args.path, dir)?, content: args.content };
+                let path = resolve(&args.path, dir)?;
+                if let Some(token) = &args.preview_token {
+                    self.still_as_shown(token, api, &path, context)?;
+                }
+                let request = WriteRequest { path, content: args.content };
                 let state = computer.write(files, request).await.map_err(failure)?;
                 Ok(done(format::write(&state), &state))
             }
             LocalSystemApi::EditFile => {
                 let args: EditFileArgs = parse(api, arguments)?;
                 let path = resolve(&args.path, dir)?;
+                if let Some(token) = &args.preview_token {
+                    self.still_as_shown(token, api, &path, context)?;
+                }
                 let edits = edits_of(args)?;
                 let state = computer.edit(files, EditRequest { path, edits }).await.map_err(failure)?;
                 Ok(done(format::edit(&state), &state))

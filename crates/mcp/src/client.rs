@@ -1112,6 +1112,8 @@ fn manifest_of(connection: Arc<Connection>, tools: &[Value], remembered: bool) -
             open_world: hint("openWorldHint").unwrap_or(true),
             output_schema: tool.get("outputSchema").filter(|s| s.is_object()).cloned(),
             annotations: Some(annotations.clone()).filter(Value::is_object),
+            previewable: false,
+            when_previewing: false,
         };
         if spec.open_world {
             spec = spec.open_world();

@@ -229,6 +229,15 @@ pub struct ApiSpec {
     /// The annotations its source gave it (a mounted MCP tool's own), kept when served on.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub annotations: Option<Value>,
+    /// In a session that previews writes, a call without `previewToken` shows its change (a diff
+    /// and a token) instead of making it: it runs as a read, and the runtime sees
+    /// `CallContext::preview`.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub previewable: bool,
+    /// Declared only in sessions that preview writes (the call that applies or discards a
+    /// preview).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub when_previewing: bool,
 }
 
 /// The schema keyword that marks a parameter whose choices come from the session
@@ -296,7 +305,24 @@ impl ApiSpec {
             open_world: false,
             output_schema: None,
             annotations: None,
+            previewable: false,
+            when_previewing: false,
         }
+    }
+
+    /// Marks the API as one whose calls a session that previews writes shows first (see
+    /// [`ApiSpec::previewable`]).
+    #[must_use]
+    pub fn previewable(mut self) -> Self {
+        self.previewable = true;
+        self
+    }
+
+    /// Declares the API only in sessions that preview writes.
+    #[must_use]
+    pub fn when_previewing(mut self) -> Self {
+        self.when_previewing = true;
+        self
     }
 
     /// Marks the API as reaching beyond this machine (the web, a remote service).

@@ -172,6 +172,9 @@ pub struct CallContext {
     pub finder: Option<Arc<dyn ToolFinder>>,
     /// The session's skills (the `skills` tool activates them, `skill://` reads their files).
     pub skills: Arc<crate::skills::SkillSet>,
+    /// Show the change this call would make, with a token to apply it, instead of making it (a
+    /// session that previews writes, an API that is `previewable`).
+    pub preview: bool,
 }
 
 /// A function the session keeps out of the model's declarations until tool search finds it.
@@ -216,6 +219,7 @@ impl CallContext {
             nested: None,
             finder: None,
             skills: Arc::default(),
+            preview: false,
         }
     }
 

@@ -72,6 +72,7 @@ pub(crate) fn resolve(
     config: &ExposureConfig,
     names: &ToolNames,
     skills: &tool_core::SkillSet,
+    previewing: bool,
 ) -> Exposures {
     let mut functions: Vec<(String, Exposure, usize)> = Vec::new();
     for entry in toolbox.tools() {
@@ -79,6 +80,8 @@ pub(crate) fn resolve(
         let exposure = config.tools.get(&manifest.identifier).copied().unwrap_or(manifest.exposure);
         for api in &manifest.apis {
             if let Some(name) = names.name_of(&manifest.identifier, &api.name) {
+                // What applies a preview is declared only where writes are previewed.
+                let exposure = if api.when_previewing && !previewing { Exposure::Hidden } else { exposure };
                 functions.push((name.to_owned(), exposure, tokens(name, api)));
             }
         }

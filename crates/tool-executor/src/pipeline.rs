@@ -56,6 +56,17 @@ fn approved_files<'a>(
         .collect()
 }
 
+/// Whether a call of `spec` with `arguments` in `session` is a preview of a write: the session
+/// previews writes, the API is previewable, and the call is not one that applies a preview.
+fn previewing(session: &Session, spec: &tool_core::ApiSpec, arguments: &Value) -> bool {
+    session.config.preview_writes && spec.previewable && arguments.get("previewToken").is_none()
+}
+
+/// The call's tier: a preview changes nothing.
+fn tier_in(toolbox: &Toolbox, session: &Session, spec: &tool_core::ApiSpec, arguments: &Value) -> Tier {
+    if previewing(session, spec, arguments) { Tier::Read } else { toolbox.tier_of(spec, arguments) }
+}
+
 /// What hooks see of `call`, with `arguments`.
 fn hooked<'a>(session: &'a Session, call: &'a Prepared, arguments: &'a Value) -> HookedCall<'a> {
     HookedCall {
@@ -392,8 +403,13 @@ impl Executor {
             config.working_directory = Some(pinned);
         }
         let names = self.inner.toolbox.names(config.active_tools.as_deref());
-        let exposures =
-            crate::exposure::resolve(&self.inner.toolbox, &config.exposure, &names, &config.skills);
+        let exposures = crate::exposure::resolve(
+            &self.inner.toolbox,
+            &config.exposure,
+            &names,
+            &config.skills,
+            config.preview_writes,
+        );
         Arc::new(Session::new(config, names, exposures))
     }
 
@@ -706,7 +722,7 @@ impl Executor {
         }
 
         let call_id = call.id.clone();
-        let tier = toolbox.tier_of(&compiled.spec, &arguments);
+        let tier = tier_in(toolbox, session, &compiled.spec, &arguments);
         let attempt =
             self.attempt(session, &call, message_id, parent, &tool, &api, arguments.clone(), Some(tier));
         let key = attempt.key();
@@ -979,7 +995,7 @@ impl Executor {
                             .await;
                     }
                     // Approval was decided on the old arguments: the new ones must pass on their own.
-                    let tier = toolbox.tier_of(&compiled.spec, &new);
+                    let tier = tier_in(toolbox, session, &compiled.spec, &new);
                     let input = self.decision_input(session, entry, compiled, &new, tier);
                     if !matches!(decide(toolbox, &input), Verdict::Run(_)) {
                         let reason = "a hook rewrote the arguments into a call that would need approval";
@@ -1001,7 +1017,7 @@ impl Executor {
         // before it runs, as any such call.
         if !call.proposed
             && !call.foreign_key
-            && toolbox.tier_of(&compiled.spec, &arguments) != Tier::Read
+            && tier_in(toolbox, session, &compiled.spec, &arguments) != Tier::Read
             && let Err(output) = self.propose_late(&mut call).await
         {
             return self
@@ -1162,6 +1178,12 @@ impl Executor {
         context.cancel = session.call_token(&call.call_id, call.batch_cancel.as_ref());
         context.nested = Some(nested);
         context.skills = session.config.skills.clone();
+        context.preview = self
+            .inner
+            .toolbox
+            .tool(&call.tool)
+            .and_then(|entry| entry.api(&call.api))
+            .is_some_and(|compiled| previewing(session, &compiled.spec, &call.arguments));
         if session.has_deferred() {
             context.finder = Some(Arc::new(crate::exposure::SessionFinder {
                 toolbox: self.inner.toolbox.clone(),
@@ -1331,7 +1353,7 @@ impl Executor {
         let toolbox = &self.inner.toolbox;
         let entry = toolbox.tool(&call.tool).expect("preflight resolved the tool");
         let compiled = entry.api(&call.api).expect("preflight resolved the API");
-        let tier = toolbox.tier_of(&compiled.spec, &call.arguments);
+        let tier = tier_in(toolbox, session, &compiled.spec, &call.arguments);
         let input = self.decision_input(session, entry, compiled, &call.arguments, tier);
         let call_id = call.call_id.clone();
         let granted = |session: &Session, decision: &str, by: &str| {
@@ -1406,7 +1428,7 @@ impl Executor {
                             let mut new = new;
                             drop_null_fields(&mut new);
                             let violations = compiled.violations(&new);
-                            let tier = toolbox.tier_of(&compiled.spec, &new);
+                            let tier = tier_in(toolbox, session, &compiled.spec, &new);
                             let input = self.decision_input(session, entry, compiled, &new, tier);
                             let refused = if violations.is_empty() {
                                 match decide(toolbox, &input) {
@@ -1698,7 +1720,7 @@ impl Executor {
                 && let Some(compiled) = compiled
             {
                 call.attempt.tier =
-                    Some(format!("{:?}", toolbox.tier_of(&compiled.spec, &new)).to_lowercase());
+                    Some(format!("{:?}", tier_in(toolbox, session, &compiled.spec, &new)).to_lowercase());
             }
             call.arguments = new;
         }

@@ -69,6 +69,10 @@ pub struct SessionConfig {
     /// Paths no file call opens in any mode, inside the roots or out (the server's own files).
     #[serde(default)]
     pub protected_paths: Vec<PathBuf>,
+    /// Writes and edits show their change first (a diff and a token), applied or discarded by a
+    /// second call whose approval shows the change itself.
+    #[serde(default)]
+    pub preview_writes: bool,
     /// The session's skills, as the front end found them for it (not stored: a front end that
     /// loads the session again finds them again, from the folders it trusts then).
     #[serde(skip)]
