@@ -1,8 +1,8 @@
 //! The local-system tool: files, search and commands on the machine that runs it.
 //!
-//! Ten APIs ([`LocalSystemApi`]) over an injected [`ComputerRuntime`](computer_runtime::ComputerRuntime):
+//! Eleven APIs ([`LocalSystemApi`]) over an injected [`ComputerRuntime`](computer_runtime::ComputerRuntime):
 //! read, write and edit files; search by name, glob and grep; move files; run, poll and kill
-//! commands. File APIs are guarded by the `pathScope` dynamic audit (anything outside the session's
+//! commands; apply or discard a previewed write (in sessions that preview writes). File APIs are guarded by the `pathScope` dynamic audit (anything outside the session's
 //! working directory and the temp folders asks a person); `runCommand` always asks unless the
 //! session auto-runs.
 //!
@@ -13,7 +13,7 @@
 //! ```
 //! let manifest = builtin_tool_local_system::manifest();
 //! assert_eq!(manifest.identifier, "local-system");
-//! assert_eq!(manifest.apis.len(), 10);
+//! assert_eq!(manifest.apis.len(), 11);
 //! ```
 #![deny(missing_docs)]
 
