@@ -909,6 +909,27 @@ impl AppState {
             entry.session.cancel();
             self.devices.forget_route(id);
         }
+        // What its checkpoints kept goes too (contents other sessions still name stay).
+        if let Some(store) = self.checkpoints.clone() {
+            let session = id.to_owned();
+            self.tasks.spawn(async move {
+                let collected = tokio::task::spawn_blocking(move || {
+                    store.forget_session(&session).then(|| store.collect_garbage())
+                })
+                .await;
+                match collected {
+                    Ok(Some(Ok(collected))) if collected.objects > 0 => {
+                        tracing::info!(
+                            objects = collected.objects,
+                            bytes = collected.bytes,
+                            "checkpoints collected"
+                        );
+                    }
+                    Ok(Some(Err(error))) => tracing::warn!(%error, "checkpoints could not be collected"),
+                    _ => {}
+                }
+            });
+        }
         // Its background commands die with it, and its temp folder (their output) goes too.
         let computer = self.computer.clone();
         let temp = self.sandboxing.temp_directory(id);

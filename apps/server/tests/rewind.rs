@@ -125,3 +125,25 @@ async fn a_device_keeps_its_own_checkpoints_and_rewinds_its_own_machine() {
     let _ = device.await;
     server.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ending_a_session_forgets_its_checkpoints() {
+    let server = TestServer::start().await;
+    let ws = workspace();
+    let folder = ws.path().canonicalize().unwrap();
+    let sid = server.session(json!({"working_directory": folder, "approval_mode": "auto_run"})).await;
+    let write = server.call(&sid, "w1", "writeFile", json!({"path": "a.md", "content": "x"})).await;
+    assert_eq!(write["status"], "executed", "{write}");
+    let store = server.state.checkpoints.clone().unwrap();
+    assert_eq!(checkpoints::calls(&store, &folder, &sid).unwrap().len(), 1);
+    let (status, _) = server.delete(&format!("/v1/sessions/{sid}")).await;
+    assert_eq!(status, 200);
+    for _ in 0..100 {
+        if checkpoints::calls(&store, &folder, &sid).unwrap().is_empty() {
+            server.stop().await;
+            return;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    panic!("the ended session's checkpoints were kept");
+}

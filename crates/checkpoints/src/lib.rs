@@ -31,7 +31,7 @@ use serde_json::Value;
 use tool_core::ToolOutput;
 use tool_executor::{AfterHook, AfterPatch, BeforeHook, BeforeOutcome, HookCall};
 
-pub use store::{Change, Entry, FileState, Store};
+pub use store::{Change, Collected, Entry, FileState, Store};
 pub use tree::{MAX_TREE_FILES, Scan, Tree, scan};
 
 /// The default largest file kept (10 MiB).

@@ -97,6 +97,15 @@ impl Entry {
     }
 }
 
+/// What a collection removed.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Collected {
+    /// Contents removed.
+    pub objects: u64,
+    /// Bytes freed.
+    pub bytes: u64,
+}
+
 /// A line of a session's log: a call's entry, or the calls a rewind undid (appended, never
 /// rewritten, so a call recorded meanwhile is never lost).
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -228,6 +237,10 @@ impl Store {
         let hash: String = Sha256::digest(bytes).iter().map(|b| format!("{b:02x}")).collect();
         let path = self.object(&hash);
         if path.exists() {
+            // Used again now: a collection spares what was touched within the hour.
+            if let Ok(file) = std::fs::File::options().write(true).open(&path) {
+                let _ = file.set_modified(std::time::SystemTime::now());
+            }
             return Ok(hash);
         }
         // Whole or not at all: a temporary file renamed into place, so a write cut short (a
@@ -400,6 +413,92 @@ impl Store {
     /// The log cannot be written.
     pub fn mark_undone(&self, folder: &Path, session: &str, ids: &[String]) -> Result<(), CheckpointError> {
         self.append_line(&self.log(folder, session), &Line::Undone { undone: ids.to_vec() })
+    }
+
+    /// Forgets a session's checkpoints (its log, in whichever folder); returns whether it had any.
+    /// Their contents go at the next [`Store::collect_garbage`].
+    pub fn forget_session(&self, session: &str) -> bool {
+        let name = format!("{}.jsonl", key_of(session));
+        let Ok(folders) = std::fs::read_dir(self.root.join("sessions")) else { return false };
+        let mut found = false;
+        for folder in folders.filter_map(Result::ok) {
+            let log = folder.path().join(&name);
+            if std::fs::remove_file(&log).is_ok() {
+                let _ = std::fs::remove_file(log.with_extension("id"));
+                found = true;
+            }
+        }
+        found
+    }
+
+    /// Removes the contents no session's log and no folder's index names, except what was written
+    /// or used within the last hour (a call in flight holds what its files were only in memory).
+    ///
+    /// # Errors
+    ///
+    /// The store cannot be read.
+    pub fn collect_garbage(&self) -> Result<Collected, CheckpointError> {
+        let mut kept: std::collections::HashSet<String> = std::collections::HashSet::new();
+        let mut keep = |state: &FileState| {
+            if let FileState::Stored { hash, .. } = state {
+                kept.insert(hash.clone());
+            }
+        };
+        if let Ok(folders) = std::fs::read_dir(self.root.join("sessions")) {
+            for log in
+                folders.filter_map(Result::ok).flat_map(|f| std::fs::read_dir(f.path()).into_iter().flatten())
+            {
+                let Ok(log) = log else { continue };
+                let Ok(text) = std::fs::read_to_string(log.path()) else { continue };
+                for line in text.lines() {
+                    if let Ok(Line::Entry(entry)) = serde_json::from_str::<Line>(line) {
+                        for change in &entry.files {
+                            keep(&change.before);
+                            keep(&change.after);
+                        }
+                    }
+                }
+            }
+        }
+        if let Ok(indexes) = std::fs::read_dir(self.root.join("index")) {
+            for file in indexes.filter_map(Result::ok) {
+                let index: Index = std::fs::read(file.path())
+                    .ok()
+                    .and_then(|bytes| serde_json::from_slice(&bytes).ok())
+                    .unwrap_or_default();
+                index.values().for_each(|(_, state)| keep(state));
+            }
+        }
+        for index in self.indexes.lock().unwrap_or_else(|p| p.into_inner()).values() {
+            index.lock().unwrap_or_else(|p| p.into_inner()).values().for_each(|(_, state)| keep(state));
+        }
+        let recent = std::time::SystemTime::now() - std::time::Duration::from_secs(3600);
+        let mut collected = Collected::default();
+        let Ok(heads) = std::fs::read_dir(self.root.join("objects")) else { return Ok(collected) };
+        for object in
+            heads.filter_map(Result::ok).flat_map(|h| std::fs::read_dir(h.path()).into_iter().flatten())
+        {
+            let Ok(object) = object else { continue };
+            let path = object.path();
+            let hash = format!(
+                "{}{}",
+                path.parent()
+                    .and_then(Path::file_name)
+                    .map(|n| n.to_string_lossy().into_owned())
+                    .unwrap_or_default(),
+                object.file_name().to_string_lossy()
+            );
+            let Ok(metadata) = object.metadata() else { continue };
+            if kept.contains(&hash) || metadata.modified().is_ok_and(|at| at > recent) {
+                continue;
+            }
+            if std::fs::remove_file(&path).is_ok() {
+                collected.objects += 1;
+                collected.bytes += metadata.len();
+                self.used.fetch_sub(metadata.len().min(self.used()), std::sync::atomic::Ordering::Relaxed);
+            }
+        }
+        Ok(collected)
     }
 
     /// The sessions with checkpoints in `folder`, the most recently changed first.

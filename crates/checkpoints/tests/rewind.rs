@@ -347,3 +347,52 @@ async fn past_its_budget_the_store_keeps_nothing_more_and_says_so() {
     assert!(small.used() <= 200);
     assert!(checkpoints::plan(&small, &w.opener, &w.folder, "s2", Some("w1")).is_err());
 }
+
+#[tokio::test]
+async fn a_forgotten_sessions_contents_are_collected_and_others_are_kept() {
+    let w = world(checkpoints::DEFAULT_MAX_FILE_BYTES).await;
+    w.write("shared.txt", "shared\n");
+    w.call("e1", "editFile", json!({"path": "shared.txt", "oldText": "shared", "newText": "mine"})).await;
+    let other = w.executor.open_session(SessionConfig {
+        id: "s2".into(),
+        tenant: "t".into(),
+        working_directory: Some(w.folder.clone()),
+        policy: SessionPolicy { mode: ApprovalMode::AutoRun, ..SessionPolicy::default() },
+        ..SessionConfig::default()
+    });
+    Checkpointer::attach(w.store.clone(), &other).unwrap();
+    let batch = Batch {
+        message_id: None,
+        calls: vec![RawCall {
+            id: "w2".into(),
+            name: "writeFile".into(),
+            arguments: json!({"path": "theirs.txt", "content": "only the second session's\n"}).to_string(),
+        }],
+        stopped_on_length: false,
+    };
+    w.executor.execute_batch(&other, batch).await;
+    // Everything kept is old enough to collect.
+    let two_hours_ago = std::time::SystemTime::now() - std::time::Duration::from_secs(7200);
+    for head in std::fs::read_dir(w.store.root().join("objects")).unwrap().flatten() {
+        for object in std::fs::read_dir(head.path()).unwrap().flatten() {
+            std::fs::File::options()
+                .write(true)
+                .open(object.path())
+                .unwrap()
+                .set_modified(two_hours_ago)
+                .unwrap();
+        }
+    }
+    let before = w.store.used();
+    assert!(w.store.forget_session("s2"));
+    assert!(!w.store.forget_session("s2"), "once");
+    let collected = w.store.collect_garbage().unwrap();
+    assert_eq!(collected.objects, 1, "the second session's file, which nothing else names");
+    assert_eq!(w.store.used(), before - collected.bytes);
+    assert!(checkpoints::calls(&w.store, &w.folder, "s2").unwrap().is_empty());
+    // The first session can still rewind.
+    let plan = checkpoints::plan(&w.store, &w.opener, &w.folder, "s1", Some("e1")).unwrap();
+    let applied = checkpoints::apply(&w.store, &w.opener, &w.folder, &plan, false).unwrap();
+    assert!(applied.failed.is_empty(), "{applied:?}");
+    assert_eq!(w.read("shared.txt").as_deref(), Some("shared\n"));
+}
