@@ -1385,6 +1385,10 @@ async fn esc_esc_rewinds_the_files_and_the_conversation_to_before_a_call() {
     wait_for(&screen, "Rewind: this conversation's calls that changed files").await;
     let picker = wait_for(&screen, "notes.md").await;
     assert!(picker.contains("writeFile"), "{picker}");
+    // A key typed as the list appears is not a choice; one after a moment is.
+    tx.send(TermEvent::Key(key(KeyCode::Char('c')))).unwrap();
+    tokio::time::sleep(toolhost::ui::panes::REWIND_GRACE + Duration::from_millis(100)).await;
+    assert!(folder.path().join("notes.md").exists(), "a key typed as the list appeared rewound");
     // `c`: the files and the conversation go back to before the turn.
     tx.send(TermEvent::Key(key(KeyCode::Char('c')))).unwrap();
     let after = wait_for(&screen, "rewound to before w1").await;

@@ -7,11 +7,8 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use builtin_tools::Registry;
 use checkpoints::{Checkpointer, Store};
-use computer_runtime::{ComputerRuntime, LocalComputer};
-use tool_core::Services;
-use tool_executor::{ApprovalMode, Executor, RawCall, SessionConfig, SessionPolicy, Toolbox};
+use tool_executor::{ApprovalMode, Executor, RawCall, SessionConfig, SessionPolicy};
 
 fn main() {
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("a tokio runtime");
@@ -31,15 +28,8 @@ async fn writes() {
     let dir = tempfile::tempdir().expect("a temp dir");
     let folder = dir.path().join("work");
     std::fs::create_dir(&folder).expect("a folder");
-    let computer: Arc<dyn ComputerRuntime> = Arc::new(LocalComputer::default());
-    let services = Services::new().with(computer);
-    let mut toolbox = Toolbox::new();
-    for (manifest, runtime) in Registry::builtin().available_runtimes(&services).0 {
-        toolbox.add_tool(manifest, runtime).expect("a tool");
-    }
-    for (name, audit) in builtin_tools::audits() {
-        toolbox.add_audit(*name, *audit);
-    }
+    // The builtin tools as a front end has them (tiers, audits and preparations included).
+    let toolbox = client_executor::device::builtin_toolbox().expect("the builtin tools");
     let executor = Executor::builder(Arc::new(toolbox)).build();
     let open = |id: &str| {
         executor.open_session(SessionConfig {

@@ -4,14 +4,11 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use builtin_tools::Registry;
 use checkpoints::{Checkpointer, FileState, Store};
 use computer_runtime::beneath::Opener;
-use computer_runtime::{ComputerRuntime, LocalComputer};
 use journal::{AttemptFilter, AttemptStatus, Journal};
 use serde_json::{Value, json};
-use tool_core::Services;
-use tool_executor::{ApprovalMode, Batch, Executor, RawCall, Session, SessionConfig, SessionPolicy, Toolbox};
+use tool_executor::{ApprovalMode, Batch, Executor, RawCall, Session, SessionConfig, SessionPolicy};
 
 struct World {
     _dir: tempfile::TempDir,
@@ -29,15 +26,8 @@ async fn world(max_file_bytes: u64) -> World {
     std::fs::create_dir(&folder).unwrap();
     let folder = folder.canonicalize().unwrap();
     let journal = journal::open(&format!("sqlite://{}/journal.db", dir.path().display())).await.unwrap();
-    let computer: Arc<dyn ComputerRuntime> = Arc::new(LocalComputer::default());
-    let services = Services::new().with(computer);
-    let mut toolbox = Toolbox::new();
-    for (manifest, runtime) in Registry::builtin().available_runtimes(&services).0 {
-        toolbox.add_tool(manifest, runtime).unwrap();
-    }
-    for (name, audit) in builtin_tools::audits() {
-        toolbox.add_audit(*name, *audit);
-    }
+    // The builtin tools as a front end has them (tiers, audits and preparations included).
+    let toolbox = client_executor::device::builtin_toolbox().expect("the builtin tools");
     let executor = Executor::builder(Arc::new(toolbox)).journal(journal.clone()).build();
     let session = executor.open_session(SessionConfig {
         id: "s1".into(),

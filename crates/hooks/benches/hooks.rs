@@ -9,12 +9,9 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use builtin_tools::Registry;
-use computer_runtime::{ComputerRuntime, LocalComputer};
 use hooks::{HookSet, Hooks, Origin};
 use serde_json::json;
-use tool_core::Services;
-use tool_executor::{ApprovalMode, Executor, RawCall, SessionConfig, SessionPolicy, Toolbox};
+use tool_executor::{ApprovalMode, Executor, RawCall, SessionConfig, SessionPolicy};
 
 const ROUNDS: usize = 400;
 
@@ -31,15 +28,8 @@ fn median(mut samples: Vec<Duration>) -> (Duration, Duration) {
 async fn run() {
     let dir = tempfile::tempdir().expect("a temp dir");
     std::fs::write(dir.path().join("a.txt"), "hello\n").expect("a file");
-    let computer: Arc<dyn ComputerRuntime> = Arc::new(LocalComputer::default());
-    let services = Services::new().with(computer);
-    let mut toolbox = Toolbox::new();
-    for (manifest, runtime) in Registry::builtin().available_runtimes(&services).0 {
-        toolbox.add_tool(manifest, runtime).expect("a tool");
-    }
-    for (name, audit) in builtin_tools::audits() {
-        toolbox.add_audit(*name, *audit);
-    }
+    // The builtin tools as a front end has them (tiers, audits and preparations included).
+    let toolbox = client_executor::device::builtin_toolbox().expect("the builtin tools");
     let executor = Executor::builder(Arc::new(toolbox)).build();
     let open = |id: &str| {
         executor.open_session(SessionConfig {

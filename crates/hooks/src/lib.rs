@@ -29,6 +29,7 @@ pub mod names;
 pub mod run;
 
 use std::path::{Path, PathBuf};
+#[cfg(feature = "http")]
 use std::sync::Arc;
 
 use async_trait::async_trait;
@@ -699,6 +700,3 @@ pub fn for_folder(config_dir: Option<&Path>, folder: &Path, trusted: bool) -> Ho
     }
     set
 }
-
-/// Shared hooks, for a front end that hands them to sessions.
-pub type SharedHooks = Arc<Hooks>;

@@ -219,6 +219,20 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn a_hook_that_leaves_a_child_holding_its_output_answers_when_it_exits() {
+        let env = vec![("PATH".to_owned(), std::env::var("PATH").unwrap_or_default())];
+        let started = std::time::Instant::now();
+        let ran = command("sleep 5 & echo done", b"", None, &env, Duration::from_secs(30)).await;
+        assert_eq!(ran.exit, Exit::Code(0), "{ran:?}");
+        assert_eq!(ran.stdout.trim(), "done");
+        assert!(
+            started.elapsed() < Duration::from_secs(3),
+            "it waited for the child: {:?}",
+            started.elapsed()
+        );
+    }
+
+    #[tokio::test]
     async fn a_hook_past_its_time_is_stopped_with_what_it_started() {
         let dir = tempfile::tempdir().unwrap();
         let marker = dir.path().join("late");

@@ -5,14 +5,11 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use builtin_tools::Registry;
-use computer_runtime::{ComputerRuntime, LocalComputer};
 use hooks::{HookSet, Hooks, Origin};
 use journal::{AttemptFilter, AttemptStatus, Journal};
 use serde_json::{Value, json};
-use tool_core::Services;
 use tool_executor::{
-    ApprovalMode, Batch, CallResult, Event, Executor, RawCall, Session, SessionConfig, SessionPolicy, Toolbox,
+    ApprovalMode, Batch, CallResult, Event, Executor, RawCall, Session, SessionConfig, SessionPolicy,
 };
 
 struct World {
@@ -25,15 +22,8 @@ async fn world() -> World {
     let dir = tempfile::tempdir().unwrap();
     std::fs::create_dir(dir.path().join("work")).unwrap();
     let journal = journal::open(&format!("sqlite://{}/journal.db", dir.path().display())).await.unwrap();
-    let computer: Arc<dyn ComputerRuntime> = Arc::new(LocalComputer::default());
-    let services = Services::new().with(computer);
-    let mut toolbox = Toolbox::new();
-    for (manifest, runtime) in Registry::builtin().available_runtimes(&services).0 {
-        toolbox.add_tool(manifest, runtime).unwrap();
-    }
-    for (name, audit) in builtin_tools::audits() {
-        toolbox.add_audit(*name, *audit);
-    }
+    // The builtin tools as a front end has them (tiers, audits and preparations included).
+    let toolbox = client_executor::device::builtin_toolbox().expect("the builtin tools");
     let executor = Executor::builder(Arc::new(toolbox)).journal(journal.clone()).build();
     World { dir, executor, journal }
 }

@@ -87,6 +87,7 @@ suite!(
     late_settle_changes_nothing,
     upsert_settled_paths,
     confirm_only_from_executed,
+    undone_only_from_executed_or_confirmed,
     control_characters_are_stripped,
     approvals,
     remembered_decisions,
@@ -559,6 +560,26 @@ mod cases {
         assert!(!j.confirm("t", "c2").await.unwrap(), "failed cannot be confirmed");
         assert_eq!(j.get("t", "c2").await.unwrap().unwrap().status, AttemptStatus::Failed);
         assert!(!j.confirm("t", "nothing").await.unwrap());
+    }
+
+    pub async fn undone_only_from_executed_or_confirmed(j: &Arc<dyn Journal>) {
+        j.propose(&attempt("t", None, "u1")).await.unwrap();
+        assert!(!j.mark_undone("t", "u1").await.unwrap(), "a proposed row did nothing to undo");
+        assert!(j.settle("t", "u1", &settled(AttemptStatus::Executed, json!(1))).await.unwrap());
+        assert!(!j.mark_undone("other", "u1").await.unwrap(), "another tenant's row is not touched");
+        assert!(j.mark_undone("t", "u1").await.unwrap());
+        assert_eq!(j.get("t", "u1").await.unwrap().unwrap().status, AttemptStatus::Compensated);
+        assert!(!j.mark_undone("t", "u1").await.unwrap(), "undone once");
+
+        j.propose(&attempt("t", None, "u2")).await.unwrap();
+        assert!(j.settle("t", "u2", &settled(AttemptStatus::Executed, json!(1))).await.unwrap());
+        assert!(j.confirm("t", "u2").await.unwrap());
+        assert!(j.mark_undone("t", "u2").await.unwrap(), "a confirmed call can be undone");
+
+        j.propose(&attempt("t", None, "u3")).await.unwrap();
+        assert!(j.settle("t", "u3", &settled(AttemptStatus::Failed, json!(1))).await.unwrap());
+        assert!(!j.mark_undone("t", "u3").await.unwrap(), "a failed call is not marked undone");
+        assert_eq!(j.get("t", "u3").await.unwrap().unwrap().status, AttemptStatus::Failed);
     }
 
     pub async fn control_characters_are_stripped(j: &Arc<dyn Journal>) {

@@ -389,7 +389,13 @@ pub struct RewindView {
     pub selected: usize,
     /// A rewind waiting for `y`: files changed since would be overwritten.
     pub confirming: Option<RewindAsk>,
+    /// When the calls or the question last appeared: a key typed just before (meant for the
+    /// prompt) is not taken as a choice.
+    pub shown: Option<std::time::Instant>,
 }
+
+/// How long after the rewind view's calls or question appear its choice keys are ignored.
+pub const REWIND_GRACE: std::time::Duration = std::time::Duration::from_millis(400);
 
 /// A rewind that overwrites files changed since, waiting for the person.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -426,6 +432,10 @@ impl RewindView {
     /// Takes a key: Enter rewinds the files, `c` the files and the conversation; with files
     /// changed since, only `y` then goes on.
     pub fn on_key(&mut self, key: KeyEvent) -> RewindAction {
+        let choice = matches!(key.code, KeyCode::Enter | KeyCode::Char('c' | 'y'));
+        if choice && self.shown.is_some_and(|at| at.elapsed() < REWIND_GRACE) {
+            return RewindAction::None;
+        }
         if let Some(ask) = self.confirming.take() {
             return if key.code == KeyCode::Char('y') {
                 RewindAction::Rewind { call_id: ask.call_id, conversation: ask.conversation, force: true }
@@ -492,6 +502,35 @@ mod tests {
             RewindAction::Rewind { call_id: "c1".into(), conversation: false, force: true }
         );
         assert_eq!(view.on_key(key(KeyCode::Esc)), RewindAction::Leave);
+    }
+
+    #[test]
+    fn keys_typed_as_the_rewind_view_appears_are_not_taken_as_choices() {
+        use crossterm::event::KeyModifiers;
+        let key = |code| KeyEvent::new(code, KeyModifiers::NONE);
+        let entry = checkpoints::Entry {
+            call_id: "c1".into(),
+            key: "k-c1".into(),
+            tool: "local-system".into(),
+            api: "writeFile".into(),
+            summary: "a.txt".into(),
+            at_ms: 0,
+            files: Vec::new(),
+            incomplete: None,
+            undone: false,
+        };
+        let mut view =
+            RewindView { rows: vec![entry], shown: Some(std::time::Instant::now()), ..RewindView::default() };
+        assert_eq!(view.on_key(key(KeyCode::Enter)), RewindAction::None, "Enter meant for the prompt");
+        view.confirming =
+            Some(RewindAsk { call_id: "c1".into(), conversation: false, conflicts: vec!["a.txt".into()] });
+        assert_eq!(view.on_key(key(KeyCode::Char('y'))), RewindAction::None, "a word typed is not a yes");
+        assert!(view.confirming.is_some(), "the question stays");
+        view.shown = Some(std::time::Instant::now() - REWIND_GRACE);
+        assert_eq!(
+            view.on_key(key(KeyCode::Char('y'))),
+            RewindAction::Rewind { call_id: "c1".into(), conversation: false, force: true }
+        );
     }
 
     #[test]

@@ -481,8 +481,12 @@ where
                     FromPane::RewindRows(rows) => {
                         app.rewind.selected = app.rewind.selected.min(rows.len().saturating_sub(1));
                         app.rewind.rows = rows;
+                        app.rewind.shown = Some(Instant::now());
                     }
-                    FromPane::RewindConflicts(ask) => app.rewind.confirming = Some(ask),
+                    FromPane::RewindConflicts(ask) => {
+                        app.rewind.confirming = Some(ask);
+                        app.rewind.shown = Some(Instant::now());
+                    }
                     FromPane::Rewound(summary, call_id, conversation) => {
                         app.view = View::Chat;
                         // The conversation first: the notice stays after what it took out.
