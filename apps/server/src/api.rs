@@ -908,14 +908,36 @@ pub struct ApprovalQuery {
     pub session_id: Option<String>,
 }
 
-/// Questions waiting for a person, oldest first.
+/// A call waiting for a person's approval, or a question the agent asks (`askUser`).
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ApprovalView {
+    /// The journal's row: for a question, `reason` is `question` and `arguments` the question.
+    #[serde(flatten)]
+    pub row: PendingApproval,
+    /// `approval` (decide it with allow or deny) or `question` (answer it with
+    /// `{"kind": "answer", "answer": {"choices": [...], "text": "..."}}`, or decline it with a
+    /// denial).
+    pub kind: &'static str,
+    /// The question, for a question.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub question: Option<tool_core::Question>,
+}
+
+/// The question a journalled approval row holds, if it is one.
+fn question_of(row: &PendingApproval) -> Option<tool_core::Question> {
+    (row.reason == tool_executor::approval::QUESTION)
+        .then(|| serde_json::from_value(row.arguments.clone()).ok())
+        .flatten()
+}
+
+/// Calls and questions waiting for a person, oldest first.
 #[utoipa::path(get, path = "/v1/approvals", tag = "approvals", params(ApprovalQuery),
-    responses((status = 200, body = Vec<PendingApproval>), (status = 401, body = ErrorBody)))]
+    responses((status = 200, body = Vec<ApprovalView>), (status = 401, body = ErrorBody)))]
 async fn list_approvals(
     State(state): State<Arc<AppState>>,
     Tenant(tenant): Tenant,
     Query(query): Query<ApprovalQuery>,
-) -> Result<Json<Vec<PendingApproval>>, ApiError> {
+) -> Result<Json<Vec<ApprovalView>>, ApiError> {
     let mut rows = state.journal.list_pending_approvals(&tenant, query.session_id.as_deref()).await?;
     if state.cluster.is_none() {
         // One instance: what waits in its broker is the truth (rows of a previous run that died
@@ -925,7 +947,14 @@ async fn list_approvals(
         rows.retain(|row| live.contains(&row.id));
     }
     rows.sort_by_key(|row| row.created_at);
-    Ok(Json(rows))
+    Ok(Json(
+        rows.into_iter()
+            .map(|row| {
+                let question = question_of(&row);
+                ApprovalView { kind: if question.is_some() { "question" } else { "approval" }, question, row }
+            })
+            .collect(),
+    ))
 }
 
 /// A person's decision.
@@ -934,7 +963,9 @@ async fn list_approvals(
 #[schema(example = json!({"decision": {"kind": "allow_always", "argument_prefix": "cargo test"}}))]
 pub struct DecideApproval {
     /// `{"kind": "allow_once" | "allow_session" | "deny"}`, `{"kind": "allow_always",
-    /// "argument_prefix": "cargo test"}` or `{"kind": "deny_with_message", "message": "…"}`.
+    /// "argument_prefix": "cargo test"}` or `{"kind": "deny_with_message", "message": "…"}`; for
+    /// a question, `{"kind": "answer", "answer": {"choices": ["…"], "text": "…"}}` (a denial
+    /// declines it).
     #[serde(deserialize_with = "crate::error::object_required")]
     pub decision: Decision,
     /// Ignored: who decided is the deciding key (`TENANT/ROLE/NAME`), recorded in the journal as
@@ -975,8 +1006,16 @@ async fn decide_approval(
     let name = request.decision.name().to_owned();
     let by = Some(principal.id);
     let decided = Decided { decision: request.decision.clone(), by: by.clone() };
-    if state.broker.decide(&tenant, &id, decided).is_ok() {
-        return Ok(Json(DecisionOutcome { approval_id: id, decision: name, outcome: "delivered".into() }));
+    match state.broker.decide(&tenant, &id, decided) {
+        Ok(()) => {
+            return Ok(Json(DecisionOutcome {
+                approval_id: id,
+                decision: name,
+                outcome: "delivered".into(),
+            }));
+        }
+        Err(tool_executor::approval::DecideError::Unfit(why)) => return Err(ApiError::bad_request(why)),
+        Err(tool_executor::approval::DecideError::NotFound(_)) => {}
     }
     // Not waiting here: with a cluster, the instance that proposed the call may hold it.
     if let Some(cluster) = &state.cluster
@@ -985,6 +1024,21 @@ async fn decide_approval(
         && let Some(attempt) = state.journal.get(&tenant, &row.attempt_key).await?
         && attempt.instance_id != state.instance_id
     {
+        // What the waiting instance would refuse is refused here, where the caller hears why.
+        let waiting = tool_executor::approval::ApprovalRequest {
+            id: row.id.clone(),
+            tenant: row.tenant.clone(),
+            session_id: row.session_id.clone(),
+            call_id: row.call_id.clone(),
+            tool: row.tool.clone(),
+            api: row.api.clone(),
+            arguments: row.arguments.clone(),
+            reason: row.reason.clone(),
+            question: question_of(&row),
+        };
+        if let Err(tool_executor::approval::DecideError::Unfit(why)) = waiting.admits(&request.decision) {
+            return Err(ApiError::bad_request(why));
+        }
         let decision =
             ClusterMessage::Decision { tenant, approval_id: id.clone(), decision: request.decision, by };
         if !cluster.send(&attempt.instance_id, &decision).await {

@@ -48,7 +48,15 @@ async fn a_device_session_runs_its_calls_on_the_device() {
     // server.)
     assert_eq!(
         devices[0]["tools"],
-        json!(["local-system", "todo", "calculator", "code-interpreter", "tool-search", "skills"])
+        json!([
+            "local-system",
+            "todo",
+            "calculator",
+            "code-interpreter",
+            "tool-search",
+            "skills",
+            "ask-user"
+        ])
     );
     // Code runs on the device too, with its state kept there between calls.
     let code =
@@ -291,6 +299,10 @@ async fn a_device_decides_for_its_own_machine() {
 
     // The server lets a path it cannot judge through (auto-run); the device audits it on its own
     // disk, finds it outside its folder, and — no one being at the device — blocks it.
+    // No one is at the device: the agent's question is answered at once with that.
+    let asked = server.call(&sid, "d3", "askUser", json!({"question": "Which branch?"})).await;
+    assert_eq!(asked["output"]["error"]["kind"], "blocked", "{asked}");
+    assert!(asked["output"]["content"].as_str().unwrap().contains("no one is at this device"), "{asked}");
     let outside = server.call(&sid, "d2", "readFile", json!({"path": OUTSIDE})).await;
     assert_ne!(outside["status"], "executed", "{outside}");
     assert!(
@@ -307,7 +319,8 @@ async fn a_device_decides_for_its_own_machine() {
     server.stop().await;
 }
 
-/// A person at the device: answers every question with "yes once" and counts them.
+/// A person at the device: answers every approval with "yes once", every question with its last
+/// option, and counts them.
 #[derive(Debug, Default)]
 struct PersonSaysYes(std::sync::atomic::AtomicUsize);
 
@@ -315,15 +328,21 @@ struct PersonSaysYes(std::sync::atomic::AtomicUsize);
 impl tool_executor::ApprovalBroker for PersonSaysYes {
     async fn wait(
         &self,
-        _request: &tool_executor::approval::ApprovalRequest,
+        request: &tool_executor::approval::ApprovalRequest,
         _cancel: &tokio_util::sync::CancellationToken,
         _timeout: Duration,
     ) -> Option<tool_executor::Decided> {
         self.0.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-        Some(tool_executor::Decided {
-            decision: tool_executor::Decision::AllowOnce,
-            by: Some("person".into()),
-        })
+        let decision = match &request.question {
+            Some(question) => tool_executor::Decision::Answer {
+                answer: tool_core::Answer {
+                    choices: question.options.last().cloned().into_iter().collect(),
+                    text: None,
+                },
+            },
+            None => tool_executor::Decision::AllowOnce,
+        };
+        Some(tool_executor::Decided { decision, by: Some("person".into()) })
     }
 }
 
@@ -349,6 +368,12 @@ async fn a_device_with_a_person_asks_them_instead_of_blocking() {
     let outside = server.call(&sid, "p1", "readFile", json!({"path": OUTSIDE})).await;
     assert_eq!(outside["status"], "executed", "{outside}");
     assert_eq!(person.0.load(std::sync::atomic::Ordering::SeqCst), 1);
+    // The agent's question goes to the device, whose person answers it.
+    let question = json!({"question": "Which branch?", "options": ["main", "release"]});
+    let asked = server.call(&sid, "p2", "askUser", question.clone()).await;
+    assert_eq!(asked["status"], "executed", "{asked}");
+    assert_eq!(asked["output"]["content"], "The person answered: chose \"release\" (answered by person).");
+    assert_eq!(person.0.load(std::sync::atomic::Ordering::SeqCst), 2);
     stop.cancel();
     device.await.unwrap().unwrap();
     server.stop().await;

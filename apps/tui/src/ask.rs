@@ -95,6 +95,58 @@ pub fn decision(answer: &str, request: &ApprovalRequest) -> Decision {
     }
 }
 
+/// A question the agent asks, as text: the question, its numbered options, how to answer.
+pub fn asked(question: &tool_core::Question) -> String {
+    let mut text = format!("\n? the agent asks: {}\n", question.question);
+    for (n, option) in question.options.iter().enumerate() {
+        text.push_str(&format!("  {}. {option}\n", n + 1));
+    }
+    let how = match (question.options.is_empty(), question.multiple, question.allow_other) {
+        (true, _, _) => "type your answer",
+        (false, true, true) => "numbers separated by commas (1,3), or your own words",
+        (false, true, false) => "numbers separated by commas (1,3)",
+        (false, false, true) => "a number, or your own words",
+        (false, false, false) => "a number",
+    };
+    text.push_str(&format!("  ({how}; an empty line declines)\n> "));
+    text
+}
+
+/// What a typed line answers to `question`: the options its numbers name (or, where the question
+/// takes them, the words themselves); an empty line declines. `Err` says why the line does not
+/// answer, to ask again.
+pub fn answer(line: &str, question: &tool_core::Question) -> Result<Decision, String> {
+    let line = line.trim();
+    if line.is_empty() {
+        return Ok(Decision::Deny);
+    }
+    let numbers: Option<Vec<usize>> = if question.options.is_empty() {
+        None
+    } else {
+        line.split([',', ' ']).filter(|p| !p.is_empty()).map(|p| p.parse::<usize>().ok()).collect()
+    };
+    let answer = match numbers {
+        Some(numbers) => {
+            let mut choices = Vec::new();
+            for n in numbers {
+                let option = n.checked_sub(1).and_then(|i| question.options.get(i));
+                match option {
+                    Some(option) if !choices.contains(option) => choices.push(option.clone()),
+                    Some(_) => {}
+                    None => return Err(format!("there is no option {n}")),
+                }
+            }
+            tool_core::Answer { choices, text: None }
+        }
+        None if question.takes_text() => {
+            tool_core::Answer { choices: Vec::new(), text: Some(line.to_owned()) }
+        }
+        None => return Err("answer with the number of an option".into()),
+    };
+    question.check_answer(&answer)?;
+    Ok(Decision::Answer { answer })
+}
+
 /// What the model reads when nobody can answer any more.
 pub const STDIN_ENDED: &str = "no answer: standard input ended";
 
@@ -120,6 +172,37 @@ impl ApprovalBroker for TerminalBroker {
             }
             if early > 0 {
                 eprintln!("\n({early} line(s) typed before this question were set aside)");
+            }
+        }
+        if let Some(question) = &request.question {
+            eprint!("{}", asked(question));
+            loop {
+                let line = tokio::select! {
+                    line = lines.recv() => line,
+                    () = cancel.cancelled() => return None,
+                    () = tokio::time::sleep(timeout) => {
+                        eprintln!("(no answer in time)");
+                        return None;
+                    }
+                };
+                let Some(line) = line else {
+                    eprintln!("({STDIN_ENDED})");
+                    return Some(Decided {
+                        decision: Decision::DenyWithMessage { message: STDIN_ENDED.to_owned() },
+                        by: Some(tool_executor::approval::NO_ONE.into()),
+                    });
+                };
+                match answer(&line, question) {
+                    Ok(decision) => {
+                        let said = match &decision {
+                            Decision::Answer { answer } => format!("answered: {}", answer.summary()),
+                            _ => "declined".to_owned(),
+                        };
+                        eprintln!("({said})");
+                        return Some(Decided { decision, by: Some("terminal".into()) });
+                    }
+                    Err(why) => eprint!("({why}; try again)\n> "),
+                }
             }
         }
         eprint!("{}", question(request));

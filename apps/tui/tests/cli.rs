@@ -262,6 +262,48 @@ async fn piped_answers_are_read_in_order_and_the_end_of_input_is_said() {
     assert!(third["content"].as_str().unwrap().contains("standard input ended"), "{third}");
 }
 
+/// `askUser` in the line-mode conversation: the question and its numbered options are asked
+/// inline, a line that names no option is asked again, the answer reaches the model; `exec`
+/// (headless) tells the model at once that no one can answer.
+#[tokio::test]
+async fn the_agent_asks_the_person_inline_and_headless_runs_are_told_no_one_can_answer() {
+    let home = Home::new();
+    let question = json!({"question": "Which database?", "options": ["SQLite", "Postgres"]}).to_string();
+    let server = ScriptedModel::start(vec![
+        openai_reply("", "", &[("q1", "askUser", &question)], "tool_calls"),
+        openai_reply("", "Postgres it is.", &[], "stop"),
+        openai_reply("", "", &[("q2", "askUser", &question)], "tool_calls"),
+        openai_reply("", "I chose SQLite myself.", &[], "stop"),
+    ])
+    .await;
+    let out = output(home.command(Some(&server)), "set up the database\n3\n2\n/quit\n").await;
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let err = stderr(&out);
+    assert!(err.contains("? the agent asks: Which database?") && err.contains("  2. Postgres"), "{err}");
+    assert!(err.contains("there is no option 3; try again"), "{err}");
+    assert!(err.contains("(answered: Postgres)"), "{err}");
+    let told = &server.received()[1].body["messages"];
+    let answer = told.as_array().unwrap().iter().find(|m| m["tool_call_id"] == "q1").unwrap();
+    assert_eq!(
+        answer["content"], "The person answered: chose \"Postgres\" (answered by terminal).",
+        "{answer}"
+    );
+
+    let mut headless = home.command(Some(&server));
+    headless.args(["exec", "set up the database"]);
+    let out = output(headless, "").await;
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let told = &server.received()[3].body["messages"];
+    let answer = told.as_array().unwrap().iter().find(|m| m["tool_call_id"] == "q2").unwrap();
+    let content = answer["content"].as_str().unwrap();
+    assert!(
+        content.contains("No one can answer") && content.contains("make the most reasonable choice"),
+        "{content}"
+    );
+    let rows = journal(&home, &["--tool", "ask-user"]);
+    assert_eq!(rows.len(), 2, "{rows:?}");
+}
+
 #[tokio::test]
 async fn tools_lists_the_catalogue() {
     let home = Home::new();
@@ -372,6 +414,27 @@ fn an_eliciting_client_is_asked_and_its_answer_decides() {
         let declined = ask(&home, "decline", negotiation);
         assert_eq!(declined["result"]["is_error"], true, "{declined}");
         assert!(!home.folder.path().join("made-by-client").exists(), "a declined form never approves");
+    }
+}
+
+/// `askUser` over MCP: the client's person gets a form with the options (by request or in
+/// rounds), and their choice is the answer the model reads.
+#[test]
+fn an_eliciting_client_answers_the_agents_question_with_a_form() {
+    for negotiation in ["legacy", "auto"] {
+        let home = Home::new();
+        let seen = python_client_of_toolhost_mcp(
+            &home,
+            "python_elicit.py",
+            &["question:SQLite", negotiation, "stdio"],
+        );
+        let asked = seen["asked"].as_array().unwrap();
+        assert_eq!(asked.len(), 1, "{seen}");
+        assert_eq!(asked[0]["message"], "Which database?");
+        assert_eq!(asked[0]["schema"]["properties"]["choice"]["oneOf"][1]["const"], "Postgres", "{seen}");
+        assert_eq!(seen["result"]["is_error"], false, "{seen}");
+        let text = seen["result"]["text"].as_str().unwrap();
+        assert!(text.starts_with("The person answered: chose \"SQLite\" (answered by mcp-client:"), "{text}");
     }
 }
 

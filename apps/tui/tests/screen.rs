@@ -221,6 +221,7 @@ fn question(id: &str, command: &str) -> ApprovalRequest {
         api: "runCommand".into(),
         arguments: json!({ "command": command }),
         reason: "commands need approval (rm deletes files)".into(),
+        question: None,
     }
 }
 
@@ -271,6 +272,97 @@ fn approvals_queue_inline_and_each_answer_is_written_to_the_transcript() {
     app.ask(question("a4", "make"));
     app.withdraw("a4");
     assert!(!draw(&app).contains("approval needed"));
+}
+
+fn asked(id: &str, options: &[&str], multiple: bool, allow_other: bool) -> ApprovalRequest {
+    let question = tool_core::Question {
+        question: "Which database should the service use?".into(),
+        options: options.iter().map(|o| (*o).to_owned()).collect(),
+        multiple,
+        allow_other,
+    };
+    ApprovalRequest {
+        id: id.into(),
+        tenant: "local".into(),
+        session_id: "s".into(),
+        call_id: format!("call-{id}"),
+        tool: "ask-user".into(),
+        api: "askUser".into(),
+        arguments: serde_json::to_value(&question).unwrap(),
+        reason: tool_executor::approval::QUESTION.into(),
+        question: Some(question),
+    }
+}
+
+fn answered(id: &str, choices: &[&str], text: Option<&str>) -> Option<Command> {
+    Some(Command::Decide {
+        approval_id: id.into(),
+        decision: Decision::Answer {
+            answer: tool_core::Answer {
+                choices: choices.iter().map(|c| (*c).to_owned()).collect(),
+                text: text.map(str::to_owned),
+            },
+        },
+    })
+}
+
+/// A question the agent asks is drawn with its numbered options: a number (or the arrows and
+/// Enter) chooses, Space and numbers mark where several may be chosen, typing answers in one's
+/// own words where the question allows it, and Tab declines (with why) where it does not.
+#[test]
+fn the_agents_question_is_answered_with_keys_or_words() {
+    let mut app = new_app();
+    app.running = true;
+    app.ask(asked("q1", &["SQLite", "Postgres", "MySQL"], false, false));
+    let screen = draw(&app);
+    assert!(
+        screen.contains("the agent asks") && screen.contains("Which database should the service use?"),
+        "{screen}"
+    );
+    assert!(screen.contains("2 Postgres") && screen.contains("a number or ↑↓ Enter chooses"), "{screen}");
+    // A letter is not an answer to a question without words of one's own.
+    assert_eq!(app.on_key(key(KeyCode::Char('y'))), None);
+    assert!(draw(&app).contains("choose with a number"), "{}", draw(&app));
+    assert_eq!(app.on_key(key(KeyCode::Char('7'))), None, "no option 7");
+    assert_eq!(app.on_key(key(KeyCode::Char('2'))), answered("q1", &["Postgres"], None));
+    assert!(draw(&app).contains("answered the agent's question: Postgres"), "{}", draw(&app));
+
+    // The arrows and Enter.
+    app.ask(asked("q2", &["SQLite", "Postgres", "MySQL"], false, false));
+    app.on_key(key(KeyCode::Down));
+    app.on_key(key(KeyCode::Down));
+    assert_eq!(app.on_key(key(KeyCode::Enter)), answered("q2", &["MySQL"], None));
+
+    // Several: numbers and Space mark, Enter sends them in the question's order.
+    app.ask(asked("q3", &["lint", "test", "build"], true, false));
+    assert_eq!(app.on_key(key(KeyCode::Enter)), None, "nothing marked yet");
+    app.on_key(key(KeyCode::Char('3')));
+    app.on_key(key(KeyCode::Char('1')));
+    assert!(draw(&app).contains("[x] build") && draw(&app).contains("[ ] test"), "{}", draw(&app));
+    assert_eq!(app.on_key(key(KeyCode::Enter)), answered("q3", &["lint", "build"], None));
+
+    // Words of one's own: typing starts the answer, Enter sends it.
+    app.ask(asked("q4", &["SQLite", "Postgres"], false, true));
+    type_text(&mut app, "DuckDB");
+    assert!(draw(&app).contains("your answer: DuckDB"), "{}", draw(&app));
+    assert_eq!(app.on_key(key(KeyCode::Enter)), answered("q4", &[], Some("DuckDB")));
+
+    // A question without options takes words only; an empty answer declines.
+    app.ask(asked("q5", &[], false, false));
+    type_text(&mut app, "the staging one");
+    assert_eq!(app.on_key(key(KeyCode::Enter)), answered("q5", &[], Some("the staging one")));
+    app.ask(asked("q6", &["a", "b"], false, false));
+    assert_eq!(app.on_key(key(KeyCode::Tab)), None);
+    assert!(draw(&app).contains("why not answer?"), "{}", draw(&app));
+    type_text(&mut app, "ask Bob");
+    assert_eq!(
+        app.on_key(key(KeyCode::Enter)),
+        Some(Command::Decide {
+            approval_id: "q6".into(),
+            decision: Decision::DenyWithMessage { message: "ask Bob".into() }
+        })
+    );
+    assert!(draw(&app).contains("declined the agent's question: ask Bob"), "{}", draw(&app));
 }
 
 /// A sentence typed at the question is a reason, whatever letter it starts with: a choice key is
@@ -378,6 +470,7 @@ fn a_long_question_keeps_its_head_and_its_keys() {
         api: "writeFile".into(),
         arguments: json!({ "path": "/etc/motd", "content": content }),
         reason: "outside the folder".into(),
+        question: None,
     });
     let screen = draw(&app);
     assert!(screen.contains("Allow: Write /etc/motd"), "{screen}");

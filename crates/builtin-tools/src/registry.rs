@@ -40,6 +40,7 @@ static TOOLS: LazyLock<Vec<BuiltinTool>> = LazyLock::new(|| {
         tool!(builtin_tool_knowledge_base),
         tool!(builtin_tool_tool_search),
         tool!(builtin_tool_skills),
+        tool!(builtin_tool_ask_user),
         // new-tool: register
     ]
 });

@@ -152,7 +152,7 @@ impl ApprovalBroker for NoOneToAsk {
                     "the device's own policy needs a person to approve this, and no one is at the device"
                         .into(),
             },
-            by: Some("device".into()),
+            by: Some(tool_executor::approval::NO_ONE.into()),
         })
     }
 }

@@ -1114,6 +1114,7 @@ fn manifest_of(connection: Arc<Connection>, tools: &[Value], remembered: bool) -
             annotations: Some(annotations.clone()).filter(Value::is_object),
             previewable: false,
             when_previewing: false,
+            asks_person: false,
         };
         if spec.open_world {
             spec = spec.open_world();

@@ -481,7 +481,12 @@ impl Connection {
             if let Some(question) = parked.pending.take() {
                 let answer = elicit::answer_in(request.input_responses.as_ref());
                 let by = decider(&who, &context);
-                let _ = question.answer.send(elicit::decided(answer, parked.session_lasts, by));
+                let _ = question.answer.send(elicit::decided(
+                    &question.request,
+                    answer,
+                    parked.session_lasts,
+                    by,
+                ));
             }
             let progress = forward_progress(&parked.opened, &parked.call_id, &context);
             let settled = self.settle(&elicitation, elicit::Asking::Rounds, parked, &context, &who).await;
@@ -630,7 +635,8 @@ impl Connection {
                         }
                     };
                     let by = decider(who, context);
-                    let _ = question.answer.send(elicit::decided(answer, parked.session_lasts, by));
+                    let decided = elicit::decided(&question.request, answer, parked.session_lasts, by);
+                    let _ = question.answer.send(decided);
                 }
                 elicit::Asking::Rounds => {
                     let Some(form) = elicit::input_request(&question.request, parked.session_lasts) else {

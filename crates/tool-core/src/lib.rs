@@ -18,6 +18,8 @@
 //! * [`naming`]: the function names a model sees ([`ToolNames`]), sanitised for every provider,
 //!   with the reverse map and legacy aliases.
 //! * [`partial_json`]: best-effort parsing of argument JSON that is still streaming.
+//! * [`ask`]: questions a call asks the person ([`Question`], [`Answer`]) and the [`PersonAsker`]
+//!   a pipeline gives calls to ask them through.
 //!
 //! **Architecture invariant:** this crate does no I/O and knows no tool. Behaviour that a manifest
 //! refers to (dynamic audits, computed tiers) is named here and looked up in a table elsewhere.
@@ -43,6 +45,7 @@
 //! ```
 #![deny(missing_docs)]
 
+pub mod ask;
 pub mod embed;
 pub mod knowledge;
 pub mod manifest;
@@ -57,6 +60,7 @@ pub mod skills;
 pub mod storage;
 pub mod urls;
 
+pub use ask::{Answer, Asked, PersonAsker, Question};
 pub use manifest::{
     ApiSpec, DisplayControl, ExecutionMode, Executor, Exposure, Intervention, InterventionPolicy,
     InterventionRule, Matcher, MatcherKind, PathParam, Tier, TierSpec, ToolManifest, ToolMeta, schema_for,

@@ -238,6 +238,10 @@ pub struct ApiSpec {
     /// preview).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub when_previewing: bool,
+    /// Its calls may wait for a person's answer (`askUser`): they are journalled before they
+    /// run, whatever their tier, so what waits is on record.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub asks_person: bool,
 }
 
 /// The schema keyword that marks a parameter whose choices come from the session
@@ -307,7 +311,16 @@ impl ApiSpec {
             annotations: None,
             previewable: false,
             when_previewing: false,
+            asks_person: false,
         }
+    }
+
+    /// Marks the API as one whose calls may wait for a person's answer (see
+    /// [`ApiSpec::asks_person`]).
+    #[must_use]
+    pub fn asks_person(mut self) -> Self {
+        self.asks_person = true;
+        self
     }
 
     /// Marks the API as one whose calls a session that previews writes shows first (see

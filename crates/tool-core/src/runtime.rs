@@ -175,6 +175,8 @@ pub struct CallContext {
     /// Show the change this call would make, with a token to apply it, instead of making it (a
     /// session that previews writes, an API that is `previewable`).
     pub preview: bool,
+    /// How this call asks the session's person a question, when the front end's pipeline can.
+    pub asker: Option<crate::ask::PersonAsker>,
 }
 
 /// A function the session keeps out of the model's declarations until tool search finds it.
@@ -220,6 +222,7 @@ impl CallContext {
             finder: None,
             skills: Arc::default(),
             preview: false,
+            asker: None,
         }
     }
 
@@ -259,6 +262,18 @@ impl CallContext {
             None => {
                 ToolOutput::error(ErrorKind::Internal, "this front end does not let tools call other tools")
             }
+        }
+    }
+
+    /// Asks the session's person `question` and waits for the answer (or for the call's
+    /// cancellation or deadline): through the same channel as approvals, journalled with who
+    /// answered. A front end with no way to ask answers [`crate::Asked::NoOne`] at once.
+    pub async fn ask(&self, question: crate::ask::Question) -> crate::ask::Asked {
+        match &self.asker {
+            Some(asker) => asker.ask(question).await,
+            None => crate::ask::Asked::NoOne {
+                reason: "this front end has no way to ask the person questions".into(),
+            },
         }
     }
 

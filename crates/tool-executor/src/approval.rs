@@ -333,6 +333,11 @@ pub enum Decision {
         /// What the model reads.
         message: String,
     },
+    /// The answer to a question (an `askUser` call), never to an approval.
+    Answer {
+        /// What the person answered.
+        answer: tool_core::Answer,
+    },
 }
 
 impl Decision {
@@ -344,6 +349,7 @@ impl Decision {
             Self::AllowAlways { .. } => "allow_always",
             Self::Deny => "deny",
             Self::DenyWithMessage { .. } => "deny_with_message",
+            Self::Answer { .. } => "answer",
         }
     }
 
@@ -373,6 +379,42 @@ pub struct ApprovalRequest {
     pub arguments: Value,
     /// Why a person is asked.
     pub reason: String,
+    /// A question for the person (an `askUser` call) rather than a call to approve: it is
+    /// answered with [`Decision::Answer`] (or declined with a denial).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub question: Option<tool_core::Question>,
+}
+
+/// Who "answers" when a broker has no one to put a question to (as `decided_by`): a question
+/// so answered tells the model at once that no one can answer, rather than that someone declined.
+pub const NO_ONE: &str = "no one to ask";
+
+/// The reason recorded for a question in the journal's approvals (how a listing tells questions
+/// from approvals).
+pub const QUESTION: &str = "question";
+
+impl ApprovalRequest {
+    /// Whether `decision` is a kind of answer this request takes: a question takes an answer that
+    /// fits it or a denial (declining); an approval anything but an answer.
+    ///
+    /// # Errors
+    ///
+    /// What is wrong, for whoever decided.
+    pub fn admits(&self, decision: &Decision) -> Result<(), DecideError> {
+        match (&self.question, decision) {
+            (Some(question), Decision::Answer { answer }) => {
+                question.check_answer(answer).map_err(DecideError::Unfit)
+            }
+            (Some(_), Decision::Deny | Decision::DenyWithMessage { .. }) => Ok(()),
+            (Some(_), _) => Err(DecideError::Unfit(
+                "this is a question: answer it ({\"kind\": \"answer\", \"answer\": {\"choices\": [...], \"text\": \"...\"}}) or decline it with a denial".into(),
+            )),
+            (None, Decision::Answer { .. }) => {
+                Err(DecideError::Unfit("this is a call to approve, not a question to answer".into()))
+            }
+            (None, _) => Ok(()),
+        }
+    }
 }
 
 /// A decision and who made it.
@@ -403,6 +445,10 @@ pub enum DecideError {
     /// No pending approval with this id for this tenant (never asked, already decided, or given up).
     #[error("no pending approval `{0}`")]
     NotFound(String),
+    /// The decision does not fit what waits (an answer to an approval, an approval of a
+    /// question, an answer that is not among the options…); nothing was decided.
+    #[error("{0}")]
+    Unfit(String),
 }
 
 type Waiter = (ApprovalRequest, oneshot::Sender<Decided>);
@@ -439,7 +485,7 @@ impl LocalBroker {
     pub fn decide(&self, tenant: &str, id: &str, decided: Decided) -> Result<(), DecideError> {
         let mut waiting = self.waiting.lock().unwrap_or_else(|p| p.into_inner());
         match waiting.get(id) {
-            Some((request, _)) if request.tenant == tenant => {}
+            Some((request, _)) if request.tenant == tenant => request.admits(&decided.decision)?,
             _ => return Err(DecideError::NotFound(id.to_owned())),
         }
         let (_, sender) = waiting.remove(id).ok_or_else(|| DecideError::NotFound(id.to_owned()))?;
@@ -812,6 +858,7 @@ mod tests {
             api: "readFile".into(),
             arguments: Value::Null,
             reason: "r".into(),
+            question: None,
         };
         let waiter = {
             let (broker, request) = (broker.clone(), request.clone());

@@ -101,6 +101,30 @@ pub enum Event {
         /// What happened.
         message: String,
     },
+    /// A call asks the person a question (`askUser`): answer it as an approval, with
+    /// `{"kind": "answer", "answer": {...}}`, or decline it with a denial.
+    #[serde(rename = "question.asked")]
+    QuestionAsked {
+        /// The call id.
+        call_id: String,
+        /// The id to answer it with (on the approvals channel).
+        approval_id: String,
+        /// The question.
+        question: tool_core::Question,
+    },
+    /// A question was answered, declined, or given up on.
+    #[serde(rename = "question.settled")]
+    QuestionSettled {
+        /// The call id.
+        call_id: String,
+        /// The question's id.
+        approval_id: String,
+        /// `answered`, `declined`, `expired` or `cancelled`.
+        outcome: String,
+        /// Who answered or declined.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        by: Option<String>,
+    },
     /// Policy blocked the call without asking.
     #[serde(rename = "call.blocked")]
     Blocked {
@@ -125,6 +149,8 @@ impl Event {
             | Self::Failed { call_id, .. }
             | Self::Blocked { call_id, .. }
             | Self::HookNote { call_id, .. }
+            | Self::QuestionAsked { call_id, .. }
+            | Self::QuestionSettled { call_id, .. }
             | Self::ToolsActivated { call_id, .. } => call_id,
         }
     }
@@ -142,6 +168,8 @@ impl Event {
             Self::Failed { .. } => "call.failed",
             Self::Blocked { .. } => "call.blocked",
             Self::HookNote { .. } => "hook.note",
+            Self::QuestionAsked { .. } => "question.asked",
+            Self::QuestionSettled { .. } => "question.settled",
             Self::ToolsActivated { .. } => "tools.activated",
         }
     }

@@ -198,6 +198,15 @@ struct Prepared {
     hook_log: Vec<Value>,
 }
 
+/// The call a question belongs to.
+struct Asking {
+    call_id: String,
+    key: String,
+    tool: String,
+    api: String,
+    batch_cancel: Option<CancellationToken>,
+}
+
 /// What `PreToolUse` hooks decided, for approval.
 #[derive(Debug, Default)]
 struct PreHookSay {
@@ -1014,10 +1023,11 @@ impl Executor {
         }
 
         // A hook's rewrite can make a read into a call that changes something: that is on record
-        // before it runs, as any such call.
+        // before it runs, as any such call; so is a call that may wait for a person's answer.
         if !call.proposed
             && !call.foreign_key
-            && tier_in(toolbox, session, &compiled.spec, &arguments) != Tier::Read
+            && (compiled.spec.asks_person
+                || tier_in(toolbox, session, &compiled.spec, &arguments) != Tier::Read)
             && let Err(output) = self.propose_late(&mut call).await
         {
             return self
@@ -1177,6 +1187,7 @@ impl Executor {
         };
         context.cancel = session.call_token(&call.call_id, call.batch_cancel.as_ref());
         context.nested = Some(nested);
+        context.asker = Some(self.asker(session, call));
         context.skills = session.config.skills.clone();
         context.preview = self
             .inner
@@ -1192,6 +1203,146 @@ impl Executor {
             }));
         }
         context
+    }
+
+    /// Puts what waits for a person (an approval or a question) on record, pointing at its call.
+    async fn journal_pending(&self, request: &ApprovalRequest, attempt_key: &str) {
+        let Some(journal) = &self.inner.journal else { return };
+        let row = PendingApproval {
+            id: request.id.clone(),
+            tenant: request.tenant.clone(),
+            session_id: request.session_id.clone(),
+            attempt_key: attempt_key.to_owned(),
+            call_id: request.call_id.clone(),
+            tool: request.tool.clone(),
+            api: request.api.clone(),
+            arguments: request.arguments.clone(),
+            reason: request.reason.clone(),
+            status: "pending".into(),
+            decision: None,
+            decided_by: None,
+            created_at: now_ms(),
+            decided_at: None,
+        };
+        if let Err(error) = journal.insert_approval(&row).await {
+            tracing::warn!(%error, "journal insert_approval failed");
+        }
+    }
+
+    /// How `call` asks the session's person a question: on the approvals channel, as a question
+    /// (the broker shows it; the journal keeps it with the answer and who gave it). A session with
+    /// no person answers at once that no one can.
+    fn asker(&self, session: &Arc<Session>, call: &Prepared) -> tool_core::PersonAsker {
+        let executor = self.clone();
+        let session = session.clone();
+        let (call_id, key, tool, api) =
+            (call.call_id.clone(), call.key.clone(), call.tool.clone(), call.api.clone());
+        let batch_cancel = call.batch_cancel.clone();
+        tool_core::PersonAsker::new(move |question| {
+            let executor = executor.clone();
+            let session = session.clone();
+            let asking = Asking {
+                call_id: call_id.clone(),
+                key: key.clone(),
+                tool: tool.clone(),
+                api: api.clone(),
+                batch_cancel: batch_cancel.clone(),
+            };
+            Box::pin(async move { executor.ask_person(&session, asking, question).await })
+        })
+    }
+
+    async fn ask_person(
+        &self,
+        session: &Session,
+        call: Asking,
+        question: tool_core::Question,
+    ) -> tool_core::Asked {
+        use tool_core::Asked;
+        let policy = &session.config.policy;
+        if policy.no_person || policy.mode == ApprovalMode::Headless {
+            return Asked::NoOne {
+                reason: if policy.no_person {
+                    "no one is at this device to answer".into()
+                } else {
+                    "the session runs headless: no person is there to answer".into()
+                },
+            };
+        }
+        let request = ApprovalRequest {
+            id: format!("appr-{:x}", unique()),
+            tenant: session.config.tenant.clone(),
+            session_id: session.config.id.clone(),
+            call_id: call.call_id.clone(),
+            tool: call.tool.clone(),
+            api: call.api.clone(),
+            arguments: serde_json::to_value(&question).unwrap_or(Value::Null),
+            reason: crate::approval::QUESTION.to_owned(),
+            question: Some(question.clone()),
+        };
+        self.journal_pending(&request, &call.key).await;
+        session.emit(Event::QuestionAsked {
+            call_id: call.call_id.clone(),
+            approval_id: request.id.clone(),
+            question: question.clone(),
+        });
+        let token = session.call_token(&call.call_id, call.batch_cancel.as_ref());
+        let mut wait = self.inner.config.approval_timeout;
+        if let Some(remaining) = session.remaining() {
+            wait = wait.min(remaining);
+        }
+        let decided = tokio::time::timeout(wait, self.inner.broker.wait(&request, &token, wait))
+            .await
+            .unwrap_or_default();
+        // A broker that does not know questions may answer one as an approval: only an answer
+        // that fits is one; an approval is no answer, a denial declines.
+        let asked = match decided {
+            Some(Decided { decision: Decision::Answer { answer }, by }) => {
+                match question.check_answer(&answer) {
+                    Ok(()) => Asked::Answered { answer, by: by.unwrap_or_else(|| "a person".into()) },
+                    Err(why) => Asked::Declined {
+                        by: by.unwrap_or_else(|| "a person".into()),
+                        message: Some(format!("the answer given did not fit the question ({why})")),
+                    },
+                }
+            }
+            Some(Decided { decision: Decision::DenyWithMessage { message }, by })
+                if by.as_deref() == Some(crate::approval::NO_ONE) =>
+            {
+                Asked::NoOne { reason: message }
+            }
+            Some(Decided { decision: Decision::DenyWithMessage { message }, by }) => {
+                Asked::Declined { by: by.unwrap_or_else(|| "a person".into()), message: Some(message) }
+            }
+            Some(Decided { by, .. }) => {
+                Asked::Declined { by: by.unwrap_or_else(|| "a person".into()), message: None }
+            }
+            None if token.is_cancelled() => Asked::Cancelled,
+            None => Asked::TimedOut,
+        };
+        let (status, detail, by) = match &asked {
+            Asked::Answered { answer, by } => {
+                ("answered", json!({"kind": "answer", "answer": answer}), Some(by.clone()))
+            }
+            Asked::Declined { by, message } => {
+                ("declined", json!({"kind": "decline", "message": message}), Some(by.clone()))
+            }
+            Asked::Cancelled => ("cancelled", Value::Null, None),
+            Asked::TimedOut | Asked::NoOne { .. } => ("expired", Value::Null, None),
+        };
+        if let Some(journal) = &self.inner.journal
+            && let Err(error) =
+                journal.decide_approval(&request.tenant, &request.id, status, &detail, by.as_deref()).await
+        {
+            tracing::warn!(%error, "journal decide_approval failed");
+        }
+        session.emit(Event::QuestionSettled {
+            call_id: call.call_id,
+            approval_id: request.id,
+            outcome: status.to_owned(),
+            by,
+        });
+        asked
     }
 
     /// Arguments → API default → global default, clamped to [min, max] (and the API's own max),
@@ -1495,28 +1646,9 @@ impl Executor {
             api: call.api.clone(),
             arguments: call.arguments.clone(),
             reason: reason.clone(),
+            question: None,
         };
-        if let Some(journal) = &self.inner.journal {
-            let row = PendingApproval {
-                id: request.id.clone(),
-                tenant: request.tenant.clone(),
-                session_id: request.session_id.clone(),
-                attempt_key: call.key.clone(),
-                call_id: request.call_id.clone(),
-                tool: request.tool.clone(),
-                api: request.api.clone(),
-                arguments: request.arguments.clone(),
-                reason: reason.clone(),
-                status: "pending".into(),
-                decision: None,
-                decided_by: None,
-                created_at: now_ms(),
-                decided_at: None,
-            };
-            if let Err(error) = journal.insert_approval(&row).await {
-                tracing::warn!(%error, "journal insert_approval failed");
-            }
-        }
+        self.journal_pending(&request, &call.key).await;
         // What the person is shown is what runs: the files the call's paths name now, by device
         // and inode, for the runtime to check when it opens them.
         call.approved_files = approved_files(

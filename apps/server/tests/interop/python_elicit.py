@@ -6,7 +6,8 @@ usage: python_elicit.py ANSWER NEGOTIATION stdio COMMAND [ARG...]
 
 Runs `touch made-by-client` with runCommand; when Toolhost asks, answers ANSWER: `allow_once`,
 `allow_session`, `deny:REASON` (the form accepted with a denial and a reason) or `decline` (the
-form declined). NEGOTIATION is `legacy` (the initialize handshake of 2025-11-25, where the server
+form declined); or `question:LABEL`, which calls askUser with a question whose options are
+SQLite and Postgres instead, and answers by choosing LABEL. NEGOTIATION is `legacy` (the initialize handshake of 2025-11-25, where the server
 sends `elicitation/create` requests) or `auto` (the newest revision, 2026-07-28, where the call
 returns an input-required result and is retried with the answers). Prints one JSON object: the
 protocol version, the questions asked and the call's result.
@@ -39,12 +40,18 @@ async def main():
         asked.append({"message": params.message, "schema": params.requested_schema})
         if answer == "decline":
             return types.ElicitResult(action="decline")
+        if answer.startswith("question:"):
+            return types.ElicitResult(action="accept", content={"choice": answer[9:]})
         if answer.startswith("deny:"):
             return types.ElicitResult(action="accept", content={"decision": "deny", "reason": answer[5:]})
         return types.ElicitResult(action="accept", content={"decision": answer})
 
     async with Client(server, elicitation_callback=elicit, mode=negotiation) as client:
-        result = await client.call_tool("runCommand", {"command": "touch made-by-client"})
+        if answer.startswith("question:"):
+            question = {"question": "Which database?", "options": ["SQLite", "Postgres"]}
+            result = await client.call_tool("askUser", question)
+        else:
+            result = await client.call_tool("runCommand", {"command": "touch made-by-client"})
         seen = {"is_error": bool(result.is_error), "text": text_of(result)}
         print(json.dumps({"protocol": client.protocol_version, "asked": asked, "result": seen}))
 

@@ -127,6 +127,9 @@ pub enum Answering {
     /// "Always": the command prefix to remember, editable (`None`: the whole tool's API, for a
     /// call that is not a command). Enter confirms.
     Always(Option<String>),
+    /// An answer to a question in one's own words (for a question that takes none: why one
+    /// declines). Enter sends it; an empty one declines.
+    Answer(String),
 }
 
 /// The prefix "always" proposes for a question's command, if it is one.
@@ -319,6 +322,10 @@ pub struct App {
     pub shift_enter: bool,
     /// When the running turn started (the status line shows for how long).
     pub turn_started: Option<std::time::Instant>,
+    /// A question's options marked so far (several may be chosen), by index.
+    pub marked: Vec<usize>,
+    /// The option the arrows are on.
+    pub option_cursor: usize,
     /// Each call's cell, by call id.
     calls: HashMap<String, usize>,
     /// The assistant cell being streamed.
@@ -578,6 +585,8 @@ impl App {
         self.approvals.retain(|p| p.request.id != approval_id);
         if self.approvals.len() != before {
             self.answering = None;
+            self.marked.clear();
+            self.option_cursor = 0;
             self.question_focus = false;
             self.question_hint = None;
             self.pending_choice = None;
@@ -663,7 +672,7 @@ impl App {
     /// question or act in a pane).
     pub fn paste(&mut self, text: &str) {
         match &mut self.answering {
-            Some(Answering::Reason(field) | Answering::Always(Some(field))) => {
+            Some(Answering::Reason(field) | Answering::Always(Some(field)) | Answering::Answer(field)) => {
                 field.push_str(&text.replace(['\r', '\n'], " "));
                 return;
             }
@@ -990,6 +999,9 @@ impl App {
             return Some(Some(command));
         }
         let pending = self.approvals.front()?;
+        if pending.request.question.is_some() {
+            return self.on_asked_key(key);
+        }
         let id = pending.request.id.clone();
         // A choice key just pressed: more typing makes it the start of a reason; Enter takes it
         // now; Esc drops it.
@@ -1031,11 +1043,17 @@ impl App {
                         prefix => Decision::AllowAlways { argument_prefix: prefix },
                     }
                 }
-                (KeyCode::Backspace, Answering::Reason(text) | Answering::Always(Some(text))) => {
+                (
+                    KeyCode::Backspace,
+                    Answering::Reason(text) | Answering::Always(Some(text)) | Answering::Answer(text),
+                ) => {
                     text.pop();
                     return Some(None);
                 }
-                (KeyCode::Char(c), Answering::Reason(text) | Answering::Always(Some(text))) => {
+                (
+                    KeyCode::Char(c),
+                    Answering::Reason(text) | Answering::Always(Some(text)) | Answering::Answer(text),
+                ) => {
                     text.push(c);
                     return Some(None);
                 }
@@ -1087,6 +1105,143 @@ impl App {
         Some(None)
     }
 
+    /// A key while the first question waiting is one the agent asks (`askUser`): digits choose
+    /// (or mark, where several may be chosen), ↑↓ and Enter too, Space marks; Tab opens a field
+    /// for an answer in one's own words (or, where the question takes none, for why one
+    /// declines); Enter on an empty field declines. Choices follow a pause, as for approvals.
+    fn on_asked_key(&mut self, key: KeyEvent) -> Option<Option<Command>> {
+        let pending = self.approvals.front()?;
+        let id = pending.request.id.clone();
+        let question = pending.request.question.clone()?;
+        let arrived = pending.arrived;
+        let count = question.options.len();
+        if let Some(Answering::Answer(text)) = &mut self.answering {
+            match key.code {
+                KeyCode::Enter => {
+                    let text = std::mem::take(text).trim().to_owned();
+                    self.answering = None;
+                    let choices = self.marked_labels(&question);
+                    let decision = if text.is_empty() && choices.is_empty() {
+                        Decision::Deny
+                    } else if !question.takes_text() {
+                        if text.is_empty() {
+                            Decision::Deny
+                        } else {
+                            Decision::DenyWithMessage { message: text }
+                        }
+                    } else {
+                        let text = Some(text).filter(|t| !t.is_empty());
+                        let choices = if question.multiple {
+                            choices
+                        } else if text.is_some() {
+                            Vec::new()
+                        } else {
+                            choices
+                        };
+                        Decision::Answer { answer: tool_core::Answer { choices, text } }
+                    };
+                    return Some(Some(self.decided(id, decision)));
+                }
+                KeyCode::Backspace => {
+                    text.pop();
+                }
+                KeyCode::Char(c) => text.push(c),
+                _ => {}
+            }
+            return Some(None);
+        }
+        let draft = !self.input.is_empty();
+        if key.code == KeyCode::Tab && draft && !self.question_focus && self.completion.is_some() {
+            return None;
+        }
+        if key.code == KeyCode::Tab {
+            if draft && !self.question_focus {
+                self.question_focus = true;
+            } else {
+                self.answering = Some(Answering::Answer(String::new()));
+            }
+            self.question_hint = None;
+            return Some(None);
+        }
+        if draft && !self.question_focus {
+            return None;
+        }
+        match key.code {
+            KeyCode::Up => {
+                self.option_cursor = self.option_cursor.saturating_sub(1);
+                return Some(None);
+            }
+            KeyCode::Down => {
+                self.option_cursor = (self.option_cursor + 1).min(count.saturating_sub(1));
+                return Some(None);
+            }
+            _ => {}
+        }
+        let quiet = self.last_typed.is_none_or(|at| at.elapsed() >= self.question_grace);
+        self.last_typed = Some(std::time::Instant::now());
+        let early = arrived.elapsed() < self.question_grace || !quiet;
+        let chosen = match key.code {
+            KeyCode::Enter => Some(self.option_cursor),
+            KeyCode::Char(' ') if question.multiple => Some(self.option_cursor),
+            KeyCode::Char(c @ '1'..='9') => Some(c as usize - '1' as usize),
+            KeyCode::Char(c) if question.takes_text() => {
+                // Typing starts an answer of one's own (sent only by Enter).
+                self.answering = Some(Answering::Answer(c.to_string()));
+                self.question_hint = None;
+                return Some(None);
+            }
+            KeyCode::Char(_) => {
+                self.question_hint =
+                    Some("choose with a number or ↑↓ and Enter (Tab to decline and say why)");
+                return Some(None);
+            }
+            _ => return None,
+        };
+        if early {
+            self.question_hint =
+                Some("that key came as the question appeared or amid typing: press it again");
+            return Some(None);
+        }
+        self.question_hint = None;
+        let Some(index) = chosen.filter(|i| *i < count) else {
+            if count == 0 {
+                self.answering = Some(Answering::Answer(String::new()));
+            } else {
+                self.question_hint = Some("there is no option with that number");
+            }
+            return Some(None);
+        };
+        if question.multiple {
+            if key.code == KeyCode::Enter {
+                let choices = self.marked_labels(&question);
+                if choices.is_empty() {
+                    self.question_hint =
+                        Some("mark options with their numbers or Space first (Tab to decline)");
+                    return Some(None);
+                }
+                let answer = tool_core::Answer { choices, text: None };
+                return Some(Some(self.decided(id, Decision::Answer { answer })));
+            }
+            self.option_cursor = index;
+            match self.marked.iter().position(|m| *m == index) {
+                Some(at) => {
+                    self.marked.remove(at);
+                }
+                None => self.marked.push(index),
+            }
+            return Some(None);
+        }
+        let answer = tool_core::Answer { choices: vec![question.options[index].clone()], text: None };
+        Some(Some(self.decided(id, Decision::Answer { answer })))
+    }
+
+    /// The labels of the options marked, in the question's order.
+    fn marked_labels(&self, question: &tool_core::Question) -> Vec<String> {
+        let mut marked = self.marked.clone();
+        marked.sort_unstable();
+        marked.into_iter().filter_map(|i| question.options.get(i).cloned()).collect()
+    }
+
     /// Takes the choice key pressed on the question once nothing followed it in time.
     pub fn commit_due(&mut self) -> Option<Command> {
         let (choice, at) = self.pending_choice?;
@@ -1132,7 +1287,16 @@ impl App {
         if let Some(next) = self.approvals.front_mut() {
             next.arrived = std::time::Instant::now();
         }
-        if let Some(pending) = answered {
+        self.marked.clear();
+        self.option_cursor = 0;
+        if answered.as_ref().is_some_and(|p| p.request.question.is_some()) {
+            let said = match &decision {
+                Decision::Answer { answer } => format!("answered the agent's question: {}", answer.summary()),
+                Decision::DenyWithMessage { message } => format!("declined the agent's question: {message}"),
+                _ => "declined the agent's question".to_owned(),
+            };
+            self.notice(said, !matches!(decision, Decision::Answer { .. }));
+        } else if let Some(pending) = answered {
             let what = format!("{}/{}", pending.request.tool, pending.request.api);
             let said = match &decision {
                 Decision::AllowOnce => "allowed once".to_owned(),
@@ -1146,6 +1310,7 @@ impl App {
                 Decision::AllowAlways { argument_prefix: None } => "always allowed here".to_owned(),
                 Decision::Deny => "denied".to_owned(),
                 Decision::DenyWithMessage { message } => format!("denied: {message}"),
+                Decision::Answer { .. } => "answered".to_owned(),
             };
             self.notice(format!("{what} {said}"), !decision.allows());
         }

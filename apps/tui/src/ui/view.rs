@@ -62,10 +62,14 @@ pub fn render(app: &App, frame: &mut Frame<'_>) {
         render_completion(completion, frame, transcript);
     }
     if let Some(lines) = question {
+        let what = match app.approvals.front().is_some_and(|p| p.request.question.is_some()) {
+            true => "the agent asks",
+            false => "approval needed",
+        };
         let title = if app.approvals.len() > 1 {
-            format!(" approval needed (1 of {}) ", app.approvals.len())
+            format!(" {what} (1 of {}) ", app.approvals.len())
         } else {
-            " approval needed ".to_owned()
+            format!(" {what} ")
         };
         let block = Block::default()
             .borders(Borders::ALL)
@@ -152,6 +156,12 @@ fn prompt_label(app: &App) -> &'static str {
         Some(super::state::Answering::Reason(_)) => "why not? ",
         Some(super::state::Answering::Always(Some(_))) => "always allow commands starting: ",
         Some(super::state::Answering::Always(None)) => "always allow? Enter confirms, Esc goes back ",
+        Some(super::state::Answering::Answer(_)) => {
+            match app.approvals.front().and_then(|p| p.request.question.as_ref()) {
+                Some(question) if !question.takes_text() => "why not answer? ",
+                _ => "your answer: ",
+            }
+        }
         None => "› ",
     }
 }
@@ -234,9 +244,11 @@ fn render_input(app: &App, frame: &mut Frame<'_>, area: Rect) {
 /// cursor as a char index.
 fn prompt_text(app: &App) -> (&str, usize) {
     match &app.answering {
-        Some(super::state::Answering::Reason(text) | super::state::Answering::Always(Some(text))) => {
-            (text.as_str(), text.chars().count())
-        }
+        Some(
+            super::state::Answering::Reason(text)
+            | super::state::Answering::Always(Some(text))
+            | super::state::Answering::Answer(text),
+        ) => (text.as_str(), text.chars().count()),
         Some(super::state::Answering::Always(None)) => ("", 0),
         None => (app.input.as_str(), app.cursor),
     }
@@ -334,8 +346,71 @@ fn tokens(n: u64) -> String {
     if n >= 10_000 { format!("{}k", n / 1000) } else { n.to_string() }
 }
 
+/// Where the keys go while a question waits: a pane keeps them, and so does a draft until Tab.
+fn where_to_answer(app: &App, lines: &mut Vec<Line<'static>>) {
+    let said = if app.view != View::Chat {
+        "Esc back to the conversation to answer"
+    } else if !app.input.is_empty() && !app.question_focus {
+        "your draft keeps the keys: Tab answers this question (the draft is kept)"
+    } else {
+        return;
+    };
+    lines.push(Line::styled(said, Style::default().fg(Color::Magenta)));
+}
+
+/// A question the agent asks: the question, its options (numbered, marked, the arrows' one
+/// highlighted), and the keys.
+fn asked_lines(app: &App, question: &tool_core::Question) -> Vec<Line<'static>> {
+    let key = Style::default().fg(Color::Cyan).add_modifier(Modifier::BOLD);
+    let dim = Style::default().add_modifier(Modifier::DIM);
+    let mut lines: Vec<Line<'static>> = question
+        .question
+        .lines()
+        .map(|l| Line::styled(l.to_owned(), Style::default().add_modifier(Modifier::BOLD)))
+        .collect();
+    for (n, option) in question.options.iter().enumerate() {
+        let mark = match (question.multiple, app.marked.contains(&n)) {
+            (true, true) => "[x] ",
+            (true, false) => "[ ] ",
+            (false, _) => "",
+        };
+        let label = if n < 9 { format!("{} ", n + 1) } else { "  ".to_owned() };
+        let style = if n == app.option_cursor {
+            Style::default().add_modifier(Modifier::REVERSED)
+        } else {
+            Style::default()
+        };
+        lines
+            .push(Line::from(vec![Span::styled(label, key), Span::styled(format!("{mark}{option}"), style)]));
+    }
+    let keys = match (&app.answering, question.options.is_empty(), question.multiple) {
+        (Some(_), _, _) if question.takes_text() => {
+            "type your answer below · Enter sends it (empty: declines) · Esc back"
+        }
+        (Some(_), _, _) => "say why not below · Enter declines · Esc back to the options",
+        (None, true, _) => "type your answer · Enter sends it (empty: declines)",
+        (None, false, true) if question.allow_other => {
+            "numbers or Space mark · Enter sends the marked · type (or Tab) to add your own words"
+        }
+        (None, false, true) => "numbers or Space mark · Enter sends the marked · Tab declines",
+        (None, false, false) if question.allow_other => {
+            "a number or ↑↓ Enter chooses · type (or Tab) to answer in your own words"
+        }
+        (None, false, false) => "a number or ↑↓ Enter chooses · Tab declines",
+    };
+    lines.push(Line::styled(keys, dim));
+    where_to_answer(app, &mut lines);
+    if let Some(hint) = app.question_hint {
+        lines.push(Line::styled(hint, Style::default().fg(Color::Magenta)));
+    }
+    lines
+}
+
 fn question_lines(app: &App, pending: &super::state::Pending) -> Vec<Line<'static>> {
     let request = &pending.request;
+    if let Some(question) = &request.question {
+        return asked_lines(app, question);
+    }
     let card = builtin_tools::Registry::builtin()
         .render(&request.tool)
         .intervention(&request.api, &request.arguments);
@@ -364,10 +439,15 @@ fn question_lines(app: &App, pending: &super::state::Pending) -> Vec<Line<'stati
         None => (format!("yes, {what}, for this session"), format!("always {what} in this folder")),
     };
     match &app.answering {
-        Some(super::state::Answering::Reason(_)) => lines.push(Line::from(vec![
-            Span::styled("why not? ", Style::default().fg(Color::Yellow)),
-            Span::styled("type it below · Enter denies (empty: no reason) · Esc back to the choices", dim),
-        ])),
+        Some(super::state::Answering::Reason(_) | super::state::Answering::Answer(_)) => {
+            lines.push(Line::from(vec![
+                Span::styled("why not? ", Style::default().fg(Color::Yellow)),
+                Span::styled(
+                    "type it below · Enter denies (empty: no reason) · Esc back to the choices",
+                    dim,
+                ),
+            ]))
+        }
         Some(super::state::Answering::Always(prefix)) => {
             let what = match prefix {
                 Some(_) => "edit the prefix below · Enter allows commands starting with it here, always",
@@ -394,17 +474,7 @@ fn question_lines(app: &App, pending: &super::state::Pending) -> Vec<Line<'stati
             ] {
                 lines.push(Line::from(vec![Span::styled(format!("{k} "), key), Span::raw(text)]));
             }
-            if app.view != View::Chat {
-                lines.push(Line::styled(
-                    "Esc back to the conversation to answer",
-                    Style::default().fg(Color::Magenta),
-                ));
-            } else if !app.input.is_empty() && !app.question_focus {
-                lines.push(Line::styled(
-                    "your draft keeps the keys: Tab answers this question (the draft is kept)",
-                    Style::default().fg(Color::Magenta),
-                ));
-            }
+            where_to_answer(app, &mut lines);
         }
     }
     if let Some(hint) = app.question_hint {
