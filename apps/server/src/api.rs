@@ -294,6 +294,11 @@ pub struct CreateSession {
     /// it — approved as the write it is — or discards it.
     #[serde(default)]
     pub preview_writes: bool,
+    /// The operator's model profile this session's sub-agents use (`--models`; default: the
+    /// operator's default).
+    #[serde(default)]
+    #[schema(min_length = 1, max_length = 200, pattern = r"^[^\u0000-\u001F\u007F-\u009F]*$")]
+    pub sub_agent_model: Option<String>,
     /// Where "always allow" decisions are kept (default: the working directory).
     #[serde(default)]
     #[schema(min_length = 1, max_length = 200, pattern = r"^[^\u0000-\u001F\u007F-\u009F]*$")]
@@ -429,6 +434,18 @@ pub async fn open_session(
     view.agent_id = request.agent_id;
     view.sequential = request.sequential;
     view.preview_writes = request.preview_writes;
+    if let Some(name) = &request.sub_agent_model {
+        check_text("sub_agent_model", name, 200)?;
+        match &state.sub_agents {
+            Some(models) => models.check(name).map_err(|e| ApiError::bad_request(e.to_string()))?,
+            None => {
+                return Err(ApiError::bad_request(
+                    "sub_agent_model: this server has no models for sub-agents (the operator's --models)",
+                ));
+            }
+        }
+    }
+    view.sub_agent_model = request.sub_agent_model;
     view.project = request.project;
     view.runs_on = request.runs_on;
     view.device_id = request.device_id;

@@ -366,6 +366,19 @@ pub struct ServeArgs {
     /// memories and knowledge bases are then searched by meaning as well as by words.
     #[arg(long, env = "TOOLHOST_EMBEDDINGS_URL", requires = "embeddings_model")]
     pub embeddings_url: Option<String>,
+    /// Model profiles sub-agents may use (`callSubAgent`): a TOML file of `[profiles.NAME]` tables
+    /// (`provider`, `model`, `base_url`, `api_key_env`, …) as the terminal app's `config.toml`,
+    /// with `sub_agent = "NAME"` (or `profile`) for the default. Keys are read from this server's
+    /// environment, never from a session; a session may name a profile (`sub_agent_model`).
+    /// Without it the tool is off.
+    #[arg(long, env = "TOOLHOST_MODELS", value_name = "FILE")]
+    pub models: Option<PathBuf>,
+    /// Model replies one sub-agent may take.
+    #[arg(long, env = "TOOLHOST_SUB_AGENT_MAX_TURNS", default_value_t = 25)]
+    pub sub_agent_max_turns: u32,
+    /// Tokens (in and out) one sub-agent may use.
+    #[arg(long, env = "TOOLHOST_SUB_AGENT_TOKEN_BUDGET", default_value_t = 400_000)]
+    pub sub_agent_token_budget: u64,
     /// The embeddings model to ask for.
     #[arg(long, env = "TOOLHOST_EMBEDDINGS_MODEL", requires = "embeddings_url")]
     pub embeddings_model: Option<String>,

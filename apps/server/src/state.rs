@@ -63,6 +63,9 @@ pub struct SessionView {
     /// Writes and edits show their change first (`resolveChange` applies or discards it).
     #[serde(default)]
     pub preview_writes: bool,
+    /// The operator's model profile its sub-agents use (default: the operator's default).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sub_agent_model: Option<String>,
     /// Where tools run.
     pub runs_on: RunsOn,
     /// The device, when `runs_on` is `device` and one was named.
@@ -172,6 +175,41 @@ pub struct AppState {
     /// What files were before the calls that changed them, in the state folder (`None`:
     /// `--checkpoint-max-mib 0`).
     pub checkpoints: Option<Arc<checkpoints::Store>>,
+    /// The operator's models for sub-agents (`--models`).
+    pub sub_agents: Option<Arc<builtin_tool_sub_agent::SubAgentModels>>,
+}
+
+/// The operator's model profiles for sub-agents (`--models`), each with its key from this
+/// server's environment.
+fn sub_agent_models(args: &ServeArgs) -> anyhow::Result<Option<Arc<builtin_tool_sub_agent::SubAgentModels>>> {
+    use builtin_tool_sub_agent::{SubAgentLimits, SubAgentModel, SubAgentModels};
+    let Some(path) = &args.models else { return Ok(None) };
+    let file = agent::ConfigFile::load(path)?;
+    let env = |name: &str| std::env::var(name).ok();
+    let limits = SubAgentLimits {
+        max_turns: args.sub_agent_max_turns.max(1),
+        token_budget: args.sub_agent_token_budget,
+    };
+    let mut models = SubAgentModels::new().with_limits(limits);
+    for name in file.profiles.keys() {
+        let overrides = agent::Overrides { profile: Some(name.clone()), ..agent::Overrides::default() };
+        let profile = agent::config::resolve(&file, &path.display().to_string(), &overrides, &env)?;
+        if profile.api_key.is_none() {
+            tracing::warn!(profile = %name, variable = %profile.api_key_env, "--models: no key in the environment; sent without one");
+        }
+        let client = profile.client().with_context(|| format!("--models: profile `{name}`"))?;
+        models =
+            models.with_model(SubAgentModel { name: name.clone(), client, config: profile.agent_config() });
+    }
+    if models.names().is_empty() {
+        bail!("--models {}: no [profiles.NAME] table", path.display());
+    }
+    if let Some(default) = file.sub_agent.as_deref().or(file.profile.as_deref()) {
+        models =
+            models.with_default(default).map_err(|e| anyhow::anyhow!("--models {}: {e}", path.display()))?;
+    }
+    tracing::info!(profiles = ?models.names(), "models for sub-agents");
+    Ok(Some(Arc::new(models)))
 }
 
 /// The operator's hooks (`--hooks`), their webhooks through a fetcher that reaches public
@@ -323,7 +361,9 @@ pub fn enabled_tools(args: &ServeArgs) -> anyhow::Result<Vec<String>> {
         .iter()
         .filter(|e| {
             let id = e.tool.identifier;
-            let on = (e.tool.flags.default_enabled && !e.tool.flags.hidden)
+            // Sub-agents need a model, which only the operator can give.
+            let possible = id != builtin_tool_sub_agent::IDENTIFIER || args.models.is_some();
+            let on = (e.tool.flags.default_enabled && !e.tool.flags.hidden && possible)
                 || args.enable_tools.iter().any(|t| t == id);
             on && !args.disable_tools.iter().any(|t| t == id)
         })
@@ -443,8 +483,18 @@ impl AppState {
         if let Some(embedder) = &embedder {
             services = services.with(embedder.clone());
         }
+        let sub_agents = sub_agent_models(&args)?;
+        if let Some(models) = &sub_agents {
+            services = services.with(models.clone());
+        }
         let mut toolbox = Toolbox::new();
-        for (manifest, runtime) in Registry::builtin().runtimes(&services)? {
+        let (parts, missing) = Registry::builtin().available_runtimes(&services);
+        if let Some((tool, tool_core::MissingService(what))) =
+            missing.iter().find(|(tool, _)| tools.contains(tool))
+        {
+            bail!("the tool `{tool}` is enabled but needs {what} (for sub-agents: --models)");
+        }
+        for (manifest, runtime) in parts {
             if !tools.contains(&manifest.identifier) {
                 continue;
             }
@@ -518,6 +568,7 @@ impl AppState {
         let state = Arc::new(Self {
             hooks,
             checkpoints,
+            sub_agents,
             args,
             instance_id,
             executor,
@@ -720,6 +771,12 @@ impl AppState {
         {
             checkpoints::Checkpointer::attach(store.clone(), &session);
         }
+        if let Some(models) = &self.sub_agents
+            && let Err(error) = models.choose(&view.id, view.sub_agent_model.as_deref())
+        {
+            // Checked when the session was made; another instance's profiles may differ.
+            tracing::warn!(%error, session = %view.id, "the session's sub-agent model is not configured here");
+        }
         // What tool search found for it before (on another instance, or before a restart).
         session.activate("restored", &view.activated_tools);
         let route = match view.runs_on {
@@ -843,6 +900,9 @@ impl AppState {
         for id in idle {
             sessions.remove(&id);
             self.devices.forget_route(&id);
+            if let Some(models) = &self.sub_agents {
+                models.forget(&id);
+            }
         }
     }
 
@@ -908,6 +968,9 @@ impl AppState {
         {
             entry.session.cancel();
             self.devices.forget_route(id);
+        }
+        if let Some(models) = &self.sub_agents {
+            models.forget(id);
         }
         // What its checkpoints kept goes too (contents other sessions still name stay).
         if let Some(store) = self.checkpoints.clone() {
@@ -1127,6 +1190,7 @@ impl AppState {
             tools: self.tools.clone(),
             sequential: false,
             preview_writes: false,
+            sub_agent_model: None,
             project: None,
             runs_on: RunsOn::Server,
             device_id: None,

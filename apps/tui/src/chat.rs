@@ -255,6 +255,8 @@ pub async fn run(args: ChatArgs) -> anyhow::Result<u8> {
     let folder = args.guard.folder()?;
     let data = setup::data_dir()?;
     let lines = ask::stdin_lines();
+    let mut args = args;
+    args.guard.sub_agents = Some(setup::sub_agents(&profile));
     let executor = setup::executor(Arc::new(TerminalBroker::new(lines.clone())), &args.guard).await?;
     let resumed = if args.resume { last(&data, &folder)? } else { None };
     let (session_id, history) = match resumed {
@@ -405,6 +407,8 @@ pub async fn screen(args: ChatArgs) -> anyhow::Result<u8> {
         Err(error) => (None, Some(format!("{error:#}"))),
     };
     let (broker, questions) = ui::broker::ScreenBroker::new();
+    let mut args = args;
+    args.guard.sub_agents = profile.as_ref().map(setup::sub_agents);
     let (executor, records) = setup::executor_and_records(Arc::new(broker), &args.guard).await?;
     let resumed = if args.resume { last(&data, &folder)? } else { None };
     let nothing_to_resume = args.resume && resumed.is_none();

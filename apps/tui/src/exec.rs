@@ -65,8 +65,9 @@ pub async fn run(args: ExecArgs) -> anyhow::Result<u8> {
     }
     let profile = setup::model(&args.model)?;
     let folder = args.guard.folder()?;
-    let executor = setup::executor(Arc::new(client_executor::device::NoOneToAsk), &args.guard).await?;
     let mut args = args;
+    args.guard.sub_agents = Some(setup::sub_agents(&profile));
+    let executor = setup::executor(Arc::new(client_executor::device::NoOneToAsk), &args.guard).await?;
     let skills = setup::find_skills(&mut args.guard, &executor, &folder, Some(profile.context_window)).await;
     for (text, _) in skills.describe() {
         eprintln!("({text})");

@@ -78,6 +78,9 @@ pub struct GuardArgs {
     /// Where the checkpoints are kept (default: the data folder's `checkpoints`).
     #[arg(skip)]
     pub checkpoint_dir: Option<PathBuf>,
+    /// The model sub-agents use (see [`sub_agents`]); without one there is no `callSubAgent`.
+    #[arg(skip)]
+    pub sub_agents: Option<Arc<builtin_tool_sub_agent::SubAgentModels>>,
 }
 
 impl GuardArgs {
@@ -205,6 +208,9 @@ async fn build(
     // TOOLHOST_EMBEDDINGS_URL and …_MODEL: memories and knowledge bases searched by meaning too.
     if let Some(embedder) = agent::OpenAiEmbedder::from_env() {
         services = services.with(Arc::new(embedder) as Arc<dyn tool_core::embed::Embedder>);
+    }
+    if let Some(models) = &guard.sub_agents {
+        services = services.with(models.clone());
     }
     let mut toolbox = client_executor::device::builtin_toolbox_with(services)
         .map_err(anyhow::Error::msg)
@@ -380,6 +386,39 @@ pub fn model(args: &ModelArgs) -> anyhow::Result<agent::ModelProfile> {
     };
     let env = |name: &str| std::env::var(name).ok();
     Ok(agent::config::resolve(&file, &path.display().to_string(), &overrides, &env)?)
+}
+
+/// The model sub-agents use: the profile `config.toml` names as `sub_agent` (a cheaper one, say),
+/// else the conversation's own. A named profile that cannot be used is said, and the
+/// conversation's is used instead.
+pub fn sub_agents(conversation: &agent::ModelProfile) -> Arc<builtin_tool_sub_agent::SubAgentModels> {
+    let named = agent::config::default_path().and_then(|path| {
+        let file = agent::ConfigFile::load(&path).ok()?;
+        let name = file.sub_agent.clone()?;
+        let overrides = agent::Overrides { profile: Some(name.clone()), ..agent::Overrides::default() };
+        let env = |name: &str| std::env::var(name).ok();
+        match agent::config::resolve(&file, &path.display().to_string(), &overrides, &env) {
+            Ok(profile) => Some(profile),
+            Err(error) => {
+                eprintln!("(sub_agent = \"{name}\" cannot be used: {error}; sub-agents use the conversation's model)");
+                None
+            }
+        }
+    });
+    let mut models = builtin_tool_sub_agent::SubAgentModels::new();
+    for profile in named.iter().chain(std::iter::once(conversation)) {
+        match profile.client() {
+            Ok(client) => {
+                models = models.with_model(builtin_tool_sub_agent::SubAgentModel {
+                    name: profile.name.clone(),
+                    client,
+                    config: profile.agent_config(),
+                });
+            }
+            Err(error) => eprintln!("(the model `{}` cannot be used for sub-agents: {error})", profile.name),
+        }
+    }
+    Arc::new(models)
 }
 
 /// `YYYY-MM-DD HH:MM:SS` (UTC) of Unix milliseconds.

@@ -304,6 +304,44 @@ async fn the_agent_asks_the_person_inline_and_headless_runs_are_told_no_one_can_
     assert_eq!(rows.len(), 2, "{rows:?}");
 }
 
+/// `callSubAgent` in the terminal app: the sub-agent uses the conversation's own model, its call
+/// runs through this folder's pipeline and journal under the sub-agent's call, and its answer
+/// reaches the conversation's model.
+#[tokio::test]
+async fn a_sub_agent_reads_for_the_agent_with_the_conversations_model() {
+    let home = Home::new();
+    std::fs::write(home.folder.path().join("notes.txt"), "the deploy key rotates on Mondays\n").unwrap();
+    let task =
+        json!({"task": "Read notes.txt and say when the key rotates.", "tools": ["readFile"]}).to_string();
+    let server = ScriptedModel::start(vec![
+        openai_reply("", "", &[("sa", "callSubAgent", &task)], "tool_calls"),
+        openai_reply("", "", &[("r1", "readFile", &json!({"path": "notes.txt"}).to_string())], "tool_calls"),
+        openai_reply("", "It rotates on Mondays (notes.txt).", &[], "stop"),
+        openai_reply("", "The key rotates on Mondays.", &[], "stop"),
+    ])
+    .await;
+    let mut exec = home.command(Some(&server));
+    exec.args(["exec", "when does the key rotate?"]);
+    let out = output(exec, "").await;
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("The key rotates on Mondays."));
+    let received = server.received();
+    assert!(received[1].body["messages"][0]["content"].as_str().unwrap().contains("You are a sub-agent"));
+    let told = received[3].body["messages"].as_array().unwrap();
+    let answer = told.iter().find(|m| m["tool_call_id"] == "sa").unwrap();
+    assert!(
+        answer["content"].as_str().unwrap().starts_with("It rotates on Mondays (notes.txt)."),
+        "{answer}"
+    );
+    let rows = journal(&home, &[]);
+    let nested = rows.iter().find(|r| r["call_id"] == "sa/1").expect("the sub-agent's call is journalled");
+    assert_eq!(
+        (nested["api"].as_str(), nested["parent_call_id"].as_str()),
+        (Some("readFile"), Some("sa")),
+        "{nested}"
+    );
+}
+
 #[tokio::test]
 async fn tools_lists_the_catalogue() {
     let home = Home::new();

@@ -274,6 +274,61 @@ fn approvals_queue_inline_and_each_answer_is_written_to_the_transcript() {
     assert!(!draw(&app).contains("approval needed"));
 }
 
+/// A sub-agent is one card: its calls show as lines while it works, and its result is the card
+/// of its calls and its answer, which Ctrl-O folds to one line.
+#[test]
+fn a_sub_agent_is_one_card_that_unfolds_into_its_calls() {
+    let mut app = new_app();
+    app.running = true;
+    let task = r#"{"task": "Find where the retry limit is set.", "tools": ["local-system"]}"#;
+    call(&mut app, 0, "sa", "callSubAgent", task, ("sub-agent", "callSubAgent"));
+    reply(&mut app, &[("sa", "callSubAgent", task)]);
+    app.on_call(tool_executor::Event::Started { call_id: "sa".into(), timeout_ms: 600_000 });
+    app.on_call(tool_executor::Event::Proposed {
+        call_id: "sa/1".into(),
+        tool: "local-system".into(),
+        api: "grepContent".into(),
+        arguments: json!({"pattern": "max_retries"}),
+    });
+    app.on_call(tool_executor::Event::Blocked {
+        call_id: "sa/2".into(),
+        reason: "outside the folder".into(),
+    });
+    let live = draw(&app);
+    assert!(live.contains("Sub-agent: Find where the retry limit is set."), "{live}");
+    assert!(
+        live.contains("↳ grepContent max_retries") && live.contains("↳ blocked: outside the folder"),
+        "{live}"
+    );
+    let state = json!({
+        "task": "Find where the retry limit is set.", "model": "small", "outcome": "answered",
+        "answer": "It is `max_retries = 5` in src/net.rs:42.",
+        "calls": [
+            {"id": "c1", "name": "grepContent", "status": "executed", "gist": "max_retries"},
+            {"id": "c2", "name": "readFile", "status": "blocked", "gist": "/etc/net.conf"}
+        ],
+        "turns": 3, "tokens": 5400
+    });
+    settle(
+        &mut app,
+        "sa",
+        "callSubAgent",
+        ("sub-agent", "callSubAgent"),
+        ToolOutput::ok("It is `max_retries = 5` in src/net.rs:42.").with_state(state),
+    );
+    let done = draw(&app);
+    assert!(done.contains("2 calls · 3 replies · 5400 tokens small"), "{done}");
+    assert!(
+        done.contains("grepContent [executed] max_retries") && done.contains("readFile [blocked]"),
+        "{done}"
+    );
+    assert!(done.contains("src/net.rs:42"), "{done}");
+    app.on_key(ctrl('o'));
+    let folded = draw(&app);
+    assert!(folded.contains("Sub-agent: Find where the retry limit is set."), "{folded}");
+    assert!(!folded.contains("grepContent [executed]"), "folded, the calls are hidden: {folded}");
+}
+
 fn asked(id: &str, options: &[&str], multiple: bool, allow_other: bool) -> ApprovalRequest {
     let question = tool_core::Question {
         question: "Which database should the service use?".into(),
@@ -892,6 +947,7 @@ async fn context(
         checkpoint_store_max_gib: 5,
         preview_writes: false,
         checkpoint_dir: None,
+        sub_agents: None,
     };
     let context = toolhost::ui::run::Context {
         records: None,
@@ -1190,6 +1246,7 @@ fn context_without_a_model(
             checkpoint_store_max_gib: 5,
             preview_writes: false,
             checkpoint_dir: None,
+            sub_agents: None,
         },
         mode: ApprovalMode::Manual,
         session_id: toolhost::setup::new_session_id(&canonical),

@@ -2,13 +2,13 @@
 //! batch; their results go back in the model's order; until a final answer, the turn limit, the
 //! budget, a provider failure, or the person cancels.
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use serde_json::Value;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
-use tool_executor::{Batch, CallResult, Executor, RawCall, Session};
+use tool_core::NestedCaller;
+use tool_executor::{AttemptStatus, Batch, CallResult, Executor, RawCall, Session};
 
 use crate::message::{Delta, Message, Reply, StopReason, ToolCall, Usage};
 use crate::provider::{ModelClient, ModelRequest, ProviderError};
@@ -156,12 +156,31 @@ pub enum Outcome {
     Failed(ProviderError),
 }
 
+/// Where an agent's calls run.
+#[derive(Debug)]
+enum Host {
+    /// A session of its own: each reply's calls are one batch through the pipeline.
+    Session { executor: Executor, session: Arc<Session> },
+    /// Inside a running call (a sub-agent): each of its calls is a nested call of that one,
+    /// through the same pipeline and session.
+    Nested(NestedHost),
+}
+
+/// How an agent that runs inside a call (a sub-agent) runs its own calls.
+#[derive(Debug, Clone)]
+pub struct NestedHost {
+    /// Runs one call through the pipeline as a nested call of the call the agent runs in
+    /// (approved, sandboxed and journalled as any, linked to that call, cancelled with it).
+    pub caller: NestedCaller,
+    /// Functions that run alone, in the model's order; the rest of a reply's calls run together.
+    pub sequential: Vec<String>,
+}
+
 /// A conversation with a model whose calls run through the pipeline.
 #[derive(Debug)]
 pub struct Agent {
     client: Arc<dyn ModelClient>,
-    executor: Executor,
-    session: Arc<Session>,
+    host: Host,
     system: String,
     tools: Vec<Value>,
     tools_chars: usize,
@@ -188,8 +207,7 @@ impl Agent {
         let tools_version = session.tools_version();
         Self {
             client,
-            executor,
-            session,
+            host: Host::Session { executor, session },
             system,
             tools,
             tools_chars,
@@ -198,6 +216,39 @@ impl Agent {
             usage: Usage::default(),
             config,
             hooks: None,
+        }
+    }
+
+    /// An agent that runs inside a call (a sub-agent): `tools` are the declarations its model is
+    /// given (in the client's format), `system` its whole system prompt, and its calls run as
+    /// nested calls of that call through `host`. It has no hooks and no session of its own.
+    pub fn nested(
+        client: Arc<dyn ModelClient>,
+        host: NestedHost,
+        system: String,
+        tools: Vec<Value>,
+        config: AgentConfig,
+    ) -> Self {
+        let tools_chars = tools.iter().map(|t| t.to_string().len()).sum();
+        Self {
+            client,
+            host: Host::Nested(host),
+            system,
+            tools,
+            tools_chars,
+            tools_version: 0,
+            messages: Vec::new(),
+            usage: Usage::default(),
+            config,
+            hooks: None,
+        }
+    }
+
+    /// Where the person's hooks see this agent work (none inside a call).
+    fn place(&self) -> Option<hooks::Place> {
+        match &self.host {
+            Host::Session { session, .. } => Some(hooks::Place::of(&session.config)),
+            Host::Nested(_) => None,
         }
     }
 
@@ -224,8 +275,10 @@ impl Agent {
     /// say for the model joins the system prompt. Returns that text (for an agent made again
     /// for the same session: [`Self::with_instructions`]) and what they say for the person.
     pub async fn start_hooks(&mut self, source: &str) -> (String, Vec<(String, String)>) {
-        let Some(hooks) = self.hooks.clone() else { return (String::new(), Vec::new()) };
-        let answer = hooks.session_start(&hooks::Place::of(&self.session.config), source).await;
+        let (Some(hooks), Some(place)) = (self.hooks.clone(), self.place()) else {
+            return (String::new(), Vec::new());
+        };
+        let answer = hooks.session_start(&place, source).await;
         let prompt: String = answer
             .context
             .iter()
@@ -258,9 +311,10 @@ impl Agent {
 
     /// Declares the session's tools again when tool search found more since the last time.
     fn redeclare_if_changed(&mut self) {
-        let version = self.session.tools_version();
+        let Host::Session { executor, session } = &self.host else { return };
+        let version = session.tools_version();
         if version != self.tools_version {
-            self.tools = declarations(&self.executor, &self.session, self.client.tool_format());
+            self.tools = declarations(executor, session, self.client.tool_format());
             self.tools_chars = self.tools.iter().map(|t| t.to_string().len()).sum();
             self.tools_version = version;
         }
@@ -276,9 +330,12 @@ impl Agent {
         self.usage
     }
 
-    /// The session its calls run in.
-    pub fn session(&self) -> &Arc<Session> {
-        &self.session
+    /// The session its calls run in (none for an agent inside a call).
+    pub fn session(&self) -> Option<&Arc<Session>> {
+        match &self.host {
+            Host::Session { session, .. } => Some(session),
+            Host::Nested(_) => None,
+        }
     }
 
     /// The model client.
@@ -304,11 +361,11 @@ impl Agent {
                 _ => None,
             },
         );
-        let place = hooks::Place::of(&self.session.config);
+        let place = self.place();
         let mut input = input.to_owned();
-        if let Some(hooks) = self.hooks.clone() {
+        if let (Some(hooks), Some(place)) = (self.hooks.clone(), &place) {
             let answer = tokio::select! {
-                answer = hooks.user_prompt_submit(&place, &input) => answer,
+                answer = hooks.user_prompt_submit(place, &input) => answer,
                 () = cancel.cancelled() => return Outcome::Cancelled,
             };
             for note in answer.notes {
@@ -431,10 +488,10 @@ impl Agent {
                             "Stop hooks kept the model going {MAX_STOP_BLOCKS} times in this request; this answer ends it"
                         ),
                     });
-                } else if let Some(hooks) = self.hooks.clone() {
+                } else if let (Some(hooks), Some(place)) = (self.hooks.clone(), &place) {
                     // A cancel while they run lets the answer stand.
                     let answer = tokio::select! {
-                        answer = hooks.stop(&place, stop_blocks > 0, &reply.content) => answer,
+                        answer = hooks.stop(place, stop_blocks > 0, &reply.content) => answer,
                         () = cancel.cancelled() => hooks::TurnAnswer::default(),
                     };
                     for note in answer.notes {
@@ -484,7 +541,10 @@ impl Agent {
                 .collect(),
             stopped_on_length: reply.stop == StopReason::Length,
         };
-        let results = self.executor.execute_batch_until(&self.session, batch, cancel).await;
+        let results = match &self.host {
+            Host::Session { executor, session } => executor.execute_batch_until(session, batch, cancel).await,
+            Host::Nested(host) => run_nested(host, batch.calls).await,
+        };
         (results, cancel.is_cancelled())
     }
 
@@ -664,33 +724,16 @@ pub fn declarations(
     session: &Session,
     format: tool_core::provider::Provider,
 ) -> Vec<Value> {
-    let mut out = Vec::new();
-    for entry in executor.toolbox().tools() {
-        for api in &entry.manifest.apis {
-            if let Some(name) = session.names.name_of(&entry.manifest.identifier, &api.name)
-                && session.declares(name)
-            {
-                out.push(format.declare(name, &session.declared_api(api)));
-            }
-        }
-    }
-    out
+    tool_executor::session_functions(executor.toolbox(), session)
+        .iter()
+        .map(|function| format.declare(&function.name, &function.api))
+        .collect()
 }
 
 /// The base prompt and the session's tools' system roles, with `{{date}}` and
 /// `{{working_directory}}` filled in.
 pub fn system_prompt(executor: &Executor, session: &Session) -> String {
-    let folder = session
-        .config
-        .working_directory
-        .as_ref()
-        .map_or_else(|| "(none)".to_owned(), |d| d.display().to_string());
-    let values = BTreeMap::from([
-        ("date", tool_core::manifest::today()),
-        ("working_directory", folder),
-        ("deferred_tools", tool_executor::deferred_summary(executor.toolbox(), session)),
-        ("skills", session.config.skills.summary()),
-    ]);
+    let values = tool_executor::role_values(executor.toolbox(), session);
     let mut prompt = tool_core::manifest::render_template(BASE_PROMPT, &values);
     // The roles of tools the model is given from the start: a deferred tool's role would teach a
     // function the model has not seen (the prompt stays the same all session, for caching).
@@ -707,4 +750,48 @@ pub fn system_prompt(executor: &Executor, session: &Session) -> String {
         }
     }
     prompt
+}
+
+/// Runs a reply's calls as nested calls: those that run alone one at a time in the model's order,
+/// the others of a stretch between them together; each gets its one result.
+async fn run_nested(host: &NestedHost, calls: Vec<RawCall>) -> Vec<CallResult> {
+    let one = |call: RawCall| {
+        let caller = host.caller.clone();
+        async move {
+            let started = std::time::Instant::now();
+            let arguments = match serde_json::from_str::<Value>(&call.arguments) {
+                Ok(value) => value,
+                // The pipeline diagnoses what is wrong with it.
+                Err(_) => Value::String(call.arguments.clone()),
+            };
+            let output = caller.call(call.name.clone(), arguments).await;
+            let status = match output.error.as_ref().map(|e| e.kind) {
+                None if output.success => AttemptStatus::Executed,
+                Some(tool_core::ErrorKind::Denied) => AttemptStatus::Denied,
+                Some(tool_core::ErrorKind::Blocked) => AttemptStatus::Blocked,
+                _ => AttemptStatus::Failed,
+            };
+            CallResult {
+                call_id: call.id,
+                name: call.name,
+                tool: None,
+                api: None,
+                status,
+                output,
+                duration_ms: started.elapsed().as_millis() as u64,
+            }
+        }
+    };
+    let mut results = Vec::with_capacity(calls.len());
+    let mut together = Vec::new();
+    for call in calls {
+        if host.sequential.contains(&call.name) {
+            results.extend(futures::future::join_all(together.drain(..).map(one)).await);
+            results.push(one(call).await);
+        } else {
+            together.push(call);
+        }
+    }
+    results.extend(futures::future::join_all(together.into_iter().map(one)).await);
+    results
 }

@@ -88,6 +88,8 @@ pub struct ProfileSpec {
 pub struct ConfigFile {
     /// The profile used when none is named.
     pub profile: Option<String>,
+    /// The profile sub-agents use (default: the conversation's own; on a server, `profile`).
+    pub sub_agent: Option<String>,
     /// Profiles by name.
     #[serde(default)]
     pub profiles: BTreeMap<String, ProfileSpec>,

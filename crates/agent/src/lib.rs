@@ -18,8 +18,8 @@ pub mod openai;
 pub mod provider;
 
 pub use agent::{
-    Agent, AgentConfig, AgentEvent, CANCELLED_NOTE, Compaction, Outcome, RESUME_NOTE, declarations,
-    system_prompt,
+    Agent, AgentConfig, AgentEvent, CANCELLED_NOTE, Compaction, NestedHost, Outcome, RESUME_NOTE,
+    declarations, system_prompt,
 };
 pub use anthropic::AnthropicClient;
 pub use config::{ConfigError, ConfigFile, ModelProfile, Overrides, ProviderKind};

@@ -341,6 +341,7 @@ async fn a_stalled_stream_times_out_and_is_retried_or_resumed() {
     .await;
     let file = agent::ConfigFile {
         profile: Some("scripted".into()),
+        sub_agent: None,
         profiles: [(
             "scripted".to_owned(),
             agent::config::ProfileSpec {
@@ -566,7 +567,7 @@ async fn a_preference_saved_in_one_session_shapes_the_next() {
         Arc::new(computer_runtime::LocalComputer::default());
     let services = tool_core::Services::new().with(computer).with(stores.records).with(stores.knowledge);
     let mut toolbox = Toolbox::new();
-    for (manifest, runtime) in builtin_tools::Registry::builtin().runtimes(&services).unwrap() {
+    for (manifest, runtime) in builtin_tools::Registry::builtin().available_runtimes(&services).0 {
         toolbox.add_tool(manifest, runtime).unwrap();
     }
     let executor = Executor::builder(Arc::new(toolbox)).build();

@@ -41,6 +41,7 @@ static TOOLS: LazyLock<Vec<BuiltinTool>> = LazyLock::new(|| {
         tool!(builtin_tool_tool_search),
         tool!(builtin_tool_skills),
         tool!(builtin_tool_ask_user),
+        tool!(builtin_tool_sub_agent),
         // new-tool: register
     ]
 });

@@ -68,8 +68,8 @@ pub use manifest::{
 pub use naming::ToolNames;
 pub use render::{Badge, Block, Card, Field, RenderHooks, Tone};
 pub use runtime::{
-    CallContext, ErrorKind, FoundTool, NestedCaller, Progress, ProgressSink, ToolError, ToolFinder,
-    ToolOutput, ToolRuntime, parse_arguments,
+    CallContext, ErrorKind, FoundTool, NestedCaller, Progress, ProgressSink, SessionFunction, SessionTools,
+    ToolError, ToolFinder, ToolOutput, ToolRuntime, parse_arguments,
 };
 pub use sandbox::{
     ApprovedFile, CallSandbox, FileBoundary, FileRoot, NetworkAccess, OutsideFiles, Pins, ReadAccess,

@@ -177,6 +177,31 @@ pub struct CallContext {
     pub preview: bool,
     /// How this call asks the session's person a question, when the front end's pipeline can.
     pub asker: Option<crate::ask::PersonAsker>,
+    /// The functions the session's model is given (a sub-agent declares some of them to its own
+    /// model), when the front end's pipeline offers them.
+    pub tools: Option<Arc<dyn SessionTools>>,
+}
+
+/// A function of the session, as its model is given it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SessionFunction {
+    /// The name the model calls it by.
+    pub name: String,
+    /// The tool it belongs to (identifier).
+    pub tool: String,
+    /// The API, as the session declares it.
+    pub api: crate::ApiSpec,
+}
+
+/// What a running call may know of its session's tools.
+pub trait SessionTools: Send + Sync + fmt::Debug {
+    /// The functions the session's model is given now (direct ones, and deferred ones tool search
+    /// found), in a stable order.
+    fn functions(&self) -> Vec<SessionFunction>;
+
+    /// The system roles of these tools (identifiers), rendered for the session, joined by blank
+    /// lines.
+    fn roles(&self, tools: &[String]) -> String;
 }
 
 /// A function the session keeps out of the model's declarations until tool search finds it.
@@ -223,6 +248,7 @@ impl CallContext {
             skills: Arc::default(),
             preview: false,
             asker: None,
+            tools: None,
         }
     }
 
@@ -335,6 +361,11 @@ impl NestedCaller {
     /// A caller that runs `f(name, arguments)`.
     pub fn new(f: impl Fn(String, Value) -> BoxFuture<'static, ToolOutput> + Send + Sync + 'static) -> Self {
         Self(Arc::new(f))
+    }
+
+    /// Runs `name` with `arguments` as a nested call.
+    pub fn call(&self, name: String, arguments: Value) -> BoxFuture<'static, ToolOutput> {
+        (self.0)(name, arguments)
     }
 }
 

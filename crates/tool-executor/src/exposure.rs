@@ -12,7 +12,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, RwLock};
 
 use serde::{Deserialize, Serialize};
-use tool_core::{Exposure, FoundTool, ToolFinder, ToolNames};
+use tool_core::{Exposure, FoundTool, SessionFunction, SessionTools, ToolFinder, ToolNames};
 
 use crate::events::Event;
 use crate::session::Session;
@@ -227,6 +227,66 @@ pub fn deferred_summary(toolbox: &Toolbox, session: &Session) -> String {
         })
         .collect::<Vec<_>>()
         .join("\n")
+}
+
+/// The functions `session`'s model is given now, as it is given them: its direct ones and the
+/// deferred ones tool search found, in the toolbox's order.
+pub fn session_functions(toolbox: &Toolbox, session: &Session) -> Vec<SessionFunction> {
+    let mut out = Vec::new();
+    for entry in toolbox.tools() {
+        for api in &entry.manifest.apis {
+            if let Some(name) = session.names.name_of(&entry.manifest.identifier, &api.name)
+                && session.declares(name)
+            {
+                out.push(SessionFunction {
+                    name: name.to_owned(),
+                    tool: entry.manifest.identifier.clone(),
+                    api: session.declared_api(api).into_owned(),
+                });
+            }
+        }
+    }
+    out
+}
+
+/// The values a session fills its system-role templates with.
+pub fn role_values(toolbox: &Toolbox, session: &Session) -> BTreeMap<&'static str, String> {
+    let folder = session
+        .config
+        .working_directory
+        .as_ref()
+        .map_or_else(|| "(none)".to_owned(), |d| d.display().to_string());
+    BTreeMap::from([
+        ("date", tool_core::manifest::today()),
+        ("working_directory", folder),
+        ("deferred_tools", deferred_summary(toolbox, session)),
+        ("skills", session.config.skills.summary()),
+    ])
+}
+
+/// A running call's view of its session's tools (see [`SessionTools`]).
+#[derive(Debug)]
+pub(crate) struct SessionCatalogue {
+    pub(crate) toolbox: Arc<Toolbox>,
+    pub(crate) session: Arc<Session>,
+}
+
+impl SessionTools for SessionCatalogue {
+    fn functions(&self) -> Vec<SessionFunction> {
+        session_functions(&self.toolbox, &self.session)
+    }
+
+    fn roles(&self, tools: &[String]) -> String {
+        let values = role_values(&self.toolbox, &self.session);
+        self.toolbox
+            .tools()
+            .iter()
+            .filter(|entry| tools.contains(&entry.manifest.identifier))
+            .map(|entry| entry.manifest.render_system_role(&values).trim_end().to_owned())
+            .filter(|role| !role.trim().is_empty())
+            .collect::<Vec<_>>()
+            .join("\n\n")
+    }
 }
 
 /// Tool search's view of a session: its deferred functions and the way to declare them.

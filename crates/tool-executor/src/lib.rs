@@ -40,7 +40,8 @@ pub mod urls;
 pub use approval::{ApprovalBroker, ApprovalMode, Decided, Decision, LocalBroker, SessionPolicy};
 pub use call_hooks::{CallHooks, HookAnswer, HookDecision, HookNote, HookedCall};
 pub use events::Event;
-pub use exposure::{ExposureConfig, deferred_summary, deferred_tools};
+pub use exposure::{ExposureConfig, deferred_summary, deferred_tools, role_values, session_functions};
+pub use journal::AttemptStatus;
 pub use pipeline::{
     BLOCKED_CONTENT, Batch, CallResult, Executor, ExecutorBuilder, ExecutorConfig, MAX_KEPT_BYTES, RawCall,
 };

@@ -616,10 +616,15 @@ impl Executor {
         message_id: Option<&str>,
         call: RawCall,
         parent_deadline: Option<Instant>,
+        parent_cancel: CancellationToken,
     ) -> CallResult {
         match self.preflight(session, call, message_id, Some(parent), parent_deadline, false, false).await {
             Err(result) => result,
-            Ok(prepared) => self.run_prepared(session, prepared).await,
+            Ok(mut prepared) => {
+                // Cancelling the calling call cancels what it started.
+                prepared.batch_cancel = Some(parent_cancel);
+                self.run_prepared(session, prepared).await
+            }
         }
     }
 
@@ -1145,22 +1150,32 @@ impl Executor {
                 session.emit(Event::Progress { call_id: call_id.clone(), progress })
             })
         };
+        let call_cancel = session.call_token(&call.call_id, call.batch_cancel.as_ref());
         let nested = {
             let executor = self.clone();
             let session = session.clone();
             let parent = call.call_id.clone();
             let message_id = call.attempt.message_id.clone();
+            let call_cancel = call_cancel.clone();
             NestedCaller::new(move |name, arguments| {
                 let executor = executor.clone();
                 let session = session.clone();
                 let parent = parent.clone();
                 let message_id = message_id.clone();
+                let parent_cancel = call_cancel.clone();
                 let n = nested_count.fetch_add(1, Ordering::Relaxed) + 1;
                 let log = nested_log.clone();
                 Box::pin(async move {
                     let raw = RawCall { id: format!("{parent}/{n}"), name, arguments: arguments.to_string() };
                     let result = executor
-                        .execute_nested(&session, &parent, message_id.as_deref(), raw, Some(deadline))
+                        .execute_nested(
+                            &session,
+                            &parent,
+                            message_id.as_deref(),
+                            raw,
+                            Some(deadline),
+                            parent_cancel,
+                        )
                         .await;
                     log.lock().unwrap_or_else(|p| p.into_inner()).push(json!({
                         "call_id": result.call_id,
@@ -1185,9 +1200,13 @@ impl Executor {
             sandbox.files.approved.clone_from(&call.approved_files);
             Arc::new(sandbox)
         };
-        context.cancel = session.call_token(&call.call_id, call.batch_cancel.as_ref());
+        context.cancel = call_cancel;
         context.nested = Some(nested);
         context.asker = Some(self.asker(session, call));
+        context.tools = Some(Arc::new(crate::exposure::SessionCatalogue {
+            toolbox: self.inner.toolbox.clone(),
+            session: session.clone(),
+        }));
         context.skills = session.config.skills.clone();
         context.preview = self
             .inner

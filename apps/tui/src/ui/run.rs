@@ -862,7 +862,9 @@ impl AgentTask {
         let mut agent = self.agent(history, mode, &guard);
         self.start_hooks(&mut agent, source, &events).await;
         let mut current = (mode, guard);
-        let _ = replies.send(FromAgent::Session(agent.session().clone()));
+        if let Some(session) = agent.session() {
+            let _ = replies.send(FromAgent::Session(session.clone()));
+        }
         while let Some(request) = requests.recv().await {
             match request {
                 ToAgent::Turn(input, cancel) => {
@@ -872,19 +874,25 @@ impl AgentTask {
                 ToAgent::Reopen(mode, guard) => {
                     current = (mode, guard);
                     agent = self.agent(agent.messages().to_vec(), current.0, &current.1);
-                    let _ = replies.send(FromAgent::Session(agent.session().clone()));
+                    if let Some(session) = agent.session() {
+                        let _ = replies.send(FromAgent::Session(session.clone()));
+                    }
                 }
                 ToAgent::Instructions(instructions) => {
                     self.instructions = instructions;
                     agent = self.agent(agent.messages().to_vec(), current.0, &current.1);
-                    let _ = replies.send(FromAgent::Session(agent.session().clone()));
+                    if let Some(session) = agent.session() {
+                        let _ = replies.send(FromAgent::Session(session.clone()));
+                    }
                 }
                 ToAgent::Clear(session_id) => {
                     self.session_id = session_id;
                     self.hook_prompt.clear();
                     agent = self.agent(Vec::new(), current.0, &current.1);
                     self.start_hooks(&mut agent, "clear", &events).await;
-                    let _ = replies.send(FromAgent::Session(agent.session().clone()));
+                    if let Some(session) = agent.session() {
+                        let _ = replies.send(FromAgent::Session(session.clone()));
+                    }
                 }
                 ToAgent::RewindTo(call_id) => {
                     let messages = agent.messages();
@@ -897,7 +905,9 @@ impl AgentTask {
                     if let Some(request) = request {
                         let kept = messages[..request].to_vec();
                         agent = self.agent(kept, current.0, &current.1);
-                        let _ = replies.send(FromAgent::Session(agent.session().clone()));
+                        if let Some(session) = agent.session() {
+                            let _ = replies.send(FromAgent::Session(session.clone()));
+                        }
                     }
                 }
                 ToAgent::Resume(session_id, history) => {
@@ -905,14 +915,18 @@ impl AgentTask {
                     self.hook_prompt.clear();
                     agent = self.agent(history, current.0, &current.1);
                     self.start_hooks(&mut agent, "resume", &events).await;
-                    let _ = replies.send(FromAgent::Session(agent.session().clone()));
+                    if let Some(session) = agent.session() {
+                        let _ = replies.send(FromAgent::Session(session.clone()));
+                    }
                 }
                 ToAgent::Model(profile) => match profile.client() {
                     Ok(client) => {
                         self.client = client;
                         self.profile = *profile;
                         agent = self.agent(agent.messages().to_vec(), current.0, &current.1);
-                        let _ = replies.send(FromAgent::Session(agent.session().clone()));
+                        if let Some(session) = agent.session() {
+                            let _ = replies.send(FromAgent::Session(session.clone()));
+                        }
                     }
                     Err(error) => {
                         let _ =

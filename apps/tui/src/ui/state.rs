@@ -334,6 +334,18 @@ pub struct App {
     streaming_calls: HashMap<usize, usize>,
 }
 
+/// Appends live output, keeping the last [`LIVE_OUTPUT_LIMIT`] bytes.
+fn push_live(output: &mut String, text: &str) {
+    output.push_str(text);
+    if output.len() > LIVE_OUTPUT_LIMIT {
+        let mut cut = output.len() - LIVE_OUTPUT_LIMIT;
+        while !output.is_char_boundary(cut) {
+            cut += 1;
+        }
+        output.drain(..cut);
+    }
+}
+
 impl App {
     /// An empty screen.
     pub fn new(
@@ -546,6 +558,32 @@ impl App {
 
     /// Folds in what the pipeline reports about a call.
     pub fn on_call(&mut self, event: Event) {
+        // A call made by a running call (a sub-agent's, say) shows as a line of its card.
+        if !self.calls.contains_key(event.call_id())
+            && let Some((parent, _)) = event.call_id().split_once('/')
+            && let Some(Cell::Tool(cell)) = self.calls.get(parent).and_then(|i| self.cells.get_mut(*i))
+        {
+            let line = match &event {
+                Event::Proposed { api, arguments, .. } => {
+                    let gist = ["command", "path", "pattern", "query", "url"]
+                        .iter()
+                        .find_map(|key| arguments.get(key).and_then(serde_json::Value::as_str))
+                        .map(|g| format!(" {}", g.lines().next().unwrap_or_default()))
+                        .unwrap_or_default();
+                    Some(format!("↳ {api}{gist}\n"))
+                }
+                Event::PermissionDenied { message, .. } => Some(format!("↳ denied: {message}\n")),
+                Event::Blocked { reason, .. } => Some(format!("↳ blocked: {reason}\n")),
+                Event::Failed { output, .. } => {
+                    Some(format!("↳ failed: {}\n", output.content.lines().next().unwrap_or_default()))
+                }
+                _ => None,
+            };
+            if let Some(line) = line {
+                push_live(&mut cell.output, &line);
+            }
+            return;
+        }
         let Some(Cell::Tool(cell)) = self.calls.get(event.call_id()).and_then(|i| self.cells.get_mut(*i))
         else {
             return;
@@ -560,14 +598,7 @@ impl App {
             Event::Started { .. } => cell.phase = Phase::Running,
             Event::Progress { progress, .. } => {
                 if let Some(output) = progress.output {
-                    cell.output.push_str(&output);
-                    if cell.output.len() > LIVE_OUTPUT_LIMIT {
-                        let mut cut = cell.output.len() - LIVE_OUTPUT_LIMIT;
-                        while !cell.output.is_char_boundary(cut) {
-                            cut += 1;
-                        }
-                        cell.output.drain(..cut);
-                    }
+                    push_live(&mut cell.output, &output);
                 }
             }
             _ => {}
