@@ -420,6 +420,22 @@ fn the_agents_question_is_answered_with_keys_or_words() {
     assert!(draw(&app).contains("declined the agent's question: ask Bob"), "{}", draw(&app));
 }
 
+/// Where a question takes words of one's own, a number followed by more typing is the start of
+/// them ("2024"), never option 2; a number alone (or with Enter) still chooses.
+#[test]
+fn a_typed_answer_starting_with_a_number_is_not_taken_as_that_option() {
+    let mut app = new_app();
+    app.choice_window = Duration::from_secs(60);
+    app.ask(asked("y1", &["2023", "2025"], false, true));
+    assert!(type_text(&mut app, "2024 release").is_empty(), "typing answers nothing by itself");
+    assert!(draw(&app).contains("your answer: 2024 release"), "{}", draw(&app));
+    assert_eq!(app.on_key(key(KeyCode::Enter)), answered("y1", &[], Some("2024 release")));
+    app.ask(asked("y2", &["2023", "2025"], false, true));
+    assert!(type_text(&mut app, "2").is_empty(), "a number waits for what follows");
+    assert!(draw(&app).contains("Enter takes option 2 now"), "{}", draw(&app));
+    assert_eq!(app.on_key(key(KeyCode::Enter)), answered("y2", &["2025"], None));
+}
+
 /// A sentence typed at the question is a reason, whatever letter it starts with: a choice key is
 /// taken only when no other key follows it within the choice window.
 #[test]

@@ -172,6 +172,9 @@ pub struct NestedHost {
     /// Runs one call through the pipeline as a nested call of the call the agent runs in
     /// (approved, sandboxed and journalled as any, linked to that call, cancelled with it).
     pub caller: NestedCaller,
+    /// The functions its model was given: a call naming any other is refused without running
+    /// (the pipeline would run any function by name for a nested call, `callSubAgent` included).
+    pub allowed: Vec<String>,
     /// Functions that run alone, in the model's order; the rest of a reply's calls run together.
     pub sequential: Vec<String>,
 }
@@ -759,6 +762,25 @@ async fn run_nested(host: &NestedHost, calls: Vec<RawCall>) -> Vec<CallResult> {
         let caller = host.caller.clone();
         async move {
             let started = std::time::Instant::now();
+            if !host.allowed.contains(&call.name) {
+                let output = tool_core::ToolOutput::error(
+                    tool_core::ErrorKind::UnknownTool,
+                    format!(
+                        "`{}` is not one of the functions you were given ({}); it was not run",
+                        call.name,
+                        host.allowed.join(", ")
+                    ),
+                );
+                return CallResult {
+                    call_id: call.id,
+                    name: call.name,
+                    tool: None,
+                    api: None,
+                    status: AttemptStatus::Failed,
+                    output,
+                    duration_ms: 0,
+                };
+            }
             let arguments = match serde_json::from_str::<Value>(&call.arguments) {
                 Ok(value) => value,
                 // The pipeline diagnoses what is wrong with it.

@@ -271,7 +271,8 @@ impl ToolRuntime for SubAgentRuntime {
                 token_budget: Some(limits.token_budget),
                 ..model.config.clone()
             };
-            let host = NestedHost { caller: caller.clone(), sequential };
+            let allowed = functions.iter().map(|f| f.name.clone()).collect();
+            let host = NestedHost { caller: caller.clone(), allowed, sequential };
             let mut agent = Agent::nested(model.client.clone(), host, system, declarations, config);
 
             // What it does, as it does it: progress for people, the calls for the summary.

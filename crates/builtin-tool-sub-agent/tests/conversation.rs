@@ -268,3 +268,39 @@ async fn limits_stop_a_sub_agent_and_tools_are_checked() {
     );
     assert_eq!(server.received().len(), 2, "no model was asked for refused tasks");
 }
+
+/// A sub-agent's model that calls what it was not given — `callSubAgent` (which would nest
+/// without end), or a function outside its `tools` — gets a refusal, and nothing runs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sub_agent_cannot_call_what_it_was_not_given() {
+    let server = ScriptedModel::start(vec![
+        openai_reply(
+            "",
+            "",
+            &[
+                ("x1", "callSubAgent", &json!({"task": "go deeper"}).to_string()),
+                ("x2", "runCommand", &command("touch not-given")),
+            ],
+            "tool_calls",
+        ),
+        openai_reply("", "I could only read.", &[], "stop"),
+    ])
+    .await;
+    let world = world(&server, ApprovalMode::AutoRun, SubAgentLimits::default()).await;
+    let results = world
+        .batch(vec![call("s", "callSubAgent", json!({"task": "Read only.", "tools": ["readFile"]}))])
+        .await;
+    assert_eq!(results[0].status, AttemptStatus::Executed, "{:?}", results[0].output);
+    let told = &server.received()[1].body["messages"];
+    for id in ["x1", "x2"] {
+        let refusal = told.as_array().unwrap().iter().find(|m| m["tool_call_id"] == id).unwrap();
+        assert!(
+            refusal["content"].as_str().unwrap().contains("is not one of the functions you were given"),
+            "{refusal}"
+        );
+    }
+    assert_eq!(server.received().len(), 2, "no second sub-agent asked the model");
+    assert!(!world.folder.join("not-given").exists());
+    let rows = world.rows().await;
+    assert!(rows.iter().all(|r| r.parent_call_id.is_none()), "nothing ran under it: {rows:?}");
+}

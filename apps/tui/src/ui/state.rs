@@ -1181,6 +1181,20 @@ impl App {
             }
             return Some(None);
         }
+        // A number just pressed: more typing makes it the start of one's own words; Enter takes
+        // it now; anything else drops it.
+        if let Some((choice, _)) = self.pending_choice {
+            self.pending_choice = None;
+            return Some(match key.code {
+                KeyCode::Char(c) => {
+                    self.answering = Some(Answering::Answer(format!("{choice}{c}")));
+                    self.question_hint = Some("that was typing, so it is your answer: Enter sends it");
+                    None
+                }
+                KeyCode::Enter => self.choose(choice),
+                _ => None,
+            });
+        }
         let draft = !self.input.is_empty();
         if key.code == KeyCode::Tab && draft && !self.question_focus && self.completion.is_some() {
             return None;
@@ -1234,25 +1248,47 @@ impl App {
             return Some(None);
         }
         self.question_hint = None;
+        let digit = match key.code {
+            KeyCode::Char(c @ '1'..='9') => Some(c),
+            _ => None,
+        };
         let Some(index) = chosen.filter(|i| *i < count) else {
-            if count == 0 {
-                self.answering = Some(Answering::Answer(String::new()));
-            } else {
-                self.question_hint = Some("there is no option with that number");
+            match digit {
+                // Where words are an answer, a number that is no option starts one ("2024").
+                Some(c) if question.takes_text() => self.answering = Some(Answering::Answer(c.to_string())),
+                _ if count == 0 => self.answering = Some(Answering::Answer(String::new())),
+                _ => self.question_hint = Some("there is no option with that number"),
             }
             return Some(None);
         };
-        if question.multiple {
-            if key.code == KeyCode::Enter {
-                let choices = self.marked_labels(&question);
-                if choices.is_empty() {
-                    self.question_hint =
-                        Some("mark options with their numbers or Space first (Tab to decline)");
-                    return Some(None);
-                }
-                let answer = tool_core::Answer { choices, text: None };
-                return Some(Some(self.decided(id, Decision::Answer { answer })));
+        // Where words are an answer too, a number followed by more typing is the start of them:
+        // it is taken as an option only once no key follows it within the choice window.
+        if let Some(c) = digit
+            && question.takes_text()
+        {
+            self.pending_choice = Some((c, std::time::Instant::now()));
+            if self.choice_window.is_zero() {
+                return Some(self.commit_due());
             }
+            return Some(None);
+        }
+        if key.code == KeyCode::Enter && question.multiple {
+            let choices = self.marked_labels(&question);
+            if choices.is_empty() {
+                self.question_hint = Some("mark options with their numbers or Space first (Tab to decline)");
+                return Some(None);
+            }
+            let answer = tool_core::Answer { choices, text: None };
+            return Some(Some(self.decided(id, Decision::Answer { answer })));
+        }
+        Some(self.take_option(index, &question, id))
+    }
+
+    /// Option `index` of the question: marked (or unmarked) where several may be chosen, else
+    /// the answer.
+    fn take_option(&mut self, index: usize, question: &tool_core::Question, id: String) -> Option<Command> {
+        let label = question.options.get(index)?.clone();
+        if question.multiple {
             self.option_cursor = index;
             match self.marked.iter().position(|m| *m == index) {
                 Some(at) => {
@@ -1260,10 +1296,10 @@ impl App {
                 }
                 None => self.marked.push(index),
             }
-            return Some(None);
+            return None;
         }
-        let answer = tool_core::Answer { choices: vec![question.options[index].clone()], text: None };
-        Some(Some(self.decided(id, Decision::Answer { answer })))
+        let answer = tool_core::Answer { choices: vec![label], text: None };
+        Some(self.decided(id, Decision::Answer { answer }))
     }
 
     /// The labels of the options marked, in the question's order.
@@ -1293,6 +1329,10 @@ impl App {
     fn choose(&mut self, choice: char) -> Option<Command> {
         let pending = self.approvals.front()?;
         let id = pending.request.id.clone();
+        if let Some(question) = pending.request.question.clone() {
+            let index = (choice as usize).checked_sub('1' as usize)?;
+            return self.take_option(index, &question, id);
+        }
         let decision = match choice {
             'y' => Decision::AllowOnce,
             's' => Decision::AllowSession { argument_prefix: None },

@@ -398,7 +398,13 @@ fn asked_lines(app: &App, question: &tool_core::Question) -> Vec<Line<'static>> 
         }
         (None, false, false) => "a number or ↑↓ Enter chooses · Tab declines",
     };
-    lines.push(Line::styled(keys, dim));
+    match app.pending_choice {
+        Some((choice, _)) => lines.push(Line::styled(
+            format!("{choice}… (Enter takes option {choice} now; typing on makes it your answer)"),
+            Style::default().fg(Color::Magenta),
+        )),
+        None => lines.push(Line::styled(keys, dim)),
+    }
     where_to_answer(app, &mut lines);
     if let Some(hint) = app.question_hint {
         lines.push(Line::styled(hint, Style::default().fg(Color::Magenta)));
