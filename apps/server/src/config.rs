@@ -405,6 +405,12 @@ pub struct ServeArgs {
     /// same approvals, timeouts and journal; a server that cannot start is logged and left out.
     #[arg(long, env = "TOOLHOST_MCP_CONFIG")]
     pub mcp_config: Option<PathBuf>,
+    /// Credentials the server's mounts reference by name (TOML, `name = "value"` lines, readable
+    /// by its owner only), beside `TOOLHOST_CREDENTIAL_NAME` variables. Injected where requests
+    /// leave; their values are redacted from every result, journal row and log line, and no
+    /// tenant reads them.
+    #[arg(long, env = "TOOLHOST_CREDENTIALS_FILE")]
+    pub credentials_file: Option<PathBuf>,
     /// Let agent keys decide approvals (by default only approver and person keys may).
     #[arg(long, env = "TOOLHOST_AGENT_KEYS_DECIDE")]
     pub agent_keys_decide: bool,
@@ -483,12 +489,30 @@ impl ServeArgs {
         Keys::parse(entries.iter().map(String::as_str)).map_err(anyhow::Error::msg)
     }
 
+    /// The operator's credentials (`--credentials-file` and `TOOLHOST_CREDENTIAL_*` variables),
+    /// loaded into [`held_credentials`], which the log's writer redacts from the start.
+    ///
+    /// # Errors
+    ///
+    /// An unreadable file, one others can read, or a name or value that makes no credential.
+    pub fn credentials(&self) -> anyhow::Result<credentials::Credentials> {
+        let held = held_credentials();
+        if let Some(path) = &self.credentials_file {
+            let loaded = credentials::load_operator_file(path)
+                .with_context(|| format!("reading --credentials-file {}", path.display()))?;
+            held.extend(&loaded);
+        }
+        held.add_env(std::env::vars()).context("reading TOOLHOST_CREDENTIAL_* variables")?;
+        Ok(held.clone())
+    }
+
     /// Checks what can be checked before anything starts.
     ///
     /// # Errors
     ///
     /// No keys on a non-loopback address; a workspace root that is not a folder.
     pub fn validate(&self, keys: &Keys) -> anyhow::Result<()> {
+        self.credentials()?;
         if keys.is_open() && !self.listen.ip().is_loopback() {
             bail!(
                 "refusing to listen on {} without API keys: give --api-key TENANT:SHA256HEX (see \
@@ -778,4 +802,11 @@ mod tests {
         args.workspace_roots = vec![WorkspaceRoot::shared(&dir), WorkspaceRoot::of("acme", &dir)];
         args.validate(&two).unwrap();
     }
+}
+
+/// The credentials this process holds (shared: the log's writer redacts them from the start).
+pub fn held_credentials() -> &'static credentials::Credentials {
+    static HELD: std::sync::LazyLock<credentials::Credentials> =
+        std::sync::LazyLock::new(credentials::Credentials::new);
+    &HELD
 }

@@ -750,6 +750,8 @@ const SERVER_ONLY: &[&str] = &[
     builtin_tool_skills::IDENTIFIER,
     // Its model and key are the server's; its own calls are routed one by one.
     builtin_tool_sub_agent::IDENTIFIER,
+    // The operator's credentials, named by the server's mounts.
+    builtin_tool_creds::IDENTIFIER,
 ];
 
 /// A read of an internal address (`skill://…`) names the server's data, not the device's files.

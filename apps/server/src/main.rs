@@ -135,19 +135,21 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
     // Logs go to stderr: on `mcp-stdio`, stdout carries the protocol. Colours only on a terminal,
     // never into a log system's files.
     let filter = tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into());
+    // No credential's value reaches a log line.
+    let held = toolhost_server::config::held_credentials();
     if cli.serve.log_format == "json" {
         tracing_subscriber::fmt()
             .json()
             .flatten_event(true)
             .with_current_span(true)
             .with_env_filter(filter)
-            .with_writer(std::io::stderr)
+            .with_writer(|| credentials::RedactingWriter::new(held.clone(), std::io::stderr()))
             .init();
     } else {
         tracing_subscriber::fmt()
             .with_env_filter(filter)
             .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-            .with_writer(std::io::stderr)
+            .with_writer(|| credentials::RedactingWriter::new(held.clone(), std::io::stderr()))
             .init();
     }
     if let Some(Command::McpStdio { working_directory, approval_mode }) = cli.command {

@@ -470,7 +470,11 @@ impl AppState {
         };
         // The mounted servers' resources, read at `mcp://SERVER/URI` (registered as they mount).
         let mcp_resources = mcp::client::McpResources::default();
+        // The operator's credentials: injected by mounts, listed by the creds tool, redacted from
+        // every output, journal row and log line.
+        let credentials = args.credentials()?;
         let mut services = tool_core::Services::new()
+            .with(credentials.clone())
             .with(computer.clone() as Arc<dyn computer_runtime::ComputerRuntime>)
             .with(records.clone())
             .with(knowledge.clone())
@@ -520,6 +524,7 @@ impl AppState {
                 catalogues: Some(mcp::client::Catalogues::new(args.state_dir()?.join("mcp-tools"))),
                 fresh: false,
                 resources: Some(mcp_resources.clone()),
+                credentials: Some(credentials.clone()),
             };
             let mounted = mcp::client::mount_file(path, &mut toolbox, &options).await?;
             for note in &mounted.notes {
@@ -553,6 +558,7 @@ impl AppState {
             .journal(journal.clone())
             .broker(elicitation.clone())
             .config(config)
+            .credentials(credentials.clone())
             .build();
         executor.start(Duration::from_secs(60)).await.context("starting the journal's housekeeping")?;
 

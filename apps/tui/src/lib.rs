@@ -10,6 +10,7 @@ pub mod ask;
 pub mod attach;
 pub mod call;
 pub mod chat;
+pub mod creds;
 pub mod exec;
 pub mod instructions;
 pub mod kb;

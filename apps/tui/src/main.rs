@@ -69,6 +69,9 @@ enum Command {
     Connect(ConnectArgs),
     /// Serve this machine's tools to one MCP client over stdio (the client starts this command).
     Mcp(serve::ServeArgs),
+    /// Credentials the model never sees: `set NAME` (the value from standard input), `list`,
+    /// `rm NAME`.
+    Creds(toolhost::creds::CredsArgs),
     /// The calls of the folder's last session that changed files; `--to CALL_ID` or `--last` puts
     /// the files back to before it (exit 3: files changed since, not overwritten).
     Rewind(toolhost::rewind::RewindArgs),
@@ -129,17 +132,26 @@ fn init_logging(verbose: bool, full_screen: bool) {
         Err(_) => return,
     };
     let builder = tracing_subscriber::fmt().with_env_filter(filter);
+    let held = toolhost::creds::held();
     if full_screen {
         let file = setup::data_dir().ok().and_then(|data| {
             std::fs::create_dir_all(&data).ok()?;
             std::fs::OpenOptions::new().create(true).append(true).open(data.join("toolhost.log")).ok()
         });
         if let Some(file) = file {
-            builder.with_ansi(false).with_writer(std::sync::Mutex::new(file)).init();
+            // No credential's value reaches the log.
+            let file = toolhost::creds::SharedFile(std::sync::Arc::new(file));
+            builder
+                .with_ansi(false)
+                .with_writer(move || credentials::RedactingWriter::new(held.clone(), file.clone()))
+                .init();
         }
         return;
     }
-    builder.with_ansi(std::io::stderr().is_terminal()).with_writer(std::io::stderr).init();
+    builder
+        .with_ansi(std::io::stderr().is_terminal())
+        .with_writer(move || credentials::RedactingWriter::new(held.clone(), std::io::stderr()))
+        .init();
 }
 
 fn main() -> ExitCode {
@@ -170,6 +182,7 @@ fn main() -> ExitCode {
             Some(Command::Connect(args)) => connect(args).await.map(|()| 0),
             Some(Command::Mcp(args)) => serve::run(args).await.map(|()| 0),
             Some(Command::Rewind(args)) => toolhost::rewind::run(args).await,
+            Some(Command::Creds(args)) => toolhost::creds::run(args).map(|()| 0),
         }
     });
     // Commands still running in the background are not waited for.
@@ -195,11 +208,13 @@ async fn tools(format: &str, mcp_config: Option<std::path::PathBuf>) -> anyhow::
         })?),
     };
     // The very toolbox the agent's sessions declare, so this lists what the model sees.
-    let mut toolbox = client_executor::device::builtin_toolbox()
+    let credentials = toolhost::creds::load()?;
+    let services = tool_core::Services::new().with(credentials.clone());
+    let mut toolbox = client_executor::device::builtin_toolbox_with(services)
         .map_err(anyhow::Error::msg)
         .context("building the tools")?;
     // Every server is started, so a broken one is reported now.
-    for note in setup::mount_mcp(&mut toolbox, mcp_config.as_deref(), true, None).await? {
+    for note in setup::mount_mcp(&mut toolbox, mcp_config.as_deref(), true, None, Some(credentials)).await? {
         eprintln!("{note}");
     }
     let names = toolbox.names(None);

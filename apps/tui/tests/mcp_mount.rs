@@ -526,7 +526,7 @@ async fn remembered_servers_start_on_first_use() {
     let options = mcp::client::MountOptions {
         catalogues: Some(mcp::client::Catalogues::new(remembered.path())),
         fresh: false,
-        resources: None,
+        ..Default::default()
     };
     let mount = |start: &str, options: &mcp::client::MountOptions| {
         let config = mcp::client::McpConfig::parse(&text(start)).unwrap();
@@ -620,7 +620,7 @@ async fn a_slow_lazy_start_outlives_the_call_that_began_it() {
     let options = mcp::client::MountOptions {
         catalogues: Some(mcp::client::Catalogues::new(remembered.path())),
         fresh: false,
-        resources: None,
+        ..Default::default()
     };
     let (mounted, errors) = mcp::client::mount_with(&config, &|_| None, &options).await;
     assert!(errors.is_empty(), "{errors:?}");
@@ -655,7 +655,7 @@ async fn a_remembered_tier_is_checked_against_the_running_server() {
     let options = mcp::client::MountOptions {
         catalogues: Some(mcp::client::Catalogues::new(remembered.path())),
         fresh: false,
-        resources: None,
+        ..Default::default()
     };
     let (mounted, errors) = mcp::client::mount_with(&config, &|_| None, &options).await;
     assert!(errors.is_empty(), "{errors:?}");

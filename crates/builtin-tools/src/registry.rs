@@ -42,6 +42,7 @@ static TOOLS: LazyLock<Vec<BuiltinTool>> = LazyLock::new(|| {
         tool!(builtin_tool_skills),
         tool!(builtin_tool_ask_user),
         tool!(builtin_tool_sub_agent),
+        tool!(builtin_tool_creds),
         // new-tool: register
     ]
 });

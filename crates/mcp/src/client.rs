@@ -20,6 +20,15 @@
 //! A server over streamable HTTP instead: `url = "https://…/mcp"`, `headers = { … }`,
 //! `bearer_from = "VARIABLE"`.
 //!
+//! Credentials (`toolhost creds set NAME`, or the server operator's) by name, never written in
+//! the file: `env_credentials = { GITHUB_TOKEN = "github" }` for a stdio server,
+//! `bearer_credential = "NAME"` and `header_credentials = { "X-Api-Key" = "NAME" }` for an HTTP
+//! one. Their values are injected when the server starts and redacted from everything the
+//! pipeline returns or keeps.
+//!
+//! The same file's `[apis.NAME]` tables mount OpenAPI services (the `api` tool); this module
+//! leaves them alone.
+//!
 //! A server's tool list is remembered between runs ([`Catalogues`], keyed by what starts it): a
 //! remembered server is declared from that list and starts on its first call (`lazy`) or in the
 //! background at once (`background`), so a slow or broken server holds up neither the start nor
@@ -86,6 +95,15 @@ pub struct ServerConfig {
     /// The variable holding an HTTP server's bearer token (never written in the file).
     #[serde(default)]
     pub bearer_from: Option<String>,
+    /// The credential sent as an HTTP server's bearer token.
+    #[serde(default)]
+    pub bearer_credential: Option<String>,
+    /// Headers sent to an HTTP server with a credential's value: header → credential.
+    #[serde(default)]
+    pub header_credentials: BTreeMap<String, String>,
+    /// Variables of a stdio server set to a credential's value: variable → credential.
+    #[serde(default)]
+    pub env_credentials: BTreeMap<String, String>,
     /// Its arguments.
     #[serde(default)]
     pub args: Vec<String>,
@@ -159,6 +177,19 @@ pub struct McpConfig {
     /// Servers by name.
     #[serde(default)]
     pub servers: BTreeMap<String, ServerConfig>,
+    /// The `[apis.NAME]` tables: OpenAPI services the `api` tool mounts, not read here.
+    #[serde(default)]
+    pub apis: BTreeMap<String, Elsewhere>,
+}
+
+/// A table another reader of the mount file reads (skipped here).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Elsewhere;
+
+impl<'de> Deserialize<'de> for Elsewhere {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        serde::de::IgnoredAny::deserialize(deserializer).map(|_| Self)
+    }
 }
 
 /// Why a server could not be mounted.
@@ -175,6 +206,16 @@ pub enum MountError {
         /// What happened (the command missing, its exit and last lines of stderr, a timeout, a
         /// protocol error).
         message: String,
+    },
+    /// A credential the configuration names is not held.
+    #[error(
+        "MCP server `{server}`: no credential `{credential}` (add it with `toolhost creds set {credential}`, or the server operator's credentials)"
+    )]
+    MissingCredential {
+        /// The server.
+        server: String,
+        /// The credential.
+        credential: String,
     },
     /// A variable named in `env_from` is not set.
     #[error("MCP server `{server}`: the variable `{variable}` named in env_from is not set")]
@@ -289,6 +330,9 @@ pub struct MountOptions {
     pub fresh: bool,
     /// Where the mounted servers are registered for `mcp://SERVER/URI` reads of their resources.
     pub resources: Option<McpResources>,
+    /// The credentials servers reference (`env_credentials`, `bearer_credential`,
+    /// `header_credentials`); none when absent.
+    pub credentials: Option<credentials::Credentials>,
 }
 
 /// The mounted servers' resources for `readFile`: `mcp://SERVER/URI` reads one (text by lines, a
@@ -887,6 +931,38 @@ pub async fn mount_with(
             errors.push(MountError::MissingVariable { server: name.clone(), variable });
             continue;
         }
+        // Credentials by name, injected here and nowhere else.
+        let mut server = server.clone();
+        let lookup = |credential: &str| {
+            let found = options.credentials.as_ref().and_then(|c| c.get(credential));
+            if found.is_some()
+                && let Some(credentials) = &options.credentials
+            {
+                credentials.note_use(credential, &format!("mcp {name}"));
+            }
+            found.ok_or_else(|| MountError::MissingCredential {
+                server: name.clone(),
+                credential: credential.to_owned(),
+            })
+        };
+        let injected = (|| -> Result<Option<String>, MountError> {
+            for (variable, credential) in &server.env_credentials {
+                vars.push((variable.clone(), lookup(credential)?.expose().to_owned()));
+            }
+            for (header, credential) in &server.header_credentials {
+                server.headers.insert(header.clone(), lookup(credential)?.expose().to_owned());
+            }
+            server.bearer_credential.as_deref().map(|c| lookup(c).map(|s| s.expose().to_owned())).transpose()
+        })();
+        let bearer = match injected {
+            Ok(Some(token)) => Some(token),
+            Ok(None) => bearer,
+            Err(error) => {
+                errors.push(error);
+                continue;
+            }
+        };
+        let server = &server;
         let memory = options.catalogues.as_ref().map(|catalogues| {
             Memory::new(
                 catalogues.clone(),

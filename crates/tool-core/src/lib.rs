@@ -52,6 +52,7 @@ pub mod manifest;
 pub mod naming;
 pub mod partial_json;
 pub mod provider;
+pub mod redact;
 pub mod render;
 pub mod runtime;
 pub mod sandbox;
@@ -66,6 +67,7 @@ pub use manifest::{
     InterventionRule, Matcher, MatcherKind, PathParam, Tier, TierSpec, ToolManifest, ToolMeta, schema_for,
 };
 pub use naming::ToolNames;
+pub use redact::Redactor;
 pub use render::{Badge, Block, Card, Field, RenderHooks, Tone};
 pub use runtime::{
     CallContext, ErrorKind, FoundTool, NestedCaller, Progress, ProgressSink, SessionFunction, SessionTools,

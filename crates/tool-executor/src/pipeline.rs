@@ -248,6 +248,8 @@ struct Inner {
     local_broker: Option<Arc<LocalBroker>>,
     config: ExecutorConfig,
     remembered: Mutex<Vec<RememberedDecision>>,
+    /// Whose values are redacted from every output, progress line and journal row.
+    credentials: credentials::Credentials,
 }
 
 /// The pipeline. Cheap to clone; every clone is the same executor.
@@ -268,6 +270,7 @@ pub struct ExecutorBuilder {
     journal: Option<Arc<dyn Journal>>,
     broker: Option<Arc<dyn ApprovalBroker>>,
     config: ExecutorConfig,
+    credentials: credentials::Credentials,
 }
 
 impl std::fmt::Debug for ExecutorBuilder {
@@ -288,6 +291,15 @@ impl ExecutorBuilder {
     #[must_use]
     pub fn broker(mut self, broker: Arc<dyn ApprovalBroker>) -> Self {
         self.broker = Some(broker);
+        self
+    }
+
+    /// Redacts these credentials' values (as they are when a call ends) from every output,
+    /// progress line and journal row: whatever a tool returns, no value reaches the model, a
+    /// person or the journal.
+    #[must_use]
+    pub fn credentials(mut self, credentials: credentials::Credentials) -> Self {
+        self.credentials = credentials;
         self
     }
 
@@ -315,6 +327,7 @@ impl ExecutorBuilder {
                 local_broker,
                 config: self.config,
                 remembered: Mutex::new(Vec::new()),
+                credentials: self.credentials,
             }),
         }
     }
@@ -323,7 +336,13 @@ impl ExecutorBuilder {
 impl Executor {
     /// A builder over `toolbox`.
     pub fn builder(toolbox: Arc<Toolbox>) -> ExecutorBuilder {
-        ExecutorBuilder { toolbox, journal: None, broker: None, config: ExecutorConfig::default() }
+        ExecutorBuilder {
+            toolbox,
+            journal: None,
+            broker: None,
+            config: ExecutorConfig::default(),
+            credentials: credentials::Credentials::new(),
+        }
     }
 
     /// The toolbox.
@@ -1146,7 +1165,12 @@ impl Executor {
         let progress = {
             let session = session.clone();
             let call_id = call.call_id.clone();
-            ProgressSink::new(move |progress| {
+            let credentials = self.inner.credentials.clone();
+            ProgressSink::new(move |mut progress| {
+                let redactor = credentials.redactor();
+                for text in [&mut progress.message, &mut progress.output].into_iter().flatten() {
+                    redactor.redact_string(text);
+                }
                 session.emit(Event::Progress { call_id: call_id.clone(), progress })
             })
         };
@@ -1982,6 +2006,9 @@ impl Executor {
         decision: Option<String>,
         decided_by: Option<String>,
     ) -> CallResult {
+        // No credential's value goes further, in any form it travels in.
+        let redactor = self.inner.credentials.redactor();
+        redactor.redact_output(&mut output);
         if has_controls(&output.content) {
             output.content = strip_controls(&output.content);
         }
@@ -1992,11 +2019,12 @@ impl Executor {
         // hook's text is bounded where it is read).
         for context in &call.hook_context {
             output.content.push_str("\n\n<hook-context>\n");
-            output.content.push_str(&strip_controls(context));
+            output.content.push_str(&strip_controls(&redactor.redact(context)));
             output.content.push_str("\n</hook-context>");
         }
         if !call.hook_log.is_empty() {
-            let log = Value::Array(call.hook_log.clone());
+            let mut log = Value::Array(call.hook_log.clone());
+            redactor.redact_value(&mut log);
             match &mut output.state {
                 Some(Value::Object(map)) => {
                     map.insert("hooks".into(), log);
