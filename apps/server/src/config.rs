@@ -721,6 +721,13 @@ fn parse_exposure(text: &str) -> Result<(String, tool_core::Exposure), String> {
     Ok((tool.to_owned(), exposure))
 }
 
+/// The credentials this process holds (shared: the log's writer redacts them from the start).
+pub fn held_credentials() -> &'static credentials::Credentials {
+    static HELD: std::sync::LazyLock<credentials::Credentials> =
+        std::sync::LazyLock::new(credentials::Credentials::new);
+    &HELD
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -802,11 +809,4 @@ mod tests {
         args.workspace_roots = vec![WorkspaceRoot::shared(&dir), WorkspaceRoot::of("acme", &dir)];
         args.validate(&two).unwrap();
     }
-}
-
-/// The credentials this process holds (shared: the log's writer redacts them from the start).
-pub fn held_credentials() -> &'static credentials::Credentials {
-    static HELD: std::sync::LazyLock<credentials::Credentials> =
-        std::sync::LazyLock::new(credentials::Credentials::new);
-    &HELD
 }

@@ -530,6 +530,24 @@ impl AppState {
             for note in &mounted.notes {
                 tracing::warn!(%note, "MCP configuration");
             }
+            // The same file's `[apis.NAME]` tables: OpenAPI services as tools `api-NAME`.
+            let api_options = builtin_tool_api::mount::MountOptions {
+                credentials: Some(credentials.clone()),
+                base_dir: None,
+            };
+            let (apis, errors) = builtin_tool_api::mount::mount_file(path, &api_options).await?;
+            for error in &errors {
+                tracing::warn!(%error, "API not mounted");
+            }
+            let api_tools: Vec<String> = apis.iter().map(|m| m.manifest.identifier.clone()).collect();
+            for note in mcp::client::add_parts(
+                &mut toolbox,
+                apis.into_iter().map(|m| (m.manifest, m.runtime)).collect(),
+            )? {
+                tracing::warn!(%note, "API mount");
+            }
+            tracing::info!(tools = ?api_tools, "APIs mounted");
+            tools.extend(api_tools);
             tracing::info!(tools = ?mounted.tools, "MCP servers mounted");
             tools.extend(mounted.tools);
         }

@@ -268,9 +268,32 @@ pub async fn mount_mcp(
         catalogues: Some(mcp::client::Catalogues::new(data_dir()?.join("mcp-tools"))),
         fresh,
         resources,
-        credentials,
+        credentials: credentials.clone(),
     };
-    Ok(mcp::client::mount_file(&path, toolbox, &options).await?.notes)
+    let mut notes = mcp::client::mount_file(&path, toolbox, &options).await?.notes;
+    notes.extend(mount_apis(toolbox, &path, credentials).await?);
+    Ok(notes)
+}
+
+/// Mounts the mount file's `[apis.NAME]` tables (OpenAPI services) into `toolbox`; returns what
+/// to tell the person (APIs not mounted and why, schemas replaced).
+///
+/// # Errors
+///
+/// An unreadable or invalid file, or a tool identifier already in the toolbox.
+pub async fn mount_apis(
+    toolbox: &mut tool_executor::Toolbox,
+    path: &Path,
+    credentials: Option<credentials::Credentials>,
+) -> anyhow::Result<Vec<String>> {
+    let options = builtin_tool_api::mount::MountOptions { credentials, base_dir: None };
+    let (mounted, errors) = builtin_tool_api::mount::mount_file(path, &options).await?;
+    let mut notes: Vec<String> = errors.iter().map(|e| format!("not mounted: {e}")).collect();
+    notes.extend(mcp::client::add_parts(
+        toolbox,
+        mounted.into_iter().map(|m| (m.manifest, m.runtime)).collect(),
+    )?);
+    Ok(notes)
 }
 
 /// A short, stable key of a folder: sessions and journal rows of one folder share it.

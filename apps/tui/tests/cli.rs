@@ -1032,6 +1032,24 @@ fn files_holding(dir: &std::path::Path, needles: &[&[u8]]) -> Vec<String> {
     found
 }
 
+/// Runs the binary with `args`, debug logs on, `stdin` written whole then closed.
+fn run_logged(home: &Home, args: &[&str], stdin: Option<&str>) -> Output {
+    let mut command = home.command(None);
+    command
+        .args(args)
+        .env("RUST_LOG", "debug")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let mut child = command.spawn().unwrap();
+    let mut input = child.stdin.take().unwrap();
+    if let Some(stdin) = stdin {
+        input.write_all(stdin.as_bytes()).unwrap();
+    }
+    drop(input);
+    child.wait_with_output().unwrap()
+}
+
 /// A credential stored with `toolhost creds set` (from standard input) reaches the MCP server
 /// that names it — in its environment — and nothing else: the model's result, the journal's
 /// database and the log show its name in its place, and no stored byte holds the value in any
@@ -1040,22 +1058,7 @@ fn files_holding(dir: &std::path::Path, needles: &[&[u8]]) -> Vec<String> {
 fn a_stored_credential_reaches_its_server_and_no_stored_byte() {
     const VALUE: &str = "svc-Secret/Value+42";
     let home = Home::new();
-    let run = |args: &[&str], stdin: Option<&str>| {
-        let mut command = home.command(None);
-        command
-            .args(args)
-            .env("RUST_LOG", "debug")
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped());
-        let mut child = command.spawn().unwrap();
-        let mut input = child.stdin.take().unwrap();
-        if let Some(stdin) = stdin {
-            input.write_all(stdin.as_bytes()).unwrap();
-        }
-        drop(input);
-        child.wait_with_output().unwrap()
-    };
+    let run = |args: &[&str], stdin: Option<&str>| run_logged(&home, args, stdin);
 
     // Refused names and values store nothing.
     let bad = run(&["creds", "set", "Bad Name"], Some("whatever-value\n"));
@@ -1124,4 +1127,177 @@ fn a_stored_credential_reaches_its_server_and_no_stored_byte() {
     assert_eq!(removed.status.code(), Some(0), "{}", stderr(&removed));
     let again = run(&["creds", "rm", "svc"], None);
     assert!(stderr(&again).contains("no credential `svc`"), "{}", stderr(&again));
+}
+
+/// A loopback service implementing a few petstore operations (each answer says what it saw).
+fn petstore_service() -> test_support::http::Service {
+    test_support::http::Service::start(|request| {
+        let target = request.target();
+        let (status, answer) = if target.starts_with("/v1/pets/404") {
+            (404, json!({"message": "no such pet"}))
+        } else if target.starts_with("/v1/pets/") {
+            (200, json!({"id": 7, "name": "Rex", "seen_key": request.header("x-api-key")}))
+        } else if request.method() == "POST" {
+            (201, json!({"created": serde_json::from_str::<Value>(&request.body).unwrap_or(Value::Null)}))
+        } else {
+            (200, json!([{"id": 1, "name": "Tom"}, {"id": 2, "name": "Jerry"}, {"target": target}]))
+        };
+        (status, "application/json", answer.to_string())
+    })
+}
+
+/// An OpenAPI document mounted from the mount file's `[apis]` table: listed as functions, called
+/// through the pipeline against a loopback service with the stored credential where its security
+/// scheme says — which the model never reads and no stored byte holds — writes asked for, and a
+/// private address refused unless the operator allows its host.
+#[test]
+fn an_openapi_service_is_mounted_called_and_guarded() {
+    const KEY: &str = "pk_live_0123456789abcdef";
+    let home = Home::new();
+    let run = |args: &[&str], stdin: Option<&str>| run_logged(&home, args, stdin);
+    let set = run(&["creds", "set", "petstore"], Some(KEY));
+    assert_eq!(set.status.code(), Some(0), "{}", stderr(&set));
+    let service = petstore_service();
+    let port = service.port();
+    let config = home.config.path();
+    std::fs::write(
+        config.join("petstore.yaml"),
+        format!(
+            r##"openapi: 3.0.3
+info: {{title: Petstore, version: "1.0"}}
+servers: [{{url: "http://127.0.0.1:{port}/v1"}}]
+security: [{{key: []}}]
+components:
+  securitySchemes:
+    key: {{type: apiKey, in: header, name: X-API-Key}}
+  schemas:
+    Pet:
+      type: object
+      required: [name]
+      properties:
+        id: {{type: integer, readOnly: true}}
+        name: {{type: string}}
+        tag: {{type: string, nullable: true}}
+paths:
+  /pets:
+    get:
+      operationId: listPets
+      summary: List all pets
+      parameters:
+        - {{name: limit, in: query, schema: {{type: integer, maximum: 100}}}}
+      responses: {{"200": {{description: ok}}}}
+    post:
+      operationId: createPets
+      summary: Create a pet
+      requestBody:
+        required: true
+        content: {{application/json: {{schema: {{$ref: "#/components/schemas/Pet"}}}}}}
+      responses: {{"201": {{description: created}}}}
+  /pets/{{petId}}:
+    get:
+      operationId: showPetById
+      summary: Info for a specific pet
+      parameters:
+        - {{name: petId, in: path, required: true, schema: {{type: string}}}}
+      responses: {{"200": {{description: ok}}}}
+    delete:
+      operationId: deletePet
+      responses: {{"204": {{description: gone}}}}
+"##
+        ),
+    )
+    .unwrap();
+    std::fs::write(
+        config.join("mounts.toml"),
+        "[apis.petstore]\nopenapi = \"petstore.yaml\"\ncredential = \"petstore\"\n\
+         allow_hosts = [\"127.0.0.1\"]\nexclude = [\"deletePet\"]\n\n\
+         [apis.internal]\nopenapi = \"petstore.yaml\"\ninclude = [\"listPets\"]\n",
+    )
+    .unwrap();
+    let mounts = config.join("mounts.toml");
+    let mounts = mounts.to_str().unwrap();
+
+    // Listed as the model sees them, in every provider's form.
+    let tools = run(&["tools", "--mcp-config", mounts], None);
+    let text = String::from_utf8_lossy(&tools.stdout);
+    for name in ["petstore__listPets", "petstore__createPets", "petstore__showPetById", "internal__listPets"]
+    {
+        assert!(text.contains(name), "{name} in {text}");
+    }
+    assert!(!text.contains("deletePet"), "excluded: {text}");
+    let openai = run(&["tools", "--format", "openai", "--mcp-config", mounts], None);
+    let declared: Value = serde_json::from_slice(&openai.stdout).unwrap();
+    let create = declared
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|d| d["function"]["name"] == "petstore__createPets")
+        .unwrap_or_else(|| panic!("{declared}"));
+    let body = &create["function"]["parameters"]["properties"]["body"];
+    assert!(body["properties"].get("id").is_none(), "read-only left out of a body: {body}");
+    assert!(body["properties"]["name"].is_object(), "{body}");
+
+    // A read runs; the credential went where the scheme says and comes back only as its name.
+    let pet =
+        run(&["call", "petstore__showPetById", r#"{"petId": "7"}"#, "--json", "--mcp-config", mounts], None);
+    assert_eq!(pet.status.code(), Some(0), "{}", stderr(&pet));
+    let result: Value = serde_json::from_slice(&pet.stdout).unwrap();
+    let content = result["output"]["content"].as_str().unwrap();
+    assert!(content.starts_with("HTTP 200 OK"), "{content}");
+    assert!(content.contains("\"name\": \"Rex\""), "{content}");
+    assert!(content.contains("\"seen_key\": \"[redacted: petstore]\""), "{content}");
+    let last = service.received().pop().unwrap();
+    assert_eq!(last.line, "GET /v1/pets/7 HTTP/1.1");
+    assert_eq!(last.header("x-api-key"), Some(KEY), "{last:?}");
+    let list = run(&["call", "petstore__listPets", r#"{"limit": 2}"#, "--mcp-config", mounts], None);
+    assert_eq!(list.status.code(), Some(0), "{}", stderr(&list));
+    assert!(String::from_utf8_lossy(&list.stdout).contains("/v1/pets?limit=2"));
+    // An answer of 4xx is a failed call the model can read.
+    let missing =
+        run(&["call", "petstore__showPetById", r#"{"petId": "404"}"#, "--mcp-config", mounts], None);
+    assert_eq!(missing.status.code(), Some(1), "{}", stderr(&missing));
+    assert!(
+        stderr(&missing).contains("HTTP 404")
+            || String::from_utf8_lossy(&missing.stdout).contains("HTTP 404")
+    );
+    // Arguments the schema refuses never leave.
+    let before = service.received().len();
+    let bad = run(&["call", "petstore__listPets", r#"{"limit": "many"}"#, "--mcp-config", mounts], None);
+    assert_eq!(bad.status.code(), Some(1));
+    assert_eq!(service.received().len(), before);
+
+    // A write asks: with no one at a terminal it is blocked and nothing is sent; allowed, it runs
+    // with its body as JSON.
+    let blocked =
+        run(&["call", "petstore__createPets", r#"{"body": {"name": "Kit"}}"#, "--mcp-config", mounts], None);
+    assert_eq!(blocked.status.code(), Some(3), "{}", stderr(&blocked));
+    assert_eq!(service.received().len(), before);
+    let created = run(
+        &[
+            "call",
+            "petstore__createPets",
+            r#"{"body": {"name": "Kit", "tag": "cat"}}"#,
+            "--approval-mode",
+            "auto-run",
+            "--mcp-config",
+            mounts,
+        ],
+        None,
+    );
+    assert_eq!(created.status.code(), Some(0), "{}", stderr(&created));
+    let last = service.received().pop().unwrap();
+    assert_eq!(last.line, "POST /v1/pets HTTP/1.1");
+    assert_eq!(last.header("content-type"), Some("application/json"), "{last:?}");
+    assert_eq!(serde_json::from_str::<Value>(&last.body).unwrap(), json!({"name": "Kit", "tag": "cat"}));
+
+    // The same service under a table that does not allow its host: refused, nothing sent.
+    let before = service.received().len();
+    let refused = run(&["call", "internal__listPets", "{}", "--mcp-config", mounts], None);
+    assert_eq!(refused.status.code(), Some(1), "{}", stderr(&refused));
+    let said = format!("{}{}", String::from_utf8_lossy(&refused.stdout), stderr(&refused));
+    assert!(said.contains("allow_hosts"), "{said}");
+    assert_eq!(service.received().len(), before);
+
+    let leaks = files_holding(home.data.path(), &[KEY.as_bytes()]);
+    assert!(leaks.is_empty(), "{leaks:?}");
 }

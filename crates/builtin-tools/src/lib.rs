@@ -232,10 +232,14 @@ impl Registry {
         (parts, missing)
     }
 
-    /// A tool's render hooks; unknown tools get the generic defaults.
+    /// A tool's render hooks (a mounted API's, `api-NAME`, are the `api` tool's); unknown tools
+    /// get the generic defaults.
     #[cfg(feature = "render")]
     pub fn render(&self, identifier: &str) -> &'static dyn tool_core::RenderHooks {
         static DEFAULT: tool_core::render::DefaultRender = tool_core::render::DefaultRender;
+        if identifier.starts_with(builtin_tool_api::MOUNTED_PREFIX) {
+            return &builtin_tool_api::RENDER;
+        }
         self.get(identifier).map_or(&DEFAULT, |entry| entry.tool.render)
     }
 

@@ -42,6 +42,9 @@ static TOOLS: LazyLock<Vec<BuiltinTool>> = LazyLock::new(|| {
         tool!(builtin_tool_skills),
         tool!(builtin_tool_ask_user),
         tool!(builtin_tool_sub_agent),
+        // No functions of its own: each mounted API (`[apis.NAME]`) is a tool `api-NAME` that
+        // shares its system role and cards.
+        tool!(builtin_tool_api, ToolFlags::DEFAULT.hidden().undiscoverable().off_by_default()),
         tool!(builtin_tool_creds),
         // new-tool: register
     ]

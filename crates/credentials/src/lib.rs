@@ -341,7 +341,7 @@ mod tests {
         assert_eq!(listed[0].used_by, ["mcp github"]);
         assert!(!format!("{credentials:?} {:?}", credentials.get("github")).contains("ghp_"));
         let mut out = Vec::new();
-        write!(RedactingWriter::new(credentials.clone(), &mut out), "token=ghp_secret_value\n").unwrap();
+        writeln!(RedactingWriter::new(credentials.clone(), &mut out), "token=ghp_secret_value").unwrap();
         assert_eq!(String::from_utf8(out).unwrap(), "token=[redacted: github]\n");
         assert!(
             credentials

@@ -1050,21 +1050,7 @@ pub async fn mount_with(
 /// The name the model calls: `server__tool`, in the characters every provider accepts, at most
 /// 64 characters (a long one keeps its end unique with a hash).
 pub fn function_name(server: &str, tool: &str) -> String {
-    let clean = |s: &str| -> String {
-        s.chars().map(|c| if c.is_ascii_alphanumeric() || c == '_' || c == '-' { c } else { '_' }).collect()
-    };
-    let name = format!("{}__{}", clean(server), clean(tool));
-    if name.len() <= 64 && clean(tool) == tool {
-        return name;
-    }
-    // Cut or cleaned: a hash of the raw names keeps `get.user` apart from `get_user`.
-    let mut hash: u32 = 0x811c_9dc5;
-    for byte in server.bytes().chain([0]).chain(tool.bytes()) {
-        hash ^= u32::from(byte);
-        hash = hash.wrapping_mul(0x0100_0193);
-    }
-    let keep = name.len().min(55);
-    format!("{}_{hash:08x}", &name[..keep])
+    tool_core::naming::mounted_name(server, tool)
 }
 
 /// A server's input schema made fit for every provider and the validator: local `$ref`s inlined
@@ -1517,8 +1503,7 @@ fn open_object() -> Value {
     json!({ "type": "object", "additionalProperties": true })
 }
 
-/// Adds mounted servers to a toolbox. An API whose input schema the validator refuses is kept
-/// with a schema that accepts any object (the server still checks its own arguments), and said.
+/// Adds mounted servers to a toolbox ([`add_parts`]).
 ///
 /// # Errors
 ///
@@ -1527,8 +1512,22 @@ pub fn add_to(
     toolbox: &mut tool_executor::Toolbox,
     mounted: Vec<Mounted>,
 ) -> Result<Vec<String>, tool_executor::ToolboxError> {
+    add_parts(toolbox, mounted.into_iter().map(|m| (m.manifest, m.runtime)).collect())
+}
+
+/// Adds mounted tools (MCP servers, OpenAPI services) to a toolbox. An API whose input schema
+/// the validator refuses is kept with a schema that accepts any object (the far side still
+/// checks its own arguments), and said.
+///
+/// # Errors
+///
+/// A tool identifier that is already in the toolbox.
+pub fn add_parts(
+    toolbox: &mut tool_executor::Toolbox,
+    parts: Vec<(ToolManifest, Arc<dyn ToolRuntime>)>,
+) -> Result<Vec<String>, tool_executor::ToolboxError> {
     let mut notes = Vec::new();
-    for Mounted { mut manifest, runtime, .. } in mounted {
+    for (mut manifest, runtime) in parts {
         // Each pass replaces one refused schema; there are no more passes than APIs.
         for _ in 0..=manifest.apis.len() {
             match toolbox.add_tool(manifest.clone(), runtime.clone()) {

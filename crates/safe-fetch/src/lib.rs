@@ -183,6 +183,27 @@ impl Request {
         request
     }
 
+    /// A request of another method (`PUT`, `DELETE`, `PATCH`, `HEAD`…), without a body; `None` for
+    /// a method name that is not a token.
+    pub fn method(method: &str, url: impl Into<String>) -> Option<Self> {
+        let mut request = Self::get(url);
+        request.method = Method::from_bytes(method.as_bytes()).ok()?;
+        Some(request)
+    }
+
+    /// Sets the body and its content type (an invalid content type is dropped with a warning).
+    #[must_use]
+    pub fn body(mut self, content_type: &str, body: impl Into<Bytes>) -> Self {
+        match HeaderValue::from_str(content_type) {
+            Ok(value) => {
+                self.headers.insert(header::CONTENT_TYPE, value);
+            }
+            Err(_) => tracing::warn!("content type with invalid characters dropped"),
+        }
+        self.body = Some(body.into());
+        self
+    }
+
     /// Adds a header; a value that is not a valid header value is dropped with a warning.
     #[must_use]
     pub fn header(mut self, name: HeaderName, value: &str) -> Self {

@@ -7,6 +7,7 @@
 //! PostgreSQL refuses to run as root, and CI runs as root: the data folder is then handed to the
 //! `postgres` user and the server started through `runuser`.
 
+pub mod http;
 #[cfg(feature = "model")]
 pub mod model;
 

@@ -124,6 +124,27 @@ fn distance(a: &str, b: &str) -> usize {
     previous[b.len()]
 }
 
+/// The name the model calls for `name` of a mounted `source` (an MCP server's tool, an API's
+/// operation): `source__name`, in the characters every provider accepts, at most 64 characters (a
+/// long or cleaned one ends with a hash of the raw names, so `get.user` stays apart from
+/// `get_user`).
+pub fn mounted_name(source: &str, name: &str) -> String {
+    let clean = |s: &str| -> String {
+        s.chars().map(|c| if c.is_ascii_alphanumeric() || c == '_' || c == '-' { c } else { '_' }).collect()
+    };
+    let joined = format!("{}__{}", clean(source), clean(name));
+    if joined.len() <= 64 && clean(name) == name {
+        return joined;
+    }
+    let mut hash: u32 = 0x811c_9dc5;
+    for byte in source.bytes().chain([0]).chain(name.bytes()) {
+        hash ^= u32::from(byte);
+        hash = hash.wrapping_mul(0x0100_0193);
+    }
+    let keep = joined.len().min(55);
+    format!("{}_{hash:08x}", &joined[..keep])
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

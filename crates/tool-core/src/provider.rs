@@ -64,15 +64,24 @@ impl Provider {
 ///
 /// Strict mode needs every object closed with all its properties listed; a schema with an open
 /// map (an object without properties, `additionalProperties` that is not `false`, or
-/// `patternProperties` — common in third-party MCP tools) cannot say what it means in strict
-/// mode, so it is declared with `strict: false` and its schema as it is.
+/// `patternProperties` — common in third-party MCP tools), or one past strict mode's limits
+/// (nested deeper than 10 levels, an enum of more than 1 000 values), cannot say what it means
+/// in strict mode, so it is declared with `strict: false` and its schema as it is.
 pub fn openai_function(name: &str, description: &str, schema: &Value) -> Value {
     let mut parameters = inline_refs(schema);
     strip_root(&mut parameters);
-    let strict = strict_compatible(&parameters, true);
-    if strict {
-        openai_strict(&mut parameters);
-    } else {
+    // Strict only when the shape allows it and the result keeps OpenAI's limits (nesting, enum
+    // sizes): a deep third-party schema is declared as it is rather than refused.
+    let strict = strict_compatible(&parameters, true) && {
+        let mut candidate = parameters.clone();
+        openai_strict(&mut candidate);
+        let fits = check_openai_strict(&candidate).is_ok();
+        if fits {
+            parameters = candidate;
+        }
+        fits
+    };
+    if !strict {
         walk(&mut parameters, &mut drop_numeric_formats);
     }
     json!({

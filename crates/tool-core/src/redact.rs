@@ -155,8 +155,9 @@ fn forms(value: &str) -> Vec<String> {
     out
 }
 
-/// Every byte but unreserved ones percent-encoded (as a form body or a strict client writes it).
-fn percent_all(value: &str) -> String {
+/// Every byte but unreserved ones (RFC 3986: letters, digits, `-._~`) percent-encoded, as a form
+/// body, a path segment or a strict client writes it.
+pub fn percent_all(value: &str) -> String {
     let mut out = String::with_capacity(value.len());
     for byte in value.bytes() {
         if byte.is_ascii_alphanumeric() || b"-._~".contains(&byte) {
