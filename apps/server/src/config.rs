@@ -502,7 +502,7 @@ impl ServeArgs {
                 .with_context(|| format!("reading --credentials-file {}", path.display()))?;
             held.extend(&loaded);
         }
-        held.add_env(std::env::vars()).context("reading TOOLHOST_CREDENTIAL_* variables")?;
+        held.add_env(credentials::env_vars()).context("reading TOOLHOST_CREDENTIAL_* variables")?;
         Ok(held.clone())
     }
 

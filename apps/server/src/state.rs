@@ -539,6 +539,9 @@ impl AppState {
             for error in &errors {
                 tracing::warn!(%error, "API not mounted");
             }
+            for note in apis.iter().flat_map(|m| &m.notes) {
+                tracing::info!(%note, "API document");
+            }
             let api_tools: Vec<String> = apis.iter().map(|m| m.manifest.identifier.clone()).collect();
             for note in mcp::client::add_parts(
                 &mut toolbox,
@@ -1291,7 +1294,7 @@ fn sandboxing(
             own.push(PathBuf::from(format!("{}{suffix}", path.display())));
         }
     }
-    own.extend(args.api_keys_file.iter().chain(&args.deny_rules_file).cloned());
+    own.extend(args.api_keys_file.iter().chain(&args.deny_rules_file).chain(&args.credentials_file).cloned());
     let mut deny_read = args.sandbox_deny_read.clone();
     deny_read.extend(own.iter().cloned());
     // Tenants' outputs in the session temp folders of instances that crashed go first.

@@ -41,18 +41,9 @@ async fn a_mounted_server_is_offered_and_its_calls_are_journalled() {
 
     let sid = server.session(json!({ "working_directory": folder })).await;
     let path = format!("/v1/sessions/{sid}/catalogue?provider=anthropic");
-    let names = |catalogue: &Value| -> Vec<String> {
-        catalogue["functions"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .filter_map(|f| f["name"].as_str())
-            .map(str::to_owned)
-            .collect()
-    };
     let (status, first) = server.get(&path).await;
     assert_eq!(status, 200, "{first}");
-    let declared = names(&first);
+    let declared = server.declared(&sid).await;
     assert!(
         declared.contains(&"readFile".into()) && declared.contains(&"searchTools".into()),
         "{declared:?}"
@@ -65,7 +56,7 @@ async fn a_mounted_server_is_offered_and_its_calls_are_journalled() {
         server.call(&sid, "s1", "searchTools", json!({ "query": "read a text file's contents" })).await;
     assert_eq!(found["status"], "executed", "{found}");
     assert!(found["output"]["content"].as_str().unwrap().contains("files__read_text_file("), "{found}");
-    let declared = names(&server.get(&path).await.1);
+    let declared = server.declared(&sid).await;
     assert!(declared.contains(&"files__read_text_file".into()), "found, then declared: {declared:?}");
     let (_, view) = server.get(&format!("/v1/sessions/{sid}")).await;
     assert!(

@@ -45,6 +45,21 @@ pub fn vault() -> anyhow::Result<Vault> {
     Ok(Vault::new(setup::data_dir()?.join("credentials")))
 }
 
+/// The paths no tool may read: the credential store's folder (made, 0700, so a sandbox can name
+/// it before anything is stored).
+pub fn protected() -> Vec<std::path::PathBuf> {
+    match vault() {
+        Ok(vault) => match vault.prepare() {
+            Ok(()) => vec![vault.dir().to_owned()],
+            Err(error) => {
+                tracing::warn!(%error, "the credential store's folder cannot be made");
+                vec![vault.dir().to_owned()]
+            }
+        },
+        Err(_) => Vec::new(),
+    }
+}
+
 /// The credentials this process holds (the log's writer redacts them from the start).
 pub fn held() -> &'static Credentials {
     static HELD: LazyLock<Credentials> = LazyLock::new(Credentials::new);
@@ -62,7 +77,7 @@ pub fn load() -> anyhow::Result<Credentials> {
     let held = held();
     let stored = vault()?.load().context("opening the credential store (toolhost creds)")?;
     held.extend(&stored);
-    held.add_env(std::env::vars()).context("reading TOOLHOST_CREDENTIAL_* variables")?;
+    held.add_env(credentials::env_vars()).context("reading TOOLHOST_CREDENTIAL_* variables")?;
     Ok(held.clone())
 }
 
@@ -79,6 +94,8 @@ fn read_unseen(name: &str) -> anyhow::Result<String> {
                 KeyCode::Char('c') if key.modifiers.contains(KeyModifiers::CONTROL) => {
                     break Err(anyhow::anyhow!("cancelled"));
                 }
+                // Other control chords are not part of a value.
+                KeyCode::Char(_) if key.modifiers.intersects(KeyModifiers::CONTROL | KeyModifiers::ALT) => {}
                 KeyCode::Char(c) => value.push(c),
                 KeyCode::Backspace => {
                     value.pop();

@@ -214,8 +214,9 @@ async fn tools(format: &str, mcp_config: Option<std::path::PathBuf>) -> anyhow::
         .map_err(anyhow::Error::msg)
         .context("building the tools")?;
     // Every server is started, so a broken one is reported now.
+    let redactor = credentials.redactor();
     for note in setup::mount_mcp(&mut toolbox, mcp_config.as_deref(), true, None, Some(credentials)).await? {
-        eprintln!("{note}");
+        eprintln!("{}", redactor.redact(&note));
     }
     let names = toolbox.names(None);
     if let Some(provider) = provider {

@@ -109,10 +109,14 @@ impl GuardArgs {
         }
     }
 
-    /// The sandbox policy.
+    /// The sandbox policy: no command reads the credential store.
     pub fn sandbox(&self) -> tool_core::SandboxPolicy {
-        tool_core::SandboxPolicy { mode: self.sandbox, ..tool_core::SandboxPolicy::default() }
-            .with_network(self.network)
+        tool_core::SandboxPolicy {
+            mode: self.sandbox,
+            deny_read: crate::creds::protected(),
+            ..tool_core::SandboxPolicy::default()
+        }
+        .with_network(self.network)
     }
 }
 
@@ -222,6 +226,8 @@ async fn build(
     let mut toolbox = client_executor::device::builtin_toolbox_with(services)
         .map_err(anyhow::Error::msg)
         .context("building the tools")?;
+    // A note may quote a server's stderr, which may hold a credential it was given.
+    let redactor = credentials.redactor();
     for note in mount_mcp(
         &mut toolbox,
         guard.mcp_config.as_deref(),
@@ -231,7 +237,7 @@ async fn build(
     )
     .await?
     {
-        eprintln!("{note}");
+        eprintln!("{}", redactor.redact(&note));
     }
     let executor = Executor::builder(Arc::new(toolbox))
         .journal(journal)
@@ -289,6 +295,13 @@ pub async fn mount_apis(
     let options = builtin_tool_api::mount::MountOptions { credentials, base_dir: None };
     let (mounted, errors) = builtin_tool_api::mount::mount_file(path, &options).await?;
     let mut notes: Vec<String> = errors.iter().map(|e| format!("not mounted: {e}")).collect();
+    // What a document's reading simplified: the first few, and how many more.
+    for api in &mounted {
+        notes.extend(api.notes.iter().take(5).cloned());
+        if api.notes.len() > 5 {
+            notes.push(format!("{}: {} more notes", api.manifest.identifier, api.notes.len() - 5));
+        }
+    }
     notes.extend(mcp::client::add_parts(
         toolbox,
         mounted.into_iter().map(|m| (m.manifest, m.runtime)).collect(),
@@ -381,6 +394,8 @@ pub fn session(
         project: Some(folder.display().to_string()),
         skills: guard.skills.clone(),
         preview_writes: guard.preview_writes,
+        // The credential store is no file tool's to read or write.
+        protected_paths: crate::creds::protected(),
         ..SessionConfig::default()
     });
     if let Some(hooks) = &guard.hooks {

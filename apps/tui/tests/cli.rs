@@ -1123,6 +1123,25 @@ fn a_stored_credential_reaches_its_server_and_no_stored_byte() {
     let rows = journal(&home, &["--all"]);
     assert!(rows.iter().any(|r| r["api"] == "ev__get-env" && r["status"] == "executed"), "{rows:?}");
 
+    // The model's own tools cannot read the store: not a command, not a file tool.
+    let key = home.data.path().join("credentials/credentials.key");
+    let cat = run(
+        &[
+            "call",
+            "runCommand",
+            &json!({"command": format!("cat {}", key.display())}).to_string(),
+            "--approval-mode",
+            "auto-run",
+        ],
+        None,
+    );
+    let shown = format!("{}{}", String::from_utf8_lossy(&cat.stdout), stderr(&cat));
+    assert_ne!(cat.status.code(), Some(0), "{shown}");
+    assert!(shown.contains("Permission denied") || shown.contains("denied"), "{shown}");
+    let read =
+        run(&["call", "readFile", &json!({"path": key}).to_string(), "--approval-mode", "auto-run"], None);
+    assert_ne!(read.status.code(), Some(0), "{}", stderr(&read));
+
     let removed = run(&["creds", "rm", "svc"], None);
     assert_eq!(removed.status.code(), Some(0), "{}", stderr(&removed));
     let again = run(&["creds", "rm", "svc"], None);

@@ -192,6 +192,9 @@ pub struct Mounted {
     pub manifest: ToolManifest,
     /// Calls become requests.
     pub runtime: Arc<dyn ToolRuntime>,
+    /// What reading its document simplified or left out (an external `$ref`, a cycle cut, an
+    /// operation skipped), to tell the person who mounted it.
+    pub notes: Vec<String>,
 }
 
 impl std::fmt::Debug for Mounted {
@@ -368,9 +371,40 @@ async fn mount_one(
     let forced = config.auth.as_ref().map(AuthOverride::scheme).transpose()?;
     let (text, document_url) = read_document(config, options).await?;
     let document = document::parse(&text).map_err(|e| e.to_string())?;
+    // Where the credential may go: the table's base URL, or the first server of a document the
+    // operator keeps as a file. A document fetched from a URL could name any server, so with a
+    // credential it needs `base_url`.
+    let credential_origin = match (&secret, &config.base_url, &document_url) {
+        (None, _, _) => None,
+        (Some(_), None, Some(_)) => {
+            return Err(
+                "a document fetched from a URL decides its servers: with a credential, set `base_url`, \
+                        the only place the credential is sent"
+                    .into(),
+            );
+        }
+        (Some(_), given, _) => {
+            let base = base_url(given.as_deref(), &document.servers, document_url.as_ref())?;
+            let host = base.host_str().unwrap_or_default();
+            let loopback = host == "localhost"
+                || host.trim_matches(['[', ']']).parse::<std::net::IpAddr>().is_ok_and(|ip| ip.is_loopback());
+            let allowed = AllowList::parse(&config.allow_hosts)
+                .map_err(|e| format!("allow_hosts: {e}"))?
+                .allows_host(host);
+            if base.scheme() == "http" && !loopback && !allowed {
+                return Err(format!(
+                    "the credential would cross the network in clear text to {}: use https, or name the host in \
+                     `allow_hosts` to accept it",
+                    base.origin().ascii_serialization()
+                ));
+            }
+            Some(base.origin())
+        }
+    };
     let fetcher = Arc::new(fetcher(config, config.max_response_kib.max(1) * 1024)?);
     let mut operations = HashMap::new();
     let mut specs = Vec::new();
+    let mut notes: Vec<String> = document.notes.iter().map(|note| format!("API `{name}`: {note}")).collect();
     let listed = |list: &[String], op: &Operation| {
         list.iter().any(|x| Some(x.as_str()) == op.operation_id.as_deref() || *x == op.name)
     };
@@ -431,7 +465,19 @@ async fn mount_one(
             when_previewing: false,
             asks_person: false,
         };
-        let scheme = secret.as_ref().and_then(|_| scheme_for(&document, operation, forced.as_ref()));
+        // An operation served elsewhere (its own `servers`) does not get the credential.
+        let scheme = match &credential_origin {
+            Some(origin) if base.origin() == *origin => scheme_for(&document, operation, forced.as_ref()),
+            Some(_) => {
+                notes.push(format!(
+                    "API `{name}`: {} is served at {}, not where the credential goes: it is sent without it",
+                    operation.name,
+                    base.origin().ascii_serialization()
+                ));
+                None
+            }
+            None => None,
+        };
         operations.insert(function, Prepared { operation: operation.clone(), base, scheme });
         specs.push(spec);
     }
@@ -457,7 +503,7 @@ async fn mount_one(
         manifest = manifest.api(spec);
     }
     let runtime = ApiRuntime { api: name.to_owned(), operations, secret, fetcher };
-    Ok(Some(Mounted { manifest, runtime: Arc::new(runtime) }))
+    Ok(Some(Mounted { manifest, runtime: Arc::new(runtime), notes }))
 }
 
 /// One operation ready to call.
@@ -519,14 +565,33 @@ struct Parts {
 }
 
 impl Parts {
-    fn parameter(&mut self, parameter: &document::Parameter, value: &Value) {
+    /// Puts a parameter's value where it goes.
+    ///
+    /// # Errors
+    ///
+    /// A path parameter that would leave its segment: empty, `.` or `..` (URL parsers resolve
+    /// those, and `%2e%2e` too, to another path of the service).
+    fn parameter(&mut self, parameter: &document::Parameter, value: &Value) -> Result<(), String> {
         let name = parameter.name.as_str();
+        if parameter.location == ParamLocation::Path {
+            let texts = if value.is_array() || value.is_object() {
+                items(value)
+            } else {
+                scalar(value).into_iter().collect()
+            };
+            if texts.is_empty() || texts.iter().any(|t| t.is_empty() || t == "." || t == "..") {
+                return Err(format!(
+                    "`{}` cannot be empty, `.` or `..`: it is one segment of the path",
+                    parameter.argument
+                ));
+            }
+        }
         if let Some(media) = &parameter.content_type
             && media.contains("json")
         {
             let text = value.to_string();
             self.put(parameter.location, name, text, true);
-            return;
+            return Ok(());
         }
         let is_compound = value.is_array() || value.is_object();
         match parameter.location {
@@ -575,6 +640,7 @@ impl Parts {
                 }
             }
         }
+        Ok(())
     }
 
     fn put(&mut self, location: ParamLocation, name: &str, text: String, whole: bool) {
@@ -676,7 +742,7 @@ impl ApiRuntime {
         let mut parts = Parts { path: operation.path.clone(), ..Parts::default() };
         for parameter in &operation.parameters {
             match arguments.get(&parameter.argument) {
-                Some(value) if !value.is_null() => parts.parameter(parameter, value),
+                Some(value) if !value.is_null() => parts.parameter(parameter, value)?,
                 _ if parameter.required => return Err(format!("`{}` is required", parameter.argument)),
                 _ => {}
             }
@@ -685,15 +751,20 @@ impl ApiRuntime {
             && let Some(secret) = &self.secret
         {
             let value = secret.expose().to_owned();
+            // The credential's place is its own: a parameter the model filled with the same name
+            // is dropped, not sent beside it.
             match scheme {
                 SecurityScheme::ApiKey { location: KeyLocation::Header, name } => {
-                    parts.headers.push((name.clone(), value))
+                    parts.headers.retain(|(n, _)| !n.eq_ignore_ascii_case(name));
+                    parts.headers.push((name.clone(), value));
                 }
                 SecurityScheme::ApiKey { location: KeyLocation::Query, name } => {
-                    parts.query.push((name.clone(), value))
+                    parts.query.retain(|(n, _)| n != name);
+                    parts.query.push((name.clone(), value));
                 }
                 SecurityScheme::ApiKey { location: KeyLocation::Cookie, name } => {
-                    parts.cookies.push((name.clone(), value))
+                    parts.cookies.retain(|(n, _)| n != name);
+                    parts.cookies.push((name.clone(), value));
                 }
                 SecurityScheme::Bearer => {
                     parts.headers.push(("Authorization".into(), format!("Bearer {value}")))
@@ -731,6 +802,13 @@ impl ApiRuntime {
                 .map_err(|_| format!("`{name}` is not a header name"))?;
             if matches!(name, safe_fetch::header::HOST | safe_fetch::header::CONTENT_LENGTH) {
                 continue;
+            }
+            // A value a header cannot carry (a line break, a control character) fails the call
+            // rather than leaving the header out.
+            if safe_fetch::header::HeaderValue::from_str(value).is_err() {
+                return Err(format!(
+                    "the header `{name}` cannot carry that value (line breaks or control characters)"
+                ));
             }
             request = request.header(name, value);
         }
@@ -776,7 +854,8 @@ impl ApiRuntime {
                 return ToolOutput::error(ErrorKind::InvalidArguments, message).with_state(state(None));
             }
         };
-        let response = match self.fetcher.send(request).await {
+        // A long answer is read up to the cap and said to be cut, not refused.
+        let response = match self.fetcher.send(request.truncate_at_cap()).await {
             Ok(response) => response,
             Err(error) => {
                 let kind = match &error {
@@ -793,11 +872,22 @@ impl ApiRuntime {
             }
         };
         let content_type = response.media_type().unwrap_or_default();
-        let body = if operation.method == Method::Head {
-            String::new()
-        } else {
-            render_body(&content_type, &response.body)
-        };
+        let mut kept: &[u8] = &response.body;
+        if response.truncated {
+            // The cut could fall inside the credential echoed back, leaving a prefix the redactor
+            // cannot know: the last bytes that could hold part of any of its forms go too.
+            if let Some(secret) = &self.secret {
+                kept = &kept[..kept.len().saturating_sub(3 * secret.expose().len() + 4)];
+            }
+            // And the cut keeps whole characters.
+            if let Err(error) = std::str::from_utf8(kept)
+                && kept.len() - error.valid_up_to() < 4
+            {
+                kept = &kept[..error.valid_up_to()];
+            }
+        }
+        let body =
+            if operation.method == Method::Head { String::new() } else { render_body(&content_type, kept) };
         let status = response.status;
         let mut text = format!("HTTP {} {}", status.as_u16(), status.canonical_reason().unwrap_or_default());
         if !content_type.is_empty() {
@@ -807,9 +897,16 @@ impl ApiRuntime {
             text.push('\n');
             text.push_str(&body);
         }
+        if response.truncated {
+            text.push_str(&format!(
+                "\n[the answer was cut at {} KiB (max_response_kib); ask for less, e.g. a smaller page]",
+                response.body.len() / 1024
+            ));
+        }
         let mut state = state(Some(status.as_u16()));
         state["content_type"] = json!(content_type);
         state["bytes"] = json!(response.body.len());
+        state["truncated"] = json!(response.truncated);
         if status.is_success() {
             ToolOutput::ok(text).with_state(state)
         } else {

@@ -59,7 +59,11 @@ fn document(port: u16) -> Value {
                 }
             },
             "/search": {"get": {"operationId": "search", "security": [{"query_key": []}],
-                "parameters": [{"name": "q", "in": "query", "required": true, "schema": {"type": "string"}}]}},
+                "parameters": [
+                    {"name": "q", "in": "query", "required": true, "schema": {"type": "string"}},
+                    {"name": "extra", "in": "query", "schema": {"type": "object", "additionalProperties": {"type": "string"}}}
+                ]}},
+            "/elsewhere": {"get": {"operationId": "elsewhere", "servers": [{"url": "https://other.example"}]}},
             "/me": {"get": {"operationId": "me", "security": [{"cookie_key": []}]}},
             "/open": {"get": {"operationId": "open", "security": []}},
             "/upload": {"post": {"operationId": "upload", "requestBody": {"content": {"multipart/form-data": {"schema": {
@@ -132,6 +136,18 @@ async fn parameters_bodies_and_credentials_leave_as_the_document_says() {
 
     let search = received(&call(&api, "echo__search", json!({"q": "rust"})).await);
     assert!(search["line"].as_str().unwrap().contains("q=rust&api_key=user%3Apa55-word"), "{search}");
+    // A parameter the model names like the credential's is dropped, not sent beside it.
+    let spoof = received(
+        &call(&api, "echo__search", json!({"q": "x", "extra": {"api_key": "mine", "page": "2"}})).await,
+    );
+    let line = spoof["line"].as_str().unwrap();
+    assert!(
+        line.contains("page=2") && line.contains("api_key=user%3Apa55-word") && !line.contains("mine"),
+        "{line}"
+    );
+    // A header value with a line break is refused, not dropped.
+    let smuggled = call(&api, "echo__getItem", json!({"id": "1", "X-Trace": "a\r\nX-Evil: 1"})).await;
+    assert_eq!(smuggled.error.unwrap().kind, ErrorKind::InvalidArguments);
     let me = received(&call(&api, "echo__me", json!({})).await);
     assert_eq!(me["headers"]["cookie"], "session=user%3Apa55-word");
     let delete = received(&call(&api, "echo__deleteItem", json!({"id": "1"})).await);
@@ -141,6 +157,12 @@ async fn parameters_bodies_and_credentials_leave_as_the_document_says() {
     assert_eq!(put["headers"]["authorization"], "Basic dXNlcjpwYTU1LXdvcmQ=");
     assert_eq!(put["headers"]["content-type"], "application/x-www-form-urlencoded");
     assert_eq!(put["body"], "name=a%26b&n=3");
+    // An operation served at another origin does not get the credential, and the person is told.
+    assert!(
+        api.notes.iter().any(|n| n.contains("elsewhere is served at https://other.example")),
+        "{:?}",
+        api.notes
+    );
     // `security: []`: nothing is added.
     let open = received(&call(&api, "echo__open", json!({})).await);
     assert!(
@@ -157,11 +179,34 @@ async fn parameters_bodies_and_credentials_leave_as_the_document_says() {
         "{upload}"
     );
 
+    // A path parameter cannot climb out of its segment.
+    for climb in ["..", ".", ""] {
+        let refused = call(&api, "echo__getItem", json!({"id": climb})).await;
+        let error = refused.error.unwrap();
+        assert_eq!(error.kind, ErrorKind::InvalidArguments, "{climb}");
+        assert!(error.message.contains("one segment of the path"), "{}", error.message);
+    }
     // A missing required path parameter is the model's to fix; nothing is sent.
     let missing = call(&api, "echo__getItem", json!({})).await;
     assert_eq!(missing.error.unwrap().kind, ErrorKind::InvalidArguments);
     let unknown = call(&api, "echo__nope", json!({})).await;
     assert_eq!(unknown.error.unwrap().kind, ErrorKind::UnknownTool);
+
+    // An answer past `max_response_kib` is cut there and said to be.
+    let small = mount_one(
+        dir.path(),
+        "[apis.echo]\nopenapi = \"echo.json\"\nallow_hosts = [\"127.0.0.1\"]\nmax_response_kib = 1\n",
+    )
+    .await;
+    let long = call(&small, "echo__putItem", json!({"id": "1", "body": {"name": "x".repeat(4000)}})).await;
+    assert!(long.success, "{long:?}");
+    assert!(
+        long.content
+            .ends_with("[the answer was cut at 1 KiB (max_response_kib); ask for less, e.g. a smaller page]"),
+        "{}",
+        long.content
+    );
+    assert_eq!(long.state.unwrap()["truncated"], true);
 }
 
 #[tokio::test]
@@ -182,6 +227,7 @@ async fn the_table_decides_names_trust_tiers_exposure_and_where_the_credential_g
     assert_eq!(manifest.exposure, Exposure::Auto);
     let names: Vec<&str> = manifest.apis.iter().map(|a| a.name.as_str()).collect();
     assert_eq!(names, ["echo__getItem", "echo__deleteItem", "echo__open"]);
+    assert!(api.notes.is_empty(), "{:?}", api.notes);
     let spec = |name: &str| manifest.apis.iter().find(|a| a.name == name).unwrap();
     assert_eq!(spec("echo__getItem").tier, TierSpec::Fixed(Tier::Read));
     assert_eq!(spec("echo__getItem").intervention, Some(InterventionPolicy::Fixed(Intervention::Never)));
@@ -274,6 +320,20 @@ async fn a_document_by_url_a_large_one_and_what_is_refused() {
     assert!(said[2].contains("set `base_url`"), "{said:?}");
     assert!(said[3].contains("missing.json"), "{said:?}");
 
+    // A credential goes only where the operator said: a document fetched from a URL needs
+    // `base_url`, and clear-text http to a host not allowed is refused.
+    let (_, errors) = mount::mount(
+        &config(&format!(
+            "[apis.a]\nopenapi = \"http://127.0.0.1:{port}/openapi.json\"\nallow_hosts = [\"127.0.0.1\"]\ncredential = \"echo\"\n\
+             [apis.b]\nopenapi = \"echo.json\"\ncredential = \"echo\"\nbase_url = \"http://api.example.com/v1\"\n"
+        )),
+        &options(dir.path()),
+    )
+    .await;
+    let said: Vec<String> = errors.iter().map(ToString::to_string).collect();
+    assert!(said[0].contains("set `base_url`"), "{said:?}");
+    assert!(said[1].contains("clear text"), "{said:?}");
+
     // A table with an unknown field or a bad name is refused whole.
     for bad in ["[apis.a]\nopenapi = \"x\"\nurl = \"y\"\n", "[apis.\"a b\"]\nopenapi = \"x\"\n"] {
         assert!(matches!(mount::parse_config(bad), Err(MountError::Config(_))), "{bad}");
@@ -301,4 +361,24 @@ async fn a_private_address_is_refused_when_called() {
     .await;
     let refused = call(&api, "echo__open", json!({})).await;
     assert_eq!(refused.error.unwrap().kind, ErrorKind::Blocked);
+}
+
+#[tokio::test]
+async fn what_reading_the_document_simplified_is_told() {
+    let dir = tempfile::tempdir().unwrap();
+    let document = json!({
+        "openapi": "3.1.0",
+        "info": {"title": "Refs", "version": "1"},
+        "servers": [{"url": "https://api.example.com"}],
+        "paths": {"/x": {"post": {"operationId": "makeX", "requestBody": {"content": {"application/json": {
+            "schema": {"$ref": "other.yaml#/Thing"}
+        }}}}}}
+    });
+    std::fs::write(dir.path().join("refs.json"), document.to_string()).unwrap();
+    let api = mount_one(dir.path(), "[apis.refs]\nopenapi = \"refs.json\"\n").await;
+    assert!(
+        api.notes.iter().any(|n| n.starts_with("API `refs`: ") && n.contains("other.yaml")),
+        "{:?}",
+        api.notes
+    );
 }

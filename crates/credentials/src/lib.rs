@@ -121,7 +121,7 @@ pub fn check_value(name: &str, value: &str) -> Result<(), CredentialError> {
     let reason = if value.is_empty() {
         "is empty"
     } else if value.chars().count() < tool_core::redact::MIN_SECRET_CHARS {
-        "is shorter than 4 characters: too short to be found and redacted in outputs"
+        "is shorter than 8 characters: too short to be told apart from ordinary text and redacted"
     } else if value.len() > MAX_VALUE_BYTES {
         "is longer than 16 KiB"
     } else if value.contains(['\n', '\r', '\0']) {
@@ -187,10 +187,21 @@ impl Credentials {
         check_name(name)?;
         check_value(name, secret.expose())?;
         let mut inner = self.write();
-        inner.entries.insert(name.to_owned(), (secret, source));
-        inner.redactor = Arc::new(Redactor::new(
-            inner.entries.iter().map(|(name, (secret, _))| (name.as_str(), secret.expose())),
-        ));
+        let previous = inner.entries.insert(name.to_owned(), (secret, source));
+        let redactor =
+            Redactor::new(inner.entries.iter().map(|(name, (secret, _))| (name.as_str(), secret.expose())));
+        if redactor.is_broken() {
+            // Closed: a value that could not be redacted is not held.
+            match previous {
+                Some(previous) => inner.entries.insert(name.to_owned(), previous),
+                None => inner.entries.remove(name),
+            };
+            return Err(CredentialError::Value {
+                name: name.to_owned(),
+                reason: "cannot be added to the redactor (too many or too long credentials)".into(),
+            });
+        }
+        inner.redactor = Arc::new(redactor);
         Ok(())
     }
 
@@ -274,6 +285,12 @@ impl Credentials {
     }
 }
 
+/// This process's variables that are text (a variable that is not UTF-8 is no credential, and
+/// is passed over rather than stopping the start).
+pub fn env_vars() -> impl Iterator<Item = (String, String)> {
+    std::env::vars_os().filter_map(|(key, value)| Some((key.into_string().ok()?, value.into_string().ok()?)))
+}
+
 /// A writer that redacts credentials from what passes through it: a log's writer (each write is
 /// redacted whole; a formatted log line is one write).
 #[derive(Debug)]
@@ -319,9 +336,9 @@ mod tests {
             assert!(check_name(bad).is_err(), "{bad}");
         }
         assert!(check_value("k", "").is_err());
-        assert!(check_value("k", "abc").is_err());
+        assert!(check_value("k", "abcdefg").is_err());
         assert!(check_value("k", "abcd\nefgh").is_err());
-        check_value("k", "abcd").unwrap();
+        check_value("k", "abcdefgh").unwrap();
     }
 
     #[test]

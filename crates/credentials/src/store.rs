@@ -80,8 +80,19 @@ impl Vault {
         &self.dir
     }
 
-    fn ensure_dir(&self) -> Result<(), CredentialError> {
-        std::fs::create_dir_all(&self.dir).map_err(|e| io("create", &self.dir, e))?;
+    /// Makes its folder (0700 from the start) if it is missing, so that it can be named in a
+    /// sandbox's denied reads before anything is stored.
+    ///
+    /// # Errors
+    ///
+    /// The folder cannot be made or its permissions set.
+    pub fn prepare(&self) -> Result<(), CredentialError> {
+        use std::os::unix::fs::DirBuilderExt as _;
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(&self.dir)
+            .map_err(|e| io("create", &self.dir, e))?;
         std::fs::set_permissions(&self.dir, std::fs::Permissions::from_mode(0o700))
             .map_err(|e| io("set the permissions of", &self.dir, e))
     }
@@ -163,7 +174,7 @@ impl Vault {
         &self,
         change: impl FnOnce(&mut StoreFile, &XChaCha20Poly1305) -> Result<T, CredentialError>,
     ) -> Result<T, CredentialError> {
-        self.ensure_dir()?;
+        self.prepare()?;
         let lock_path = self.dir.join(LOCK_FILE);
         let lock = std::fs::OpenOptions::new()
             .write(true)
@@ -174,10 +185,17 @@ impl Vault {
             .map_err(|e| io("open", &lock_path, e))?;
         rustix::fs::flock(&lock, rustix::fs::FlockOperation::LockExclusive)
             .map_err(|e| io("lock", &lock_path, e.into()))?;
-        let key = self.key(true)?.ok_or_else(|| CredentialError::Io("no key".into()))?;
+        let mut file = self.read_file()?;
+        // A store whose key is gone stays as it is: a new key would open none of its values.
+        let key = self.key(file.credentials.is_empty())?.ok_or_else(|| {
+            CredentialError::Io(format!(
+                "{} is missing while the store holds credentials: restore it, or remove {} to start over",
+                self.dir.join(KEY_FILE).display(),
+                self.dir.join(STORE_FILE).display()
+            ))
+        })?;
         let cipher = XChaCha20Poly1305::new_from_slice(&key)
             .map_err(|_| CredentialError::Io("the key has the wrong length".into()))?;
-        let mut file = self.read_file()?;
         let out = change(&mut file, &cipher)?;
         file.version = 1;
         file.cipher = "xchacha20poly1305".into();
@@ -345,6 +363,14 @@ mod tests {
         vault.remove("two").unwrap();
         std::fs::write(dir.path().join(KEY_FILE), [7u8; KEY_BYTES]).unwrap();
         assert!(matches!(vault.load(), Err(CredentialError::Decrypt(_))));
+        // A key that went missing is not replaced while values it sealed remain.
+        let key = std::fs::read(dir.path().join(KEY_FILE)).unwrap();
+        std::fs::remove_file(dir.path().join(KEY_FILE)).unwrap();
+        let error = vault.set("three", &Secret::new("value-three-3".into())).unwrap_err().to_string();
+        assert!(error.contains("is missing while the store holds credentials"), "{error}");
+        assert!(!dir.path().join(KEY_FILE).exists());
+        std::fs::write(dir.path().join(KEY_FILE), &key).unwrap();
+        std::fs::set_permissions(dir.path().join(KEY_FILE), std::fs::Permissions::from_mode(0o600)).unwrap();
         // A key others can read is refused.
         std::fs::set_permissions(dir.path().join(KEY_FILE), std::fs::Permissions::from_mode(0o644)).unwrap();
         assert!(matches!(vault.load(), Err(CredentialError::Permissions(_))));

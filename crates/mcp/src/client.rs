@@ -276,6 +276,7 @@ impl Catalogues {
         let what = json!({
             "command": config.command, "args": config.args, "url": config.url, "folder": folder,
             "env": env, "headers": config.headers, "bearer": bearer,
+            "credentials": [&config.env_credentials, &config.header_credentials, &config.bearer_credential],
             "sandbox": config.sandbox.as_str(), "network": config.network == tool_core::NetworkAccess::On,
         });
         let digest = sha2::Sha256::digest(what.to_string().as_bytes());
@@ -931,6 +932,11 @@ pub async fn mount_with(
             errors.push(MountError::MissingVariable { server: name.clone(), variable });
             continue;
         }
+        // The tool list is remembered under what starts the server, credentials by name: no
+        // value, not even hashed, is in a file name others may read.
+        let key_vars = vars.clone();
+        let key_bearer = bearer.clone();
+        let plain = server;
         // Credentials by name, injected here and nowhere else.
         let mut server = server.clone();
         let lookup = |credential: &str| {
@@ -966,7 +972,7 @@ pub async fn mount_with(
         let memory = options.catalogues.as_ref().map(|catalogues| {
             Memory::new(
                 catalogues.clone(),
-                Catalogues::key(name, server, &vars, bearer.as_deref()),
+                Catalogues::key(name, plain, &key_vars, key_bearer.as_deref()),
                 name.clone(),
             )
         });

@@ -421,7 +421,8 @@ impl Fetcher {
                 let next = location.to_str().ok().and_then(|l| url.join(l).ok()).ok_or_else(bad)?;
                 if redirects.len() >= self.limits.max_redirects {
                     return Err(FetchError::TooManyRedirects {
-                        url: first,
+                        // Without its query, as every message names a URL (it may carry a key).
+                        url: parse(&first).map_or(first, |u| for_messages(&u)),
                         limit: self.limits.max_redirects,
                     });
                 }

@@ -3,7 +3,8 @@
 //!
 //! A [`Redactor`] knows each secret by a label (the credential's name) and finds it in the forms
 //! it travels in: as written, percent-encoded (a query string), JSON-escaped, and base64 (standard
-//! and URL-safe, padded or not: an HTTP basic header, a token echoed back encoded). Each is
+//! and URL-safe, padded or not, and inside a longer base64 text at any alignment: an HTTP basic
+//! header, a token echoed back encoded, a JWT), form-encoded, with lower-case escapes. Each is
 //! replaced by `[redacted: LABEL]`. Values shorter than [`MIN_SECRET_CHARS`] are not looked for:
 //! they cannot be told apart from ordinary text.
 //!
@@ -21,8 +22,10 @@ use serde_json::Value;
 
 use crate::runtime::ToolOutput;
 
-/// The shortest value looked for.
-pub const MIN_SECRET_CHARS: usize = 4;
+/// The shortest value looked for. Shorter ones could not be told from ordinary text, and a
+/// redaction of a short value answers guesses (a model printing candidates would see which one
+/// comes back redacted).
+pub const MIN_SECRET_CHARS: usize = 8;
 
 /// Finds secret values in text and replaces them by their labels.
 #[derive(Clone, Default)]
@@ -32,6 +35,8 @@ pub struct Redactor {
     replacements: Vec<String>,
     /// Distinct labels, for `Debug`.
     labels: Vec<String>,
+    /// The automaton could not be built: nothing would be found ([`Redactor::is_broken`]).
+    broken: bool,
 }
 
 impl std::fmt::Debug for Redactor {
@@ -62,10 +67,16 @@ impl Redactor {
             }
         }
         // Leftmost-longest: a value inside a longer one's form is not cut out of it first.
-        let matcher = (!patterns.is_empty())
-            .then(|| AhoCorasick::builder().match_kind(MatchKind::LeftmostLongest).build(&patterns).ok())
-            .flatten();
-        Self { matcher, replacements, labels }
+        let built = (!patterns.is_empty())
+            .then(|| AhoCorasick::builder().match_kind(MatchKind::LeftmostLongest).build(&patterns).ok());
+        let broken = matches!(built, Some(None));
+        Self { matcher: built.flatten(), replacements, labels, broken }
+    }
+
+    /// Whether it was given values but could not build its automaton (it would find nothing):
+    /// whoever holds the values must refuse them rather than pass them on unredacted.
+    pub fn is_broken(&self) -> bool {
+        self.broken
     }
 
     /// Whether it looks for nothing.
@@ -146,11 +157,58 @@ fn forms(value: &str) -> Vec<String> {
         }
     };
     add(crate::urls::encode(value));
-    add(percent_all(value));
+    let percent = percent_all(value);
+    add(lower_escapes(&percent));
+    add(percent);
+    add(form_encode(value));
     let json = serde_json::to_string(value).unwrap_or_default();
-    add(json.trim_matches('"').to_owned());
-    for (alphabet, pad) in [(STANDARD, true), (STANDARD, false), (URL_SAFE, true), (URL_SAFE, false)] {
-        add(base64(value.as_bytes(), alphabet, pad));
+    let inner = json.strip_prefix('"').and_then(|j| j.strip_suffix('"')).unwrap_or(&json).to_owned();
+    add(inner.replace('/', "\\/"));
+    add(inner);
+    for alphabet in [STANDARD, URL_SAFE] {
+        for pad in [true, false] {
+            add(base64(value.as_bytes(), alphabet, pad));
+        }
+        // Inside a longer base64 text the value starts at any of three alignments; the characters
+        // its neighbours share are left out, the rest is always the same.
+        for offset in 0..3 {
+            let mut bytes = vec![0u8; offset];
+            bytes.extend_from_slice(value.as_bytes());
+            let encoded = base64(&bytes, alphabet, false);
+            let start = (offset * 8).div_ceil(6);
+            let end = (bytes.len() * 8 / 6).min(encoded.len());
+            if end > start {
+                add(encoded[start..end].to_owned());
+            }
+        }
+    }
+    out
+}
+
+/// Percent escapes with lower-case hex digits (`%2f`), as some clients write them.
+fn lower_escapes(percent: &str) -> String {
+    let mut out = String::with_capacity(percent.len());
+    let mut chars = percent.chars();
+    while let Some(c) = chars.next() {
+        out.push(c);
+        if c == '%' {
+            out.extend(chars.next().map(|h| h.to_ascii_lowercase()));
+            out.extend(chars.next().map(|h| h.to_ascii_lowercase()));
+        }
+    }
+    out
+}
+
+/// `application/x-www-form-urlencoded`: letters, digits and `*-._` kept, a space as `+`, the rest
+/// escaped (a query string built by a URL library, a form body).
+fn form_encode(value: &str) -> String {
+    let mut out = String::with_capacity(value.len());
+    for byte in value.bytes() {
+        match byte {
+            b' ' => out.push('+'),
+            b if b.is_ascii_alphanumeric() || b"*-._".contains(&b) => out.push(b as char),
+            b => out.push_str(&format!("%{b:02X}")),
+        }
     }
     out
 }
@@ -229,6 +287,26 @@ mod tests {
         assert!(!clean.contains("s3cr3t"), "{clean}");
         assert!(!clean.contains(basic.trim_end_matches('=')), "{clean}");
         assert_eq!(clean.matches("[redacted: api]").count(), 4, "{clean}");
+    }
+
+    #[test]
+    fn a_value_inside_longer_base64_and_other_encodings_is_found() {
+        let secret = "key with/space+42";
+        let redactor = Redactor::new([("k", secret)]);
+        // Inside base64 of a larger document, at each of the three alignments.
+        for prefix in ["", "x", "xy", "{\"token\":\""] {
+            let document = format!("{prefix}{secret}\",\"more\":1}}");
+            for encoded in
+                [base64_standard(document.as_bytes()), base64(document.as_bytes(), URL_SAFE, false)]
+            {
+                let clean = redactor.redact(&encoded);
+                assert!(clean.contains("[redacted: k]"), "{prefix:?}: {encoded} -> {clean}");
+            }
+        }
+        for form in ["key+with%2Fspace%2B42", "key%20with%2fspace%2b42", "key with\\/space+42"] {
+            assert_eq!(redactor.redact(form), "[redacted: k]", "{form}");
+        }
+        assert!(!Redactor::new([("k", "12345678")]).is_broken());
     }
 
     #[test]

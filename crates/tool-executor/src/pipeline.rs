@@ -778,6 +778,8 @@ impl Executor {
                     // A retry of a message (its client lost the answer) gets the stored result of
                     // the same call, as payment APIs answer a repeated idempotency key.
                     if let Some(mut result) = replayed(journal.as_ref(), &attempt, &call, &tool, &api).await {
+                        // A row kept before a credential was held is redacted now too.
+                        self.inner.credentials.redactor().redact_output(&mut result.output);
                         // The journal keeps the whole output; the model gets it cut as it was.
                         let key = attempt.key();
                         cut_for_model(
@@ -2006,12 +2008,22 @@ impl Executor {
         decision: Option<String>,
         decided_by: Option<String>,
     ) -> CallResult {
-        // No credential's value goes further, in any form it travels in.
-        let redactor = self.inner.credentials.redactor();
-        redactor.redact_output(&mut output);
+        // Control characters out first (what is stored and shown has none), so that a value
+        // interleaved with them (UTF-16, NULs) is whole when it is looked for.
         if has_controls(&output.content) {
             output.content = strip_controls(&output.content);
         }
+        if let Some(error) = &mut output.error
+            && has_controls(&error.message)
+        {
+            error.message = strip_controls(&error.message);
+        }
+        if let Some(state) = &mut output.state {
+            journal::strip_controls_json(state);
+        }
+        // No credential's value goes further, in any form it travels in.
+        let redactor = self.inner.credentials.redactor();
+        redactor.redact_output(&mut output);
         // Cut for the model; the journal keeps the whole, which `journal://KEY` reads on.
         let key = (self.inner.journal.is_some() && !call.foreign_key).then_some(call.key.as_str());
         let whole = cut_for_model(&mut output.content, self.inner.config.content_budget, key);

@@ -104,6 +104,21 @@ impl TestServer {
         view["id"].as_str().unwrap().to_owned()
     }
 
+    /// The function names a session's model is given now (its Anthropic catalogue).
+    #[allow(dead_code)]
+    pub async fn declared(&self, session: &str) -> Vec<String> {
+        let (status, catalogue) =
+            self.get(&format!("/v1/sessions/{session}/catalogue?provider=anthropic")).await;
+        assert_eq!(status, 200, "{catalogue}");
+        catalogue["functions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(|f| f["name"].as_str())
+            .map(str::to_owned)
+            .collect()
+    }
+
     /// Submits one call and returns its result.
     pub async fn call(&self, session: &str, id: &str, name: &str, arguments: Value) -> Value {
         let body = json!({"calls": [{"id": id, "name": name, "arguments": arguments.to_string()}]});
