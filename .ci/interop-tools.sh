@@ -2,7 +2,7 @@
 # Installs the third-party software the interop tests run against (the MCP Python SDK; the Agent
 # Skills reference validator; on Node 22
 # the MCP conformance suite, two reference servers and the inspector CLI; schemathesis for the
-# OpenAPI contract), pinned, into one folder (default: target/interop). Idempotent: what is there at the pinned version is kept. Needs the
+# OpenAPI contract; public OpenAPI documents for the api tool), pinned, into one folder (default: target/interop). Idempotent: what is there at the pinned version is kept. Needs the
 # machine's python3 (with venv) and npm; downloads from PyPI and the npm registry only here, never
 # during the tests.
 set -euo pipefail
@@ -22,6 +22,10 @@ reference="@modelcontextprotocol/server-filesystem@2026.8.31"
 everything="@modelcontextprotocol/server-everything@2026.8.31"
 # The inspector's command line, which lists the tools of toolhost's MCP server in a test.
 inspector="@modelcontextprotocol/inspector-cli@1.0.3"
+# Real OpenAPI documents the api tool reads in its tests: ReadMe's corpus of examples (Swagger
+# 2.0, OpenAPI 3.0 and 3.1) and GitHub's REST API description (over a thousand operations).
+oas_examples="@readme/oas-examples@8.2.2"
+github_openapi="@octokit/openapi@23.0.2"
 
 if [ ! -f "$dir/venv/.installed-$python_sdk" ]; then
   rm -rf "$dir/venv"
@@ -44,8 +48,9 @@ if [ ! -f "$dir/skills-ref/.installed-$skills_ref" ]; then
   touch "$dir/skills-ref/.installed-$skills_ref"
 fi
 
-packages=("$node22" "$conformance" "$reference" "$everything" "$inspector")
-marker="$dir/node/.installed-$(echo "${packages[*]}" | tr '/ ' '_-')"
+packages=("$node22" "$conformance" "$reference" "$everything" "$inspector" "$oas_examples" "$github_openapi")
+# The marker names the pinned list by its hash (the list itself is longer than a file name may be).
+marker="$dir/node/.installed-$(echo "${packages[*]}" | sha256sum | cut -c1-16)"
 if [ ! -f "$marker" ]; then
   rm -rf "$dir/node"
   mkdir -p "$dir/node"

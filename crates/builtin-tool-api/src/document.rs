@@ -1680,15 +1680,36 @@ impl<'d> Reader<'d> {
     }
 }
 
+/// Whether the schema validator (the one the pipeline checks arguments with) compiles `pattern`;
+/// answers are remembered, since one document repeats its patterns.
+fn pattern_compiles(pattern: &str) -> bool {
+    thread_local! {
+        static SEEN: std::cell::RefCell<std::collections::HashMap<String, bool>> = Default::default();
+    }
+    if let Some(known) = SEEN.with(|seen| seen.borrow().get(pattern).copied()) {
+        return known;
+    }
+    let ok = jsonschema::validator_for(&serde_json::json!({"type": "string", "pattern": pattern})).is_ok();
+    SEEN.with(|seen| {
+        let mut seen = seen.borrow_mut();
+        if seen.len() > 10_000 {
+            seen.clear();
+        }
+        seen.insert(pattern.to_owned(), ok);
+    });
+    ok
+}
+
 /// Whether `key` is a keyword with a plain (not schema) value that is kept, and `value` is valid
 /// for it; an invalid value would make the schema fail to compile, so it is dropped.
 fn plain_keyword(key: &str, value: &Value) -> bool {
     match key {
         "enum" | "examples" => value.as_array().is_some_and(|v| !v.is_empty()),
         "const" | "default" => true,
-        "description" | "title" | "format" | "pattern" | "contentMediaType" | "contentEncoding" => {
-            value.is_string()
-        }
+        "description" | "title" | "format" | "contentMediaType" | "contentEncoding" => value.is_string(),
+        // A pattern the validator cannot compile (ECMA syntax it does not take, a brace left
+        // unescaped) would make the whole schema refused: the pattern alone goes.
+        "pattern" => value.as_str().is_some_and(pattern_compiles),
         "minimum" | "maximum" => value.is_number(),
         "multipleOf" => value.as_f64().is_some_and(|v| v > 0.0),
         "minLength" | "maxLength" | "minItems" | "maxItems" | "minProperties" | "maxProperties"
