@@ -824,3 +824,21 @@ fn deep_schemas_are_declared_without_strict_mode() {
     assert!(depth(&openai["function"]["parameters"]) > 10, "{openai}");
     assert!(check_openai_strict(&openai["function"]["parameters"]).is_err());
 }
+
+/// YAML aliases that expand exponentially ("billion laughs") are refused by the parser, not
+/// expanded into memory.
+#[test]
+fn exponential_yaml_aliases_are_refused() {
+    let mut text = String::from(
+        "openapi: 3.0.0\ninfo: {title: t, version: '1'}\nx-a0: &a0 [lol, lol, lol, lol, lol, lol, lol, lol, lol]\n",
+    );
+    for i in 1..10 {
+        let p = i - 1;
+        text.push_str(&format!(
+            "x-a{i}: &a{i} [*a{p}, *a{p}, *a{p}, *a{p}, *a{p}, *a{p}, *a{p}, *a{p}, *a{p}]\n"
+        ));
+    }
+    text.push_str("paths: {}\n");
+    let error = parse(&text).unwrap_err();
+    assert!(error.to_string().to_lowercase().contains("yaml"), "{error}");
+}
