@@ -71,6 +71,7 @@ fn run() -> Result<()> {
                 ("toolhost-server", "mcp"),
                 ("toolhost", "frame"),
                 ("toolhost", "mcp_mount"),
+                ("builtin-tool-api", "documents"),
             ] {
                 let mut command = cargo(&root);
                 command.env("TOOLHOST_INTEROP_DIR", &interop);
