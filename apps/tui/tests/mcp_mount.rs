@@ -811,3 +811,36 @@ async fn a_mounted_servers_resources_are_read_at_their_addresses() {
     let unknown = call(&executor, &session, "u1", "readFile", json!({"path": "mcp://nope/x"})).await;
     assert!(unknown.output.content.contains("mounted: ev"), "{}", unknown.output.content);
 }
+
+/// An HTTP server's credentials go in the headers its table names (`bearer_credential`,
+/// `header_credentials`), looked up at mount; a credential no one holds keeps the server out and
+/// says how to add it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_http_server_gets_its_credentials_in_its_headers() {
+    // A service that keeps what it receives (it is no MCP server: the handshake fails after).
+    let service = test_support::http::Service::echo();
+    let text = format!(
+        "[servers.h]\nurl = \"http://127.0.0.1:{}/mcp\"\nbearer_credential = \"token\"\n\
+         header_credentials = {{ \"X-Api-Key\" = \"key\" }}\nstartup_timeout_secs = 5\n",
+        service.port()
+    );
+    let config = mcp::client::McpConfig::parse(&text).unwrap();
+    let credentials = credentials::Credentials::new();
+    for (name, value) in [("token", "tok-0123456789"), ("key", "key-9876543210")] {
+        credentials
+            .insert(name, credentials::Secret::new(value.into()), credentials::Source::Operator)
+            .unwrap();
+    }
+    let options = mcp::client::MountOptions { credentials: Some(credentials.clone()), ..Default::default() };
+    let (mounted, errors) = mcp::client::mount_with(&config, &|_| None, &options).await;
+    assert!(mounted.is_empty() && errors.len() == 1, "{errors:?}");
+    let first = service.received().into_iter().next().expect("the handshake was sent");
+    assert_eq!(first.header("authorization"), Some("Bearer tok-0123456789"), "{first:?}");
+    assert_eq!(first.header("x-api-key"), Some("key-9876543210"), "{first:?}");
+    assert!(credentials.list().iter().all(|c| c.used_by == ["mcp h"]), "{:?}", credentials.list());
+
+    let (mounted, errors) =
+        mcp::client::mount_with(&config, &|_| None, &mcp::client::MountOptions::default()).await;
+    assert!(mounted.is_empty());
+    assert!(errors[0].to_string().contains("toolhost creds set key"), "{errors:?}");
+}
