@@ -93,3 +93,17 @@ async fn runtimes_build_from_services_and_report_missing_ones() {
     let card = registry.render("todo").placeholder("todo_write", &json!({"todos": []}));
     assert_eq!(card.title, "Todo list");
 }
+
+/// A mounted API (`api-NAME`) is drawn with the `api` tool's cards; a tool no one registered
+/// gets the generic ones.
+#[test]
+fn mounted_apis_share_the_api_tools_cards() {
+    let output = tool_core::ToolOutput::ok("HTTP 200 OK (application/json, 2 bytes)\n{}").with_state(json!({
+        "api": "petstore", "method": "GET", "path": "/pets/{petId}", "status": 200, "content_type": "application/json"
+    }));
+    let registry = Registry::builtin();
+    let card = registry.render("api-petstore").result("petstore__showPetById", &json!({}), &output);
+    assert_eq!(card.title, "GET /pets/{petId}");
+    let generic = registry.render("mcp-files").result("files__read", &json!({}), &output);
+    assert_ne!(generic.title, "GET /pets/{petId}");
+}
