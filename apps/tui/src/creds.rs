@@ -46,18 +46,20 @@ pub fn vault() -> anyhow::Result<Vault> {
 }
 
 /// The paths no tool may read: the credential store's folder (made, 0700, so a sandbox can name
-/// it before anything is stored).
+/// it before anything is stored). Worked out once per process.
 pub fn protected() -> Vec<std::path::PathBuf> {
-    match vault() {
-        Ok(vault) => match vault.prepare() {
-            Ok(()) => vec![vault.dir().to_owned()],
-            Err(error) => {
-                tracing::warn!(%error, "the credential store's folder cannot be made");
+    static PROTECTED: std::sync::OnceLock<Vec<std::path::PathBuf>> = std::sync::OnceLock::new();
+    PROTECTED
+        .get_or_init(|| match vault() {
+            Ok(vault) => {
+                if let Err(error) = vault.prepare() {
+                    tracing::warn!(%error, "the credential store's folder cannot be made");
+                }
                 vec![vault.dir().to_owned()]
             }
-        },
-        Err(_) => Vec::new(),
-    }
+            Err(_) => Vec::new(),
+        })
+        .clone()
 }
 
 /// The credentials this process holds (the log's writer redacts them from the start).

@@ -1320,3 +1320,32 @@ paths:
     let leaks = files_holding(home.data.path(), &[KEY.as_bytes()]);
     assert!(leaks.is_empty(), "{leaks:?}");
 }
+
+/// `toolhost creds set` at a terminal (a pseudo-terminal through `script`): what the person
+/// types is not echoed, Backspace takes back a character, a control chord is no part of the
+/// value, and Enter ends it — the store holds exactly what was meant.
+#[test]
+fn a_credential_typed_at_a_terminal_is_not_shown_and_stored_as_meant() {
+    let home = Home::new();
+    let mut command = Command::new("script");
+    command
+        .args(["-qec", &format!("{} creds set typed", env!("CARGO_BIN_EXE_toolhost")), "/dev/null"])
+        .env("TOOLHOST_DATA_DIR", home.data.path())
+        .env("HOME", home.config.path())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let mut child = command.spawn().expect("script (util-linux) runs a command in a pseudo-terminal");
+    let mut input = child.stdin.take().unwrap();
+    std::thread::sleep(Duration::from_millis(1000));
+    // "typed-secreX", Backspace, "t-42", Ctrl-U (ignored), Enter.
+    input.write_all(b"typed-secreX\x7ft-42\x15\r").unwrap();
+    drop(input);
+    let output = child.wait_with_output().unwrap();
+    let shown = String::from_utf8_lossy(&output.stdout);
+    assert!(output.status.success(), "{shown}{}", stderr(&output));
+    assert!(shown.contains("not shown") && shown.contains("stored `typed`"), "{shown}");
+    assert!(!shown.contains("typed-secre"), "the value was echoed: {shown}");
+    let stored = credentials::Vault::new(home.data.path().join("credentials")).load().unwrap();
+    assert_eq!(stored.get("typed").unwrap().expose(), "typed-secret-42");
+}
