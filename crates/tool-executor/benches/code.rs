@@ -1,6 +1,6 @@
 //! The code interpreter and the calculator end to end through the pipeline (no journal): a small
 //! in-process computation, a warm call of the full Python interpreter, the first call of a
-//! session (the interpreter starting in its sandbox), and a calculation.
+//! session (the interpreter starting in its sandbox), and two calculations (a short one, a long sum).
 //!
 //! `cargo bench -p tool-executor --bench code` (what `cargo xtask bench` runs).
 
@@ -40,6 +40,12 @@ fn main() {
         report("runCode, full Python, first call of a session", &first);
         let calc = r#"{"expression": "2^200 + 1/3"}"#;
         report("calculate (`2^200 + 1/3`)", &measure(&executor, &session, "calculate", calc, 500).await);
+        // fend reads a `+` chain in quadratic time; the calculator adds a long plain one up in runs.
+        let sum = serde_json::json!({ "expression": format!("1{}", "+1".repeat(999)) }).to_string();
+        report(
+            "calculate (a sum of 1 000 ones, 1 999 characters)",
+            &measure(&executor, &session, "calculate", &sum, 100).await,
+        );
     });
 }
 
