@@ -23,6 +23,7 @@
 //! | [`Journal::propose`] | `INSERT … ON CONFLICT (tenant, key) DO NOTHING` | nothing → `proposed` |
 //! | [`Journal::settle`] | `UPDATE … WHERE tenant = ? AND key = ? AND status = 'proposed'` | `proposed` → executed, failed, blocked, denied |
 //! | [`Journal::upsert_settled`] | `INSERT … ON CONFLICT DO UPDATE … WHERE status = 'proposed'` | nothing or `proposed` → settled |
+//! | [`Journal::record_decision`] | `UPDATE … WHERE … AND status = 'proposed'` | `proposed` → `proposed`, with who let it run |
 //! | [`Journal::confirm`] | `UPDATE … WHERE … AND status = 'executed'` | `executed` → `confirmed` |
 //! | [`Journal::reconcile`] | `UPDATE … WHERE status = 'proposed' AND instance_id = ?` | `proposed` → `abandoned` |
 //! | [`Journal::decide_approval`] | `UPDATE … WHERE tenant = ? AND id = ? AND status = 'pending'` | first decision wins |
@@ -121,6 +122,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 mod instance;
+pub mod outbox;
 mod pack;
 #[macro_use]
 mod knowledge;
@@ -158,6 +160,87 @@ pub async fn open(url: &str) -> Result<Arc<dyn Journal>, JournalError> {
         Err(JournalError::UnsupportedUrl(format!("{scheme}:…")))
     }
 }
+
+/// What [`inspect`] found of a journal's database, without changing anything.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Inspection {
+    /// What it is (`SQLite at PATH`, `Postgres at HOST:PORT/DB`…), without credentials.
+    pub describe: String,
+    /// The file does not exist yet: the server makes it at start.
+    pub missing: bool,
+    /// Migrations the next start will run, by description, oldest first.
+    pub pending: Vec<String>,
+}
+
+/// Looks at the database a URL names as [`open`] would use it, changing nothing: the file is not
+/// created, no migration runs, no table is made. Says which migrations a start would run.
+///
+/// # Errors
+///
+/// [`JournalError::UnsupportedUrl`]; [`JournalError::Database`] when the database cannot be
+/// reached, read or logged into, or does not answer within `timeout`.
+pub async fn inspect(url: &str, timeout: Duration) -> Result<Inspection, JournalError> {
+    use sqlx::ConnectOptions as _;
+    let timed_out = || JournalError::Database(sqlx::Error::PoolTimedOut);
+    if url.starts_with("sqlite:") {
+        let Some(path) = sqlite_path(url) else {
+            return Ok(Inspection {
+                describe: "SQLite in memory (nothing is kept)".into(),
+                missing: false,
+                pending: Vec::new(),
+            });
+        };
+        let describe = format!("SQLite at {}", path.display());
+        if !path.exists() {
+            let pending = sqlite::migrations().map(|(_, description)| description).collect();
+            return Ok(Inspection { describe, missing: true, pending });
+        }
+        let options = sqlx::sqlite::SqliteConnectOptions::new().filename(&path).read_only(true);
+        let mut conn = tokio::time::timeout(timeout, options.connect()).await.map_err(|_| timed_out())??;
+        let applied = applied_migrations!(&mut conn)?;
+        let pending =
+            sqlite::migrations().filter(|(version, _)| !applied.contains(version)).map(|(_, d)| d).collect();
+        return Ok(Inspection { describe, missing: false, pending });
+    }
+    if url.starts_with("postgres://") || url.starts_with("postgresql://") {
+        let options: sqlx::postgres::PgConnectOptions = url.parse()?;
+        let describe = format!(
+            "Postgres at {}:{}/{}",
+            options.get_host(),
+            options.get_port(),
+            options.get_database().unwrap_or("(the user's database)")
+        );
+        let mut conn = tokio::time::timeout(timeout, options.connect()).await.map_err(|_| timed_out())??;
+        let applied = tokio::time::timeout(timeout, async { applied_migrations!(&mut conn) })
+            .await
+            .map_err(|_| timed_out())??;
+        let pending = postgres::migrations()
+            .filter(|(version, _)| !applied.contains(version))
+            .map(|(_, d)| d)
+            .collect();
+        return Ok(Inspection { describe, missing: false, pending });
+    }
+    let scheme = url.split_once(':').map_or(url, |(scheme, _)| scheme);
+    Err(JournalError::UnsupportedUrl(format!("{scheme}:…")))
+}
+
+/// The versions of the migrations a database has run (none when it has no migrations table yet).
+macro_rules! applied_migrations {
+    ($conn:expr) => {
+        match sqlx::query_as::<_, (i64,)>("SELECT version FROM _sqlx_migrations WHERE success")
+            .fetch_all($conn)
+            .await
+        {
+            Ok(rows) => Ok::<Vec<i64>, JournalError>(rows.into_iter().map(|(version,)| version).collect()),
+            // No table yet: nothing has run.
+            Err(sqlx::Error::Database(error)) if error.message().contains("_sqlx_migrations") => {
+                Ok(Vec::new())
+            }
+            Err(error) => Err(error.into()),
+        }
+    };
+}
+use applied_migrations;
 
 /// The stores on one database: the journal, and the services tools that keep data receive.
 #[derive(Debug, Clone)]
@@ -600,6 +683,16 @@ pub trait Journal: Send + Sync + std::fmt::Debug {
         &self,
         attempt: &NewAttempt,
         settlement: &Settlement,
+    ) -> Result<bool, JournalError>;
+    /// Records on a proposed row how it was allowed to run (`decision`, `decided_by`) before it
+    /// runs, so that a crash while it runs leaves the row with who let it run; returns whether the
+    /// row was still proposed. Its settlement writes the same fields again.
+    async fn record_decision(
+        &self,
+        tenant: &str,
+        key: &str,
+        decision: &str,
+        decided_by: Option<&str>,
     ) -> Result<bool, JournalError>;
     /// Marks an executed row confirmed; returns whether it moved.
     async fn confirm(&self, tenant: &str, key: &str) -> Result<bool, JournalError>;

@@ -22,6 +22,11 @@ use crate::{
 
 static MIGRATOR: Migrator = sqlx::migrate!("./migrations/postgres");
 
+/// The migrations a new database runs: version and description.
+pub(crate) fn migrations() -> impl Iterator<Item = (i64, String)> {
+    MIGRATOR.iter().map(|migration| (migration.version, migration.description.to_string()))
+}
+
 /// Connections of the pool.
 const CONNECTIONS: u32 = 16;
 
@@ -58,15 +63,23 @@ const UPSERT_SETTLED: &str = "INSERT INTO tool_call_attempts (tenant, key, call_
 const CONFIRM: &str = "UPDATE tool_call_attempts SET status = 'confirmed', updated_at = $3 \
      WHERE tenant = $1 AND key = $2 AND status COLLATE \"C\" = 'executed'";
 
+const RECORD_DECISION: &str = "UPDATE tool_call_attempts SET decision = $3, decided_by = $4, updated_at = $5 \
+     WHERE tenant = $1 AND key = $2 AND status COLLATE \"C\" = 'proposed'";
+
 const UNDO: &str = "UPDATE tool_call_attempts SET status = 'compensated', updated_at = $3 \
      WHERE tenant = $1 AND key = $2 AND status COLLATE \"C\" IN ('executed', 'confirmed')";
 
+// Heartbeats are the database's time, and so is the reconciler's "now": instances on hosts whose
+// clocks differ are judged by one clock.
 const REGISTER_INSTANCE: &str = "INSERT INTO journal_instances (id, host, pid, start_ticks, started_at, heartbeat_at) \
-     VALUES ($1, $2, $3, $4, $5, $5) \
+     VALUES ($1, $2, $3, $4, (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT, \
+     (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT) \
      ON CONFLICT (id) DO UPDATE SET host = excluded.host, pid = excluded.pid, start_ticks = excluded.start_ticks, \
      heartbeat_at = excluded.heartbeat_at";
 
-const HEARTBEAT: &str = "UPDATE journal_instances SET heartbeat_at = $2 WHERE id = $1";
+const HEARTBEAT: &str = "UPDATE journal_instances SET heartbeat_at = (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT WHERE id = $1";
+
+const DATABASE_NOW: &str = "SELECT (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT";
 
 const ABANDON: &str = "UPDATE tool_call_attempts SET status = 'abandoned', error_kind = 'abandoned', error = $2, \
      updated_at = $3 WHERE status = 'proposed' AND instance_id = $1 RETURNING tenant, key";
@@ -161,8 +174,20 @@ impl PostgresJournal {
         // lookup, and keeps scanning all of the tenant's rows on every settle as the table grows
         // (measured: 4 ms per call after 20 000 calls instead of 0.5 ms).
         let options = PgConnectOptions::from_str(url)?.options([("plan_cache_mode", "force_custom_plan")]);
-        let pool = PgPoolOptions::new().max_connections(CONNECTIONS).connect_with(options).await?;
+        let pool = Self::pool_options().connect_with(options).await?;
         Self::with_pool(pool).await
+    }
+
+    /// The pool's settings: a connection is checked before it is handed out (one the server
+    /// closed in a restart is replaced, not failed on), an acquire gives up after 2 s (a caller
+    /// with a deadline of its own is not held past it by a queue of waiters), and connections
+    /// idle for five minutes are closed.
+    fn pool_options() -> PgPoolOptions {
+        PgPoolOptions::new()
+            .max_connections(CONNECTIONS)
+            .acquire_timeout(std::time::Duration::from_secs(2))
+            .idle_timeout(std::time::Duration::from_secs(300))
+            .test_before_acquire(true)
     }
 
     /// Uses an existing pool (and runs the migrations on it). Give its connections
@@ -273,6 +298,24 @@ impl Journal for PostgresJournal {
         Ok(moved(done))
     }
 
+    async fn record_decision(
+        &self,
+        tenant: &str,
+        key: &str,
+        decision: &str,
+        decided_by: Option<&str>,
+    ) -> Result<bool, JournalError> {
+        let done = sqlx::query(RECORD_DECISION)
+            .bind(clean(tenant))
+            .bind(clean(key))
+            .bind(clean(decision))
+            .bind(decided_by.map(clean))
+            .bind(now_ms())
+            .execute(&self.pool)
+            .await?;
+        Ok(moved(done))
+    }
+
     async fn mark_undone(&self, tenant: &str, key: &str) -> Result<bool, JournalError> {
         let done =
             sqlx::query(UNDO).bind(clean(tenant)).bind(clean(key)).bind(now_ms()).execute(&self.pool).await?;
@@ -320,19 +363,18 @@ impl Journal for PostgresJournal {
             .bind(clean(&instance.host))
             .bind(i64::from(instance.pid))
             .bind(instance.start_ticks.and_then(|ticks| i64::try_from(ticks).ok()))
-            .bind(now_ms())
             .execute(&self.pool)
             .await?;
         Ok(())
     }
 
     async fn heartbeat(&self, instance_id: &str) -> Result<(), JournalError> {
-        sqlx::query(HEARTBEAT).bind(clean(instance_id)).bind(now_ms()).execute(&self.pool).await?;
+        sqlx::query(HEARTBEAT).bind(clean(instance_id)).execute(&self.pool).await?;
         Ok(())
     }
 
     async fn reconcile(&self, policy: &ReconcilePolicy) -> Result<ReconcileReport, JournalError> {
-        let now = now_ms();
+        let now: i64 = sqlx::query_scalar(DATABASE_NOW).fetch_one(&self.pool).await?;
         let registered: Vec<InstanceRow> = sqlx::query_as(INSTANCES).fetch_all(&self.pool).await?;
         let owners: Vec<String> = sqlx::query(PROPOSED_OWNERS)
             .fetch_all(&self.pool)

@@ -31,6 +31,11 @@ use crate::{
 
 static MIGRATOR: Migrator = sqlx::migrate!("./migrations/sqlite");
 
+/// The migrations a new database runs: version and description.
+pub(crate) fn migrations() -> impl Iterator<Item = (i64, String)> {
+    MIGRATOR.iter().map(|migration| (migration.version, migration.description.to_string()))
+}
+
 /// The most operations one group commit takes.
 const MAX_BATCH: usize = 256;
 /// Read connections of a file database.
@@ -129,6 +134,9 @@ const UPSERT_SETTLED: &str = "INSERT INTO tool_call_attempts (tenant, key, call_
 
 const CONFIRM: &str = "UPDATE tool_call_attempts SET status = 'confirmed', updated_at = ?3 \
      WHERE tenant = ?1 AND key = ?2 AND status = 'executed'";
+
+const RECORD_DECISION: &str = "UPDATE tool_call_attempts SET decision = ?3, decided_by = ?4, updated_at = ?5 \
+     WHERE tenant = ?1 AND key = ?2 AND status = 'proposed'";
 
 const UNDO: &str = "UPDATE tool_call_attempts SET status = 'compensated', updated_at = ?3 \
      WHERE tenant = ?1 AND key = ?2 AND status IN ('executed', 'confirmed')";
@@ -438,6 +446,13 @@ enum Op {
         key: String,
         now: i64,
     },
+    RecordDecision {
+        tenant: String,
+        key: String,
+        decision: String,
+        decided_by: Option<String>,
+        now: i64,
+    },
     RegisterInstance {
         id: String,
         host: String,
@@ -534,7 +549,9 @@ impl Op {
         match self {
             Self::Propose(values) | Self::UpsertSettled(values, _) => Some((&values.tenant, &values.key)),
             Self::Settle { tenant, key, .. } => Some((tenant, key)),
-            Self::Confirm { tenant, key, .. } | Self::Undo { tenant, key, .. } => Some((tenant, key)),
+            Self::Confirm { tenant, key, .. }
+            | Self::Undo { tenant, key, .. }
+            | Self::RecordDecision { tenant, key, .. } => Some((tenant, key)),
             _ => None,
         }
     }
@@ -1097,6 +1114,9 @@ fn run_one(conn: &rusqlite::Connection, op: &Op) -> rusqlite::Result<Outcome> {
         }
         Op::Confirm { tenant, key, now } => moved(run(CONFIRM, &[tenant, key, now])?),
         Op::Undo { tenant, key, now } => moved(run(UNDO, &[tenant, key, now])?),
+        Op::RecordDecision { tenant, key, decision, decided_by, now } => {
+            moved(run(RECORD_DECISION, &[tenant, key, decision, decided_by, now])?)
+        }
         Op::RegisterInstance { id, host, pid, start_ticks, now } => {
             run(REGISTER_INSTANCE, &[id, host, pid, start_ticks, now])?;
             Outcome::Done
@@ -1222,6 +1242,23 @@ impl Journal for SqliteJournal {
 
     async fn confirm(&self, tenant: &str, key: &str) -> Result<bool, JournalError> {
         self.write_moved(Op::Confirm { tenant: clean(tenant), key: clean(key), now: now_ms() }).await
+    }
+
+    async fn record_decision(
+        &self,
+        tenant: &str,
+        key: &str,
+        decision: &str,
+        decided_by: Option<&str>,
+    ) -> Result<bool, JournalError> {
+        self.write_moved(Op::RecordDecision {
+            tenant: clean(tenant),
+            key: clean(key),
+            decision: clean(decision),
+            decided_by: decided_by.map(clean),
+            now: now_ms(),
+        })
+        .await
     }
 
     async fn mark_undone(&self, tenant: &str, key: &str) -> Result<bool, JournalError> {

@@ -88,6 +88,7 @@ suite!(
     upsert_settled_paths,
     confirm_only_from_executed,
     undone_only_from_executed_or_confirmed,
+    decisions_are_recorded_before_the_call_settles,
     control_characters_are_stripped,
     approvals,
     remembered_decisions,
@@ -580,6 +581,42 @@ mod cases {
         assert!(j.settle("t", "u3", &settled(AttemptStatus::Failed, json!(1))).await.unwrap());
         assert!(!j.mark_undone("t", "u3").await.unwrap(), "a failed call is not marked undone");
         assert_eq!(j.get("t", "u3").await.unwrap().unwrap().status, AttemptStatus::Failed);
+    }
+
+    pub async fn decisions_are_recorded_before_the_call_settles(j: &Arc<dyn Journal>) {
+        j.propose(&attempt("t", None, "d1")).await.unwrap();
+        assert!(
+            !j.record_decision("other", "d1", "allow_once", Some("x")).await.unwrap(),
+            "another tenant's"
+        );
+        assert!(j.record_decision("t", "d1", "allow_once", Some("t/person/ann")).await.unwrap());
+        let row = j.get("t", "d1").await.unwrap().unwrap();
+        assert_eq!(row.status, AttemptStatus::Proposed, "still running");
+        assert_eq!(
+            (row.decision.as_deref(), row.decided_by.as_deref()),
+            (Some("allow_once"), Some("t/person/ann"))
+        );
+        // A crash now: the reconciler abandons the row and keeps who let it run.
+        let dead =
+            journal::InstanceInfo { id: "gone".into(), host: "elsewhere".into(), pid: 1, start_ticks: None };
+        j.register_instance(&dead).await.unwrap();
+        let mut orphan = attempt("t", None, "d2");
+        orphan.instance_id = "gone".into();
+        j.propose(&orphan).await.unwrap();
+        assert!(j.record_decision("t", "d2", "allow_session", Some("t/approver/bo")).await.unwrap());
+        let policy = journal::ReconcilePolicy {
+            current_instance: "instance-test".into(),
+            instance_lease_ms: -1_000_000,
+            unconfirmed_after_ms: None,
+        };
+        j.reconcile(&policy).await.unwrap();
+        let row = j.get("t", "d2").await.unwrap().unwrap();
+        assert_eq!(row.status, AttemptStatus::Abandoned);
+        assert_eq!(row.decided_by.as_deref(), Some("t/approver/bo"));
+        // Settled: the settlement's fields, and no later decision moves it.
+        assert!(j.settle("t", "d1", &settled(AttemptStatus::Executed, json!(1))).await.unwrap());
+        assert!(!j.record_decision("t", "d1", "deny", None).await.unwrap(), "a settled row is not moved");
+        assert_ne!(j.get("t", "d1").await.unwrap().unwrap().decision.as_deref(), Some("deny"));
     }
 
     pub async fn control_characters_are_stripped(j: &Arc<dyn Journal>) {
@@ -1164,4 +1201,35 @@ async fn sqlite_killed_between_proposed_and_settled_is_abandoned_at_next_start()
     assert_eq!(row.status, AttemptStatus::Abandoned);
     assert_eq!(row.error_kind.as_deref(), Some("abandoned"));
     assert!(!j.settle("crash", &key, &settled(AttemptStatus::Executed, json!("late"))).await.unwrap());
+}
+
+/// `inspect` reads without writing: a missing file stays missing, a database nothing ran on gets
+/// no table, and the migrations a start would run are named until one has.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn inspection_changes_nothing_and_names_pending_migrations() {
+    let timeout = std::time::Duration::from_secs(10);
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("journal.db");
+    let url = format!("sqlite://{}", path.display());
+    let seen = journal::inspect(&url, timeout).await.unwrap();
+    assert!(seen.missing && !seen.pending.is_empty(), "{seen:?}");
+    assert!(!path.exists(), "inspecting made the file");
+    drop(journal::open(&format!("{url}?mode=rwc")).await.unwrap());
+    let seen = journal::inspect(&url, timeout).await.unwrap();
+    assert!(!seen.missing && seen.pending.is_empty(), "{seen:?}");
+
+    let server = pg_server();
+    let fresh = server.database_url("inspected_fresh");
+    let seen = journal::inspect(&fresh, timeout).await.unwrap();
+    assert!(
+        seen.describe.starts_with("Postgres at 127.0.0.1:") && seen.describe.ends_with("/inspected_fresh"),
+        "{seen:?}"
+    );
+    let all = seen.pending.len();
+    assert!(all >= 5, "{seen:?}");
+    assert_eq!(journal::inspect(&fresh, timeout).await.unwrap().pending.len(), all, "still nothing ran");
+    drop(journal::open(&fresh).await.unwrap());
+    assert!(journal::inspect(&fresh, timeout).await.unwrap().pending.is_empty());
+    let unreachable = format!("postgres://toolhost@127.0.0.1:{}/x", test_support::free_port());
+    assert!(journal::inspect(&unreachable, timeout).await.is_err());
 }
