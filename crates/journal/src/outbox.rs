@@ -66,7 +66,7 @@ pub enum OutboxOp {
     /// [`Journal::upsert_settled`].
     Upsert {
         /// The call.
-        attempt: NewAttempt,
+        attempt: Box<NewAttempt>,
         /// How it ended.
         settlement: Settlement,
     },
