@@ -20,7 +20,12 @@ fn main() {
     if let Ok(head) = std::fs::read_to_string(git.join("HEAD"))
         && let Some(reference) = head.trim().strip_prefix("ref: ")
     {
-        println!("cargo:rerun-if-changed={}", git.join(reference).display());
-        println!("cargo:rerun-if-changed={}", git.join("packed-refs").display());
+        // Only files that exist: cargo takes a missing one as changed, and would build the
+        // server again on every run (a fresh clone has no packed-refs).
+        for file in [git.join(reference), git.join("packed-refs")] {
+            if file.exists() {
+                println!("cargo:rerun-if-changed={}", file.display());
+            }
+        }
     }
 }

@@ -38,6 +38,7 @@ pub fn routes() -> AppRouter {
         .routes(routes!(session_catalogue))
         .routes(routes!(submit_calls))
         .routes(routes!(session_events))
+        .routes(routes!(tenant_events))
         .routes(routes!(list_approvals))
         .routes(routes!(decide_approval))
         .routes(routes!(list_remembered))
@@ -721,6 +722,7 @@ async fn submit_calls(
     let message_id = request.message_id.clone().unwrap_or_else(|| fresh_id("msg"));
     let batch =
         Batch { message_id: Some(message_id.clone()), calls, stopped_on_length: request.stopped_on_length };
+    state.journal_ready().await?;
     let admitted = admit_batch(&state, &tenant)?;
     let stream_slot =
         if request.stream { Some(state.limits.take(&tenant, Resource::Streams)?) } else { None };
@@ -730,6 +732,22 @@ async fn submit_calls(
     match events {
         None => {
             let response = handle.await.map_err(ApiError::internal)?;
+            // Every call refused for the journal's sake: nothing ran, and the caller is told to
+            // come back (the results say the same, call by call).
+            if response
+                .results
+                .iter()
+                .all(|r| r.output.error.as_ref().is_some_and(|e| e.kind == tool_core::ErrorKind::Unavailable))
+            {
+                let mut body = serde_json::to_value(&response).unwrap_or_else(|_| json!({}));
+                body["error"] = json!({
+                    "code": "unavailable",
+                    "message": "the journal could not record these calls, so none was run; retry the same message",
+                });
+                let mut answer = (StatusCode::SERVICE_UNAVAILABLE, axum::Json(body)).into_response();
+                answer.headers_mut().insert(axum::http::header::RETRY_AFTER, JOURNAL_RETRY_SECS.into());
+                return Ok(answer);
+            }
             Ok(Json(response).into_response())
         }
         Some(events) => {
@@ -737,6 +755,9 @@ async fn submit_calls(
         }
     }
 }
+
+/// Seconds a caller is told to wait (`Retry-After`) when the journal cannot record calls.
+pub const JOURNAL_RETRY_SECS: u64 = 2;
 
 /// The tenant's budgets for a new batch: refused while the server shuts down, past the approvals
 /// waiting for a person, or past the batches in flight. The same for every way calls arrive (the
@@ -747,7 +768,10 @@ async fn submit_calls(
 /// 503 while shutting down; 429 past a budget.
 pub fn admit_batch(state: &AppState, tenant: &str) -> Result<crate::limits::Slot, ApiError> {
     if state.shutdown.is_cancelled() {
-        return Err(ApiError::unavailable("the server is shutting down"));
+        return Err(ApiError::unavailable_for(
+            "this instance is shutting down and takes no new calls; retry (another instance, or this one once it is back)",
+            crate::state::DRAIN_RETRY_SECS,
+        ));
     }
     // Questions no one answers pile up: past the tenant's budget, no new batch may add to them.
     let waiting = state.broker.pending(tenant, None).len();
@@ -786,8 +810,10 @@ pub fn spawn_batch(
             Box::pin(run_state.executor.execute_batch(&session, batch)).await
         };
         let seconds = started.elapsed().as_secs_f64();
+        let tenant = &session.config.tenant;
         for result in &results {
             run_state.metrics.call(
+                tenant,
                 result.tool.as_deref().unwrap_or("unknown"),
                 result.status.as_str(),
                 seconds,
@@ -822,6 +848,7 @@ fn stream_batch(
         let _slot = slot;
         tokio::pin!(handle);
         let mut open = true;
+        let mut draining = false;
         loop {
             tokio::select! {
                 biased;
@@ -851,10 +878,11 @@ fn stream_batch(
                     }
                     return;
                 }
-                () = state.shutdown.cancelled() => {
-                    // The batch still settles (cancelled at the end of the grace); the stream closes.
-                    let _ = tx.send(sse_json("shutdown", &json!({}))).await;
-                    return;
+                () = state.shutdown.cancelled(), if !draining => {
+                    // Said once; the batch still finishes within the grace (or is cancelled at its
+                    // end), and its results are this stream's last event either way.
+                    draining = true;
+                    let _ = tx.send(sse_json("shutdown", &json!({"reason": "this instance is stopping; the calls in flight finish first"}))).await;
                 }
                 // The client went away: the batch goes on, the stream stops.
                 () = tx.closed() => return,
@@ -875,7 +903,18 @@ where
     futures::stream::unfold(rx, |mut rx| async move { rx.recv().await.map(|event| (Ok(event), rx)) })
 }
 
-/// Every event of a session as it happens (for a person's console: approvals, progress).
+/// Which events a tenant's stream carries.
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct EventsQuery {
+    /// Only this session's.
+    #[serde(default)]
+    pub session_id: Option<String>,
+}
+
+/// Every event of a session as it happens, on whichever instance its calls run (for a person's
+/// console: approvals, progress). Each event's data carries `session_id`, the `instance` that
+/// emitted it and its number there (`seq`); `shutdown` says this instance is stopping.
 #[utoipa::path(get, path = "/v1/sessions/{id}/events", tag = "calls", params(("id" = String, Path)),
     responses((status = 200, description = "server-sent events", content((StreamEvent = "text/event-stream"))),
         (status = 404, body = ErrorBody), (status = 409, body = ErrorBody, description = "the session has ended"),
@@ -890,23 +929,66 @@ async fn session_events(
     if entry.view.status != "active" {
         return Err(ApiError::conflict(format!("session `{id}` has ended")));
     }
-    let slot = state.limits.take(&tenant, Resource::Streams)?;
-    let mut events = entry.session.subscribe();
+    drop(entry);
+    watch(&state, &tenant, Some(id))
+}
+
+/// Every event of every session of the caller's tenant as it happens, on every instance: calls
+/// proposed, approvals asked and decided, progress, results. Each event's data carries
+/// `session_id`, the `instance` that emitted it and its number there (`seq`); `shutdown` says
+/// this instance is stopping.
+#[utoipa::path(get, path = "/v1/events", tag = "calls", params(EventsQuery),
+    responses((status = 200, description = "server-sent events", content((StreamEvent = "text/event-stream"))),
+        (status = 429, body = ErrorBody)))]
+async fn tenant_events(
+    State(state): State<Arc<AppState>>,
+    Tenant(tenant): Tenant,
+    Query(query): Query<EventsQuery>,
+) -> Result<Response, ApiError> {
+    watch(&state, &tenant, query.session_id)
+}
+
+/// A server-sent event of the bus: the pipeline's event with where it comes from.
+pub fn bus_sse(event: &crate::bus::BusEvent) -> SseEvent {
+    let mut data = serde_json::to_value(&event.event).unwrap_or_else(|_| json!({}));
+    if let Value::Object(map) = &mut data {
+        map.insert("session_id".into(), json!(event.session_id));
+        map.insert("instance".into(), json!(event.instance));
+        map.insert("seq".into(), json!(event.seq));
+        map.insert("at".into(), json!(event.at));
+    }
+    SseEvent::default()
+        .event(event.event.kind())
+        .id(format!("{}:{}", event.instance, event.seq))
+        .data(data.to_string())
+}
+
+/// A stream of the tenant's events from the bus (one session's, when given), with a `shutdown`
+/// event when this instance stops.
+fn watch(state: &Arc<AppState>, tenant: &str, session: Option<String>) -> Result<Response, ApiError> {
+    let slot = state.limits.take(tenant, Resource::Streams)?;
+    let mut events = state.bus.subscribe(tenant);
     let shutdown = state.shutdown.clone();
     let stream = async_stream(move |tx| async move {
-        // Held while watched, so the session is not evicted under its watcher.
-        let _entry = entry;
         let _slot = slot;
         loop {
             tokio::select! {
                 event = events.recv() => match event {
-                    Ok(event) => if tx.send(sse_json(event.kind(), &event)).await.is_err() { return },
+                    Ok(event) => {
+                        if session.as_deref().is_some_and(|id| id != event.session_id) {
+                            continue;
+                        }
+                        if tx.send(bus_sse(&event)).await.is_err() { return }
+                    }
                     Err(tokio::sync::broadcast::error::RecvError::Lagged(n)) => {
                         let _ = tx.send(sse_json("lagged", &json!({"missed": n}))).await;
                     }
                     Err(_) => return,
                 },
-                () = shutdown.cancelled() => return,
+                () = shutdown.cancelled() => {
+                    let _ = tx.send(sse_json("shutdown", &json!({"reason": "this instance is stopping; reconnect (another instance, or this one once it is back)"}))).await;
+                    return;
+                }
                 () = tx.closed() => return,
             }
         }
@@ -1100,6 +1182,7 @@ async fn revoke_remembered(
     principal.must_decide(state.args.agent_keys_decide)?;
     let tenant = principal.tenant;
     if state.journal.revoke(&tenant, &id).await? {
+        tracing::info!(event = "rule.revoked", tenant = %tenant, rule = %id, by = %principal.id, "an \"always allow\" rule was revoked");
         Ok(StatusCode::NO_CONTENT)
     } else {
         Err(ApiError::not_found("remembered decision", &id))
@@ -1872,46 +1955,65 @@ async fn health() -> Json<Value> {
     Json(json!({"status": "ok"}))
 }
 
-/// Readiness: the journal (and Redis, when configured) answer and the server is not shutting down.
+/// Readiness, within a second: 200 when every part a request needs answers, else 503 naming the
+/// parts that fail (`draining`, `database`, `redis`, `disk`) and why.
 #[utoipa::path(get, path = "/readyz", tag = "health", security(()),
-    responses((status = 200, description = "ready"), (status = 503, body = ErrorBody)))]
-async fn ready(State(state): State<Arc<AppState>>) -> Result<Json<Value>, ApiError> {
-    if state.shutdown.is_cancelled() {
-        return Err(ApiError::unavailable("shutting down"));
-    }
-    let probe = AttemptFilter { limit: Some(1), ..AttemptFilter::default() };
-    state.journal.query("", &probe).await.map_err(|e| ApiError::unavailable(format!("journal: {e}")))?;
-    if let Some(cluster) = &state.cluster {
-        cluster.ping().await.map_err(|e| ApiError::unavailable(format!("redis: {e}")))?;
-    }
+    responses((status = 200, description = "ready"), (status = 503, description = "not ready: `failing` names the parts")))]
+async fn ready(State(state): State<Arc<AppState>>) -> Response {
+    let checks = crate::ready::check(&state).await;
+    let failing: Vec<&crate::ready::Check> = checks.iter().filter(|check| !check.ok).collect();
     // A tenant whose pool is full waits behind itself; say so, without naming tenants to a probe.
     let starved = state.limits.starved().len();
     // What holds commands in, as the start-up log says it.
     let groups = state.computer.limits();
-    Ok(Json(json!({
-        "status": "ready",
+    let body = json!({
+        "status": if failing.is_empty() { "ready" } else { "not_ready" },
+        "failing": failing.iter().map(|check| json!({"part": check.part, "detail": check.detail})).collect::<Vec<_>>(),
+        "checks": checks,
         "instance_id": state.instance_id,
+        "events": state.bus.transport().as_str(),
         "starved_tenant_pools": starved,
         "sandbox": state.computer.sandbox().support().to_string(),
         "command_limits": {"mechanism": groups.mechanism(), "detail": groups.describe()},
-    })))
+    });
+    if failing.is_empty() {
+        axum::Json(body).into_response()
+    } else {
+        let mut answer = (StatusCode::SERVICE_UNAVAILABLE, axum::Json(body)).into_response();
+        answer.headers_mut().insert(axum::http::header::RETRY_AFTER, 5u64.into());
+        answer
+    }
 }
 
 /// Prometheus metrics.
 ///
-/// With keys it takes one (of any tenant): the numbers span tenants. An operator who scrapes
-/// without a key serves them on an address of their own (`--metrics-listen`).
+/// With keys it takes an operator key (the numbers span tenants: their names, their calls). An
+/// operator who scrapes without a key serves them on an address of their own (`--metrics-listen`).
 #[utoipa::path(get, path = "/metrics", tag = "health",
     responses((status = 200, description = "Prometheus text format", content_type = "text/plain"),
-        (status = 401, body = ErrorBody)))]
-async fn metrics(State(state): State<Arc<AppState>>, _caller: Tenant) -> impl IntoResponse {
-    metrics_text(&state)
+        (status = 401, body = ErrorBody), (status = 403, body = ErrorBody, description = "not an operator key")))]
+async fn metrics(State(state): State<Arc<AppState>>, caller: Principal) -> Result<Response, ApiError> {
+    caller.must_operate()?;
+    Ok(metrics_text(&state).into_response())
 }
 
 /// The metrics as Prometheus text, for either address.
 pub fn metrics_text(state: &AppState) -> impl IntoResponse + use<> {
-    let pending = state.broker.pending_count();
-    let mut text = state.metrics.render(pending, state.session_count());
+    let gauges = crate::metrics::Gauges {
+        pending_approvals: state.broker.pending_by_tenant(),
+        sessions: state.session_count(),
+        connections: state.connections().map(|tracker| {
+            (
+                tracker.open(),
+                tracker.evicted.load(std::sync::atomic::Ordering::Relaxed),
+                tracker.timed_out.load(std::sync::atomic::Ordering::Relaxed),
+            )
+        }),
+        outbox: state.executor.outbox().len(),
+        journal_down: state.executor.journal_health().is_down(),
+        events_dropped: state.bus.dropped.load(std::sync::atomic::Ordering::Relaxed),
+    };
+    let mut text = state.metrics.render(&gauges);
     let starved = state.limits.starved().len();
     text.push_str(
         "# HELP toolhost_tenants_starved Tenants whose pool of tool runs on this machine is fully in use.\n",

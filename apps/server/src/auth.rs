@@ -33,6 +33,9 @@ pub enum Role {
     Approver,
     /// Both: a person driving their own agent.
     Person,
+    /// The operator: reads the server's metrics and (in the console) its instances, tenants and
+    /// keys; proposes and decides nothing.
+    Operator,
 }
 
 impl Role {
@@ -42,6 +45,7 @@ impl Role {
             Self::Agent => "agent",
             Self::Approver => "approver",
             Self::Person => "person",
+            Self::Operator => "operator",
         }
     }
 
@@ -54,6 +58,11 @@ impl Role {
     pub const fn decides(self) -> bool {
         matches!(self, Self::Approver | Self::Person)
     }
+
+    /// Whether it may read what spans tenants (metrics, instances, keys).
+    pub const fn operates(self) -> bool {
+        matches!(self, Self::Operator)
+    }
 }
 
 impl std::str::FromStr for Role {
@@ -64,7 +73,8 @@ impl std::str::FromStr for Role {
             "agent" => Ok(Self::Agent),
             "approver" => Ok(Self::Approver),
             "person" => Ok(Self::Person),
-            other => Err(format!("unknown key role `{other}`; use agent, approver or person")),
+            "operator" => Ok(Self::Operator),
+            other => Err(format!("unknown key role `{other}`; use agent, approver, person or operator")),
         }
     }
 }
@@ -95,9 +105,10 @@ impl std::fmt::Debug for KeyEntry {
     }
 }
 
-/// The accepted keys; empty means the server is open.
+/// The accepted keys; empty means the server is open. Clones share one set, which a reload
+/// replaces for all of them at once ([`Keys::replace`]).
 #[derive(Debug, Clone, Default)]
-pub struct Keys(Arc<Vec<KeyEntry>>);
+pub struct Keys(Arc<std::sync::RwLock<Arc<Vec<KeyEntry>>>>);
 
 /// The digest of a key as stored.
 pub fn digest(key: &str) -> [u8; 32] {
@@ -133,33 +144,48 @@ impl Keys {
     ///
     /// A sentence naming the first entry that is not of that form.
     pub fn parse<'a>(entries: impl IntoIterator<Item = &'a str>) -> Result<Self, String> {
-        let mut keys = Vec::new();
-        for entry in entries {
+        Self::parse_from(
+            entries.into_iter().enumerate().map(|(n, entry)| (format!("--api-key #{}", n + 1), entry)),
+        )
+    }
+
+    /// Parses entries, each with where it comes from (`FILE:LINE`, `--api-key #2`), which an
+    /// error names.
+    ///
+    /// # Errors
+    ///
+    /// A sentence naming the first entry that is not of that form, or a key given twice under
+    /// different tenants, roles or names (the last would win, and that key would open the other
+    /// tenant's folders).
+    pub fn parse_from<'a>(entries: impl IntoIterator<Item = (String, &'a str)>) -> Result<Self, String> {
+        let mut keys: Vec<KeyEntry> = Vec::new();
+        let mut origins: Vec<String> = Vec::new();
+        for (origin, entry) in entries {
             let entry = entry.trim();
             if entry.is_empty() || entry.starts_with('#') {
                 continue;
             }
-            let (tenant, hex) = entry
-                .rsplit_once(':')
-                .ok_or_else(|| format!("API key entry `{}` is not TENANT:SHA256HEX", redact(entry)))?;
+            let (tenant, hex) = entry.rsplit_once(':').ok_or_else(|| {
+                format!("{origin}: API key entry `{}` is not TENANT:SHA256HEX", redact(entry))
+            })?;
             let mut parts = tenant.trim().splitn(3, '/');
             let tenant = parts.next().unwrap_or_default();
             if !is_name(tenant) {
                 return Err(format!(
-                    "API key entry for tenant `{tenant}`: tenants are letters, digits, - _ ."
+                    "{origin}: API key entry for tenant `{tenant}`: tenants are letters, digits, - _ ."
                 ));
             }
             let role = match parts.next() {
-                Some(role) => {
-                    role.parse::<Role>().map_err(|e| format!("API key entry for tenant `{tenant}`: {e}"))?
-                }
+                Some(role) => role
+                    .parse::<Role>()
+                    .map_err(|e| format!("{origin}: API key entry for tenant `{tenant}`: {e}"))?,
                 None => Role::Agent,
             };
             let name = match parts.next() {
                 Some(name) if is_name(name) => name.to_owned(),
                 Some(name) => {
                     return Err(format!(
-                        "API key entry for tenant `{tenant}`: key name `{name}` must be letters, digits, - _ ."
+                        "{origin}: API key entry for tenant `{tenant}`: key name `{name}` must be letters, digits, - _ ."
                     ));
                 }
                 // Unnamed keys are told apart by the start of their digest (not the key).
@@ -167,17 +193,71 @@ impl Keys {
             };
             let digest = parse_hex(hex.trim()).ok_or_else(|| {
                 format!(
-                    "API key entry for tenant `{tenant}`: expected 64 hex digits (run `toolhost-server hash-key`)"
+                    "{origin}: API key entry for tenant `{tenant}`: expected 64 hex digits (run `toolhost-server hash-key`)"
                 )
             })?;
-            keys.push(KeyEntry { tenant: tenant.to_owned(), role, name, digest });
+            let entry = KeyEntry { tenant: tenant.to_owned(), role, name, digest };
+            if let Some(at) = keys.iter().position(|known| known.digest == entry.digest) {
+                let known = &keys[at];
+                if (&known.tenant, known.role, &known.name) != (&entry.tenant, entry.role, &entry.name) {
+                    return Err(format!(
+                        "{origin}: this key is also {} (tenant `{}`, role `{}`): a key belongs to one tenant, role \
+                         and name — give each its own key",
+                        origins[at],
+                        known.tenant,
+                        known.role.as_str()
+                    ));
+                }
+                // The very same entry twice is the same key.
+                continue;
+            }
+            keys.push(entry);
+            origins.push(origin);
         }
-        Ok(Self(Arc::new(keys)))
+        Ok(Self(Arc::new(std::sync::RwLock::new(Arc::new(keys)))))
+    }
+
+    fn current(&self) -> Arc<Vec<KeyEntry>> {
+        self.0.read().unwrap_or_else(std::sync::PoisonError::into_inner).clone()
+    }
+
+    /// Replaces the keys with `other`'s, for every holder of this set (a reload).
+    ///
+    /// # Errors
+    ///
+    /// A server started open cannot take keys, nor one started with keys be opened, without a
+    /// restart: what it listens on and what sessions may do were decided at start.
+    pub fn replace(&self, other: &Keys) -> Result<(), String> {
+        let new = other.current();
+        if self.is_open() != new.is_empty() {
+            return Err(if self.is_open() {
+                "this server started without keys (open, loopback only): keys take a restart".into()
+            } else {
+                "the new keys are empty, which would open this server: that takes a restart".into()
+            });
+        }
+        *self.0.write().unwrap_or_else(std::sync::PoisonError::into_inner) = new;
+        Ok(())
+    }
+
+    /// How many keys there are.
+    pub fn len(&self) -> usize {
+        self.current().len()
+    }
+
+    /// Whether there are none (the same as [`Keys::is_open`]).
+    pub fn is_empty(&self) -> bool {
+        self.is_open()
+    }
+
+    /// Each key's tenant, role and name (never its digest).
+    pub fn entries(&self) -> Vec<(String, Role, String)> {
+        self.current().iter().map(|e| (e.tenant.clone(), e.role, e.name.clone())).collect()
     }
 
     /// The tenants the keys belong to, sorted, without repeats.
-    pub fn tenants(&self) -> Vec<&str> {
-        let mut tenants: Vec<&str> = self.0.iter().map(|entry| entry.tenant.as_str()).collect();
+    pub fn tenants(&self) -> Vec<String> {
+        let mut tenants: Vec<String> = self.current().iter().map(|entry| entry.tenant.clone()).collect();
         tenants.sort_unstable();
         tenants.dedup();
         tenants
@@ -185,20 +265,20 @@ impl Keys {
 
     /// Whether no key is configured (the server is open).
     pub fn is_open(&self) -> bool {
-        self.0.is_empty()
+        self.current().is_empty()
     }
 
     /// The tenant of a presented key. Every entry is compared, in constant time, whatever matches.
-    pub fn tenant_of(&self, key: &str) -> Option<&str> {
-        self.entry_of(key).map(|entry| entry.tenant.as_str())
+    pub fn tenant_of(&self, key: &str) -> Option<String> {
+        self.entry_of(key).map(|entry| entry.tenant)
     }
 
-    fn entry_of(&self, key: &str) -> Option<&KeyEntry> {
+    fn entry_of(&self, key: &str) -> Option<KeyEntry> {
         let presented = digest(key);
         let mut found = None;
-        for entry in self.0.iter() {
+        for entry in self.current().iter() {
             if bool::from(entry.digest.ct_eq(&presented)) {
-                found = Some(entry);
+                found = Some(entry.clone());
             }
         }
         found
@@ -234,9 +314,9 @@ impl Keys {
             .ok_or_else(|| unauthorized("the Authorization header must be `Bearer <key>`"))?;
         self.entry_of(key.trim())
             .map(|entry| Principal {
-                tenant: entry.tenant.clone(),
-                role: entry.role,
                 id: format!("{}/{}/{}", entry.tenant, entry.role.as_str(), entry.name),
+                tenant: entry.tenant,
+                role: entry.role,
             })
             .ok_or_else(|| unauthorized("unknown API key"))
     }
@@ -265,8 +345,7 @@ impl FromRequestParts<Arc<AppState>> for Tenant {
     type Rejection = ApiError;
 
     async fn from_request_parts(parts: &mut Parts, state: &Arc<AppState>) -> Result<Self, Self::Rejection> {
-        let header = parts.headers.get(axum::http::header::AUTHORIZATION).and_then(|v| v.to_str().ok());
-        state.keys.authenticate(header)
+        Principal::from_request_parts(parts, state).await.map(|principal| Tenant(principal.tenant))
     }
 }
 
@@ -275,7 +354,31 @@ impl FromRequestParts<Arc<AppState>> for Principal {
 
     async fn from_request_parts(parts: &mut Parts, state: &Arc<AppState>) -> Result<Self, Self::Rejection> {
         let header = parts.headers.get(axum::http::header::AUTHORIZATION).and_then(|v| v.to_str().ok());
-        state.keys.principal(header)
+        let found = state.keys.principal(header);
+        match &found {
+            Ok(principal) => {
+                if let Some(audit) = parts.extensions.get::<crate::RequestAudit>() {
+                    audit.note(&principal.tenant, &principal.id);
+                }
+            }
+            Err(error) => {
+                state.metrics.refused_keys.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                let peer = parts
+                    .extensions
+                    .get::<axum::extract::ConnectInfo<std::net::SocketAddr>>()
+                    .map(|info| info.0.ip().to_string())
+                    .unwrap_or_default();
+                // Never the key itself: only that it was refused, and why.
+                tracing::warn!(
+                    event = "auth.refused",
+                    reason = %error.message(),
+                    route = %parts.uri.path(),
+                    peer = %peer,
+                    "a request's key was refused"
+                );
+            }
+        }
+        found
     }
 }
 
@@ -303,6 +406,26 @@ impl Principal {
             "forbidden",
             format!(
                 "a key with the role `{}` may not open sessions or propose calls; use an agent key",
+                self.role.as_str()
+            ),
+        ))
+    }
+
+    /// Refuses a key that may not read what spans tenants (anything but an operator key; the
+    /// person at an open server may).
+    ///
+    /// # Errors
+    ///
+    /// 403 `forbidden`.
+    pub fn must_operate(&self) -> Result<(), ApiError> {
+        if self.role.operates() || self.tenant == OPEN_TENANT && self.id == OPEN_TENANT {
+            return Ok(());
+        }
+        Err(ApiError::new(
+            StatusCode::FORBIDDEN,
+            "forbidden",
+            format!(
+                "a key with the role `{}` may not read what spans tenants; use an operator key (`new-key --role operator`)",
                 self.role.as_str()
             ),
         ))
@@ -345,8 +468,8 @@ mod tests {
     fn keys_are_matched_by_digest_and_bound_to_their_tenant() {
         let stored = [stored_form("acme", "k-acme"), stored_form("globex", "k-globex")];
         let keys = Keys::parse(stored.iter().map(String::as_str)).unwrap();
-        assert_eq!(keys.tenant_of("k-acme"), Some("acme"));
-        assert_eq!(keys.tenant_of("k-globex"), Some("globex"));
+        assert_eq!(keys.tenant_of("k-acme").as_deref(), Some("acme"));
+        assert_eq!(keys.tenant_of("k-globex").as_deref(), Some("globex"));
         assert_eq!(keys.tenant_of("k-nobody"), None);
         assert!(!stored[0].contains("k-acme"), "the stored form holds no key");
         assert_eq!(keys.authenticate(Some("Bearer k-acme")).unwrap(), Tenant("acme".into()));
@@ -361,5 +484,32 @@ mod tests {
         assert!(Keys::parse(["acme:1234"]).unwrap_err().contains("64 hex digits"));
         assert!(Keys::parse(["a b:".to_owned() + &"0".repeat(64)].iter().map(String::as_str)).is_err());
         assert!(Keys::parse(["# comment", ""]).unwrap().is_open());
+    }
+
+    #[test]
+    fn one_key_under_two_tenants_is_refused_naming_both_entries() {
+        let acme = stored_form("acme", "shared");
+        let globex = stored_form("globex", "shared");
+        let error = Keys::parse_from([
+            ("keys.txt:1".to_owned(), acme.as_str()),
+            ("keys.txt:4".to_owned(), globex.as_str()),
+        ])
+        .unwrap_err();
+        assert!(error.starts_with("keys.txt:4: this key is also keys.txt:1 (tenant `acme`"), "{error}");
+        let as_approver = stored_form_as("acme", Role::Approver, "ann", "shared");
+        assert!(Keys::parse([acme.as_str(), as_approver.as_str()]).unwrap_err().contains("--api-key #1"));
+        // The same entry twice is one key.
+        assert_eq!(Keys::parse([acme.as_str(), acme.as_str()]).unwrap().len(), 1);
+    }
+
+    #[test]
+    fn a_reload_replaces_the_keys_for_every_holder_but_never_opens_or_closes_the_server() {
+        let keys = Keys::parse([stored_form("acme", "old").as_str()]).unwrap();
+        let held = keys.clone();
+        keys.replace(&Keys::parse([stored_form("acme", "new").as_str()]).unwrap()).unwrap();
+        assert_eq!(held.tenant_of("new").as_deref(), Some("acme"));
+        assert_eq!(held.tenant_of("old"), None);
+        assert!(keys.replace(&Keys::default()).unwrap_err().contains("open this server"));
+        assert!(Keys::default().replace(&keys).unwrap_err().contains("take a restart"));
     }
 }

@@ -78,6 +78,12 @@ pub enum ClusterMessage {
         /// The session.
         session_id: String,
     },
+    /// The operator reloaded keys and rules on one instance (`SIGHUP`): the others read theirs
+    /// again too.
+    Reload {
+        /// The instance that was told.
+        origin: String,
+    },
     /// A person's decision on an approval that waits at the receiving instance.
     Decision {
         /// The tenant.

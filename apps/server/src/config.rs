@@ -73,7 +73,8 @@ pub enum Command {
         /// The tenant the key belongs to.
         #[arg(long)]
         tenant: String,
-        /// What it may do: `agent` (propose calls), `approver` (decide them) or `person` (both).
+        /// What it may do: `agent` (propose calls), `approver` (decide them), `person` (both) or
+        /// `operator` (read metrics, instances, tenants and keys; no calls).
         #[arg(long, default_value = "agent")]
         role: crate::auth::Role,
         /// A name for it (recorded as who decided): letters, digits, - _ .
@@ -196,11 +197,11 @@ impl TenantPath {
 #[derive(Debug, Clone, Args)]
 pub struct ServeArgs {
     /// Address to listen on. Without API keys only a loopback address is accepted.
-    #[arg(long, env = "TOOLHOST_LISTEN", default_value = "127.0.0.1:8080")]
+    #[arg(long, env = "TOOLHOST_LISTEN", default_value = "127.0.0.1:8080", value_parser = parse_listen)]
     pub listen: SocketAddr,
     /// Journal database: `sqlite://PATH` or `postgres://…` (default: SQLite at
-    /// `$XDG_DATA_HOME/toolhost/journal.db`, usually `~/.local/share/toolhost/journal.db`; the
-    /// start-up log says which).
+    /// `$XDG_DATA_HOME/toolhost/journal.db`, usually `~/.local/share/toolhost/journal.db`, or in
+    /// systemd's `$STATE_DIRECTORY` under the service unit; the start-up log says which).
     #[arg(long, env = "TOOLHOST_DATABASE_URL", hide_env_values = true)]
     pub database_url: Option<String>,
     /// Redis URL; set it when several instances share work (devices, approvals).
@@ -287,6 +288,35 @@ pub struct ServeArgs {
     /// Milliseconds a disconnected device has to reconnect before its open calls fail.
     #[arg(long, env = "TOOLHOST_DEVICE_RECONNECT_GRACE_MS", default_value_t = 3000)]
     pub device_reconnect_grace_ms: u64,
+    /// Milliseconds a journal write may take. A call is proposed in the journal before it runs;
+    /// a proposal not taken within this is refused (nothing runs; HTTP 503 with `Retry-After`),
+    /// and a settlement not taken within this waits in the outbox until it lands.
+    #[arg(long, env = "TOOLHOST_JOURNAL_DEADLINE_MS", default_value_t = 2000,
+          value_parser = clap::value_parser!(u64).range(50..=60_000))]
+    pub journal_deadline_ms: u64,
+    /// Disk in MiB reserved up front for the outbox (settlements and decisions waiting for the
+    /// journal, in the state folder), so that they are kept when the disk is full.
+    #[arg(long, env = "TOOLHOST_OUTBOX_RESERVE_MIB", default_value_t = 8)]
+    pub outbox_reserve_mib: u64,
+    /// Connections served at once (lowered to what the process's descriptor limit allows, less a
+    /// reserve for its own files). Past it, the oldest connection with nothing in flight is closed
+    /// to make room; when all are busy, new ones wait in the kernel's backlog.
+    #[arg(long, env = "TOOLHOST_MAX_CONNECTIONS", default_value_t = 10_000)]
+    pub max_connections: usize,
+    /// Connections from one address that have not yet sent a whole request (past it, the oldest
+    /// of them is closed). Behind a proxy every connection has the proxy's address: raise it.
+    #[arg(long, env = "TOOLHOST_MAX_PENDING_CONNECTIONS_PER_ADDRESS", default_value_t = 64)]
+    pub max_pending_connections_per_address: usize,
+    /// Seconds a request's head may take to arrive (from the accept, or from its first byte).
+    #[arg(long, env = "TOOLHOST_HEADER_READ_TIMEOUT_SECS", default_value_t = 10)]
+    pub header_read_timeout_secs: u64,
+    /// Seconds a connection with nothing in flight may stay silent before it is closed.
+    #[arg(long, env = "TOOLHOST_IDLE_TIMEOUT_SECS", default_value_t = 120)]
+    pub idle_timeout_secs: u64,
+    /// Free disk in MiB the folders the server writes (the SQLite journal's, the state folder)
+    /// must keep for `/readyz` to say ready.
+    #[arg(long, env = "TOOLHOST_MIN_FREE_DISK_MIB", default_value_t = 256)]
+    pub min_free_disk_mib: u64,
     /// Seconds an approval waits for a person.
     #[arg(long, env = "TOOLHOST_APPROVAL_TIMEOUT_SECS", default_value_t = 600)]
     pub approval_timeout_secs: u64,
@@ -480,13 +510,23 @@ impl ServeArgs {
     ///
     /// An unreadable file or a malformed entry.
     pub fn keys(&self) -> anyhow::Result<Keys> {
-        let mut entries = self.api_keys.clone();
+        let mut entries: Vec<(String, String)> = self
+            .api_keys
+            .iter()
+            .enumerate()
+            .map(|(n, entry)| (format!("api-key #{}", n + 1), entry.clone()))
+            .collect();
         if let Some(path) = &self.api_keys_file {
             let text = std::fs::read_to_string(path)
                 .with_context(|| format!("reading API keys from {}", path.display()))?;
-            entries.extend(text.lines().map(str::to_owned));
+            entries.extend(
+                text.lines()
+                    .enumerate()
+                    .map(|(n, line)| (format!("{}:{}", path.display(), n + 1), line.to_owned())),
+            );
         }
-        Keys::parse(entries.iter().map(String::as_str)).map_err(anyhow::Error::msg)
+        Keys::parse_from(entries.iter().map(|(origin, entry)| (origin.clone(), entry.as_str())))
+            .map_err(anyhow::Error::msg)
     }
 
     /// The operator's credentials (`--credentials-file` and `TOOLHOST_CREDENTIAL_*` variables),
@@ -530,17 +570,9 @@ impl ServeArgs {
                 bail!("tenant path {} is not a folder", granted.root.path.display());
             }
         }
-        let tenants = keys.tenants();
-        if tenants.len() > 1
-            && let Some(plain) = self.workspace_roots.iter().find(|root| root.owner == RootOwner::Unnamed)
-        {
-            bail!(
-                "workspace root {} names no tenant, and the keys belong to {} tenants ({}): give it \
-                 its tenant (TENANT=PATH), or share it on purpose (*=PATH)",
-                plain.path.display(),
-                tenants.len(),
-                tenants.join(", ")
-            );
+        let problems = crate::checks::tenancy(self, keys);
+        if !problems.is_empty() {
+            bail!("{}", problems.join("\n"));
         }
         if self.command_max_processes < 8 {
             bail!("--command-max-processes must be at least 8 (a shell and a pipeline need a few)");
@@ -566,6 +598,12 @@ impl ServeArgs {
         if let Some(url) = &self.database_url {
             return Ok(url.clone());
         }
+        // Under systemd's StateDirectory= the journal lives in the service's state folder.
+        if self.state_dir.is_none()
+            && let Some(dir) = systemd_state_directory()
+        {
+            return Ok(format!("sqlite://{}", dir.join("journal.db").display()));
+        }
         Ok(format!("sqlite://{}", data_dir()?.join("journal.db").display()))
     }
 
@@ -575,10 +613,10 @@ impl ServeArgs {
     ///
     /// No data directory, or it cannot be created.
     pub fn state_dir(&self) -> anyhow::Result<PathBuf> {
-        match &self.state_dir {
+        match self.state_dir.clone().or_else(systemd_state_directory) {
             Some(dir) => {
-                std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
-                Ok(dir.clone())
+                std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+                Ok(dir)
             }
             None => data_dir(),
         }
@@ -594,6 +632,21 @@ impl ServeArgs {
             },
             |threads| threads as usize,
         )
+    }
+
+    /// How connections are bounded.
+    pub fn connection_limits(&self) -> crate::listen::ConnectionLimits {
+        crate::listen::ConnectionLimits {
+            max_connections: self.max_connections.max(1),
+            max_fresh_per_peer: self.max_pending_connections_per_address.max(1),
+            header_read_timeout: Duration::from_secs(self.header_read_timeout_secs.max(1)),
+            idle_timeout: Duration::from_secs(self.idle_timeout_secs.max(1)),
+        }
+    }
+
+    /// How long a journal write may take.
+    pub fn journal_deadline(&self) -> Duration {
+        Duration::from_millis(self.journal_deadline_ms)
     }
 
     /// The shutdown grace.
@@ -694,6 +747,14 @@ impl ServeArgs {
     }
 }
 
+/// The folder systemd made for the service (`StateDirectory=`, passed as `$STATE_DIRECTORY`; the
+/// first when it names several): a default, which `--state-dir` and `--database-url` override.
+fn systemd_state_directory() -> Option<PathBuf> {
+    let value = std::env::var_os("STATE_DIRECTORY")?;
+    let first = std::env::split_paths(&value).next()?;
+    first.is_absolute().then_some(first)
+}
+
 /// `toolhost` in the user's data directory (created when missing): the journal and the server's
 /// state live there unless told otherwise.
 fn data_dir() -> anyhow::Result<PathBuf> {
@@ -702,6 +763,26 @@ fn data_dir() -> anyhow::Result<PathBuf> {
         etcetera::choose_base_strategy().context("finding the data directory")?.data_dir().join("toolhost");
     std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
     Ok(dir)
+}
+
+/// An address to listen on: an IP address and a port, `localhost` taken as `127.0.0.1`.
+fn parse_listen(text: &str) -> Result<SocketAddr, String> {
+    let text = text.trim();
+    if let Ok(address) = text.parse::<SocketAddr>() {
+        return Ok(address);
+    }
+    let usage = "an IP address and a port: `127.0.0.1:8080` (this machine only), `0.0.0.0:8080` (every IPv4 \
+                 address, with keys), `[::]:8080`";
+    match text.rsplit_once(':') {
+        Some((host, port)) if host.eq_ignore_ascii_case("localhost") => port
+            .parse::<u16>()
+            .map(|port| SocketAddr::from(([127, 0, 0, 1], port)))
+            .map_err(|_| format!("`{text}`: `{port}` is not a port; give {usage}")),
+        Some((host, port)) if port.parse::<u16>().is_ok() => Err(format!(
+            "`{text}`: `{host}` is not an IP address (a host name is not resolved here); give {usage}"
+        )),
+        _ => Err(format!("`{text}` has no port; give {usage}")),
+    }
 }
 
 /// `TOOL=MODE` of `--tool-exposure`.
@@ -731,6 +812,15 @@ pub fn held_credentials() -> &'static credentials::Credentials {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn listen_takes_an_address_and_localhost_and_says_what_else_it_wants() {
+        assert_eq!(parse_listen("localhost:9000").unwrap().to_string(), "127.0.0.1:9000");
+        assert_eq!(parse_listen("[::1]:80").unwrap().to_string(), "[::1]:80");
+        assert!(parse_listen("example.org:80").unwrap_err().contains("is not an IP address"));
+        assert!(parse_listen("127.0.0.1").unwrap_err().contains("has no port"));
+        assert!(parse_listen("localhost:http").unwrap_err().contains("is not a port"));
+    }
 
     #[test]
     fn tool_exposure_takes_tool_equals_mode() {

@@ -507,7 +507,9 @@ impl Devices {
                 }
             }
             // Handled by the server state, not by the devices.
-            ClusterMessage::Decision { .. } | ClusterMessage::EndSession { .. } => {}
+            ClusterMessage::Decision { .. }
+            | ClusterMessage::EndSession { .. }
+            | ClusterMessage::Reload { .. } => {}
         }
     }
 

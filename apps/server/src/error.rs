@@ -33,7 +33,7 @@ pub struct ApiError {
     status: StatusCode,
     code: &'static str,
     message: String,
-    /// Seconds to wait before trying again (`Retry-After`), for 429.
+    /// Seconds to wait before trying again (`Retry-After`), for 429 and 503.
     retry_after: Option<u64>,
 }
 
@@ -74,6 +74,11 @@ impl ApiError {
     /// 503 `unavailable`.
     pub fn unavailable(message: impl Into<String>) -> Self {
         Self::new(StatusCode::SERVICE_UNAVAILABLE, "unavailable", message)
+    }
+
+    /// 503 `unavailable` with `Retry-After`: try again then.
+    pub fn unavailable_for(message: impl Into<String>, retry_after_secs: u64) -> Self {
+        Self { retry_after: Some(retry_after_secs), ..Self::unavailable(message) }
     }
 
     /// 500 `internal`; the detail goes to the log, not to the caller.

@@ -10,21 +10,26 @@
 //! * [`api`]: the JSON API under `/v1` and its OpenAPI document; [`ws`]: the device socket;
 //! * [`auth`]: bearer keys bound to tenants; [`error`]: the one error body;
 //! * [`devices`]: client executors and the runtime that routes a session's calls to them;
-//! * [`cluster`]: several instances through Redis; [`metrics`]: Prometheus text;
+//! * [`cluster`]: several instances through Redis; [`bus`]: every instance's events for each
+//!   tenant's watchers; [`metrics`]: Prometheus text;
 //! * [`limits`]: per-tenant budgets (sessions, batches, streams, tool runs on this machine);
 //! * [`memory`]: at start, freed memory goes back to the system at once (mimalloc's purge delay).
 
 pub mod api;
 pub mod auth;
+pub mod bus;
+pub mod checks;
 pub mod cluster;
 pub mod config;
 pub mod devices;
 pub mod docs;
 pub mod error;
 pub mod limits;
+pub mod listen;
 pub mod mcp;
 pub mod memory;
 pub mod metrics;
+pub mod ready;
 pub mod settings;
 pub mod state;
 pub mod ws;
@@ -144,9 +149,85 @@ async fn open_means_loopback(State(state): State<Arc<AppState>>, request: Reques
     next.run(request).await
 }
 
-async fn count_requests(State(state): State<Arc<AppState>>, request: Request, next: Next) -> Response {
-    state.metrics.request();
-    next.run(request).await
+/// A request's id: the caller's `X-Request-Id` when it is a sane one, else one made here; it is
+/// on every log line of the request and returned in the response's `X-Request-Id`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RequestId(pub String);
+
+/// Who a request turned out to be, filled in by the key extractors, for its log line.
+#[derive(Debug, Clone, Default)]
+pub struct RequestAudit(Arc<std::sync::Mutex<Option<(String, String)>>>);
+
+impl RequestAudit {
+    /// Notes the request's tenant and key (`TENANT/ROLE/NAME`).
+    pub fn note(&self, tenant: &str, key: &str) {
+        *self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner) =
+            Some((tenant.to_owned(), key.to_owned()));
+    }
+
+    fn who(&self) -> (String, String) {
+        self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone().unwrap_or_default()
+    }
+}
+
+fn request_id(given: Option<&axum::http::HeaderValue>) -> String {
+    if let Some(given) = given.and_then(|value| value.to_str().ok())
+        && !given.is_empty()
+        && given.len() <= 128
+        && given.chars().all(|c| c.is_ascii_alphanumeric() || "-_.:".contains(c))
+    {
+        return given.to_owned();
+    }
+    use std::hash::{BuildHasher as _, Hasher as _};
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let mut hasher = std::collections::hash_map::RandomState::new().build_hasher();
+    hasher.write_u64(NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed));
+    format!("req-{:016x}", hasher.finish())
+}
+
+/// The audit trail of every request: its id (taken from `X-Request-Id` or made, returned in
+/// it), then one `request` event with the route, status, latency, tenant, key and instance;
+/// every log line the request causes carries its id (the `request` span).
+async fn audit(State(state): State<Arc<AppState>>, mut request: Request, next: Next) -> Response {
+    use tracing::Instrument as _;
+    let started = std::time::Instant::now();
+    let id = request_id(request.headers().get("x-request-id"));
+    let route = request
+        .extensions()
+        .get::<axum::extract::MatchedPath>()
+        .map_or_else(|| "(no route)".to_owned(), |path| path.as_str().to_owned());
+    let method = request.method().clone();
+    let peer = request
+        .extensions()
+        .get::<axum::extract::ConnectInfo<std::net::SocketAddr>>()
+        .map(|info| info.0.ip().to_string())
+        .unwrap_or_default();
+    let who = RequestAudit::default();
+    request.extensions_mut().insert(who.clone());
+    request.extensions_mut().insert(RequestId(id.clone()));
+    let span = tracing::info_span!("request", request_id = %id);
+    let mut response = next.run(request).instrument(span).await;
+    if let Ok(value) = axum::http::HeaderValue::from_str(&id) {
+        response.headers_mut().insert("x-request-id", value);
+    }
+    let status = response.status().as_u16();
+    state.metrics.response(status);
+    let (tenant, key) = who.who();
+    tracing::info!(
+        target: "toolhost::access",
+        event = "request",
+        request_id = %id,
+        method = %method,
+        route = %route,
+        status,
+        latency_ms = started.elapsed().as_secs_f64() * 1000.0,
+        tenant = %tenant,
+        key = %key,
+        peer = %peer,
+        instance = %state.instance_id,
+        "request"
+    );
+    response
 }
 
 /// The OpenAPI document as this server answers: its enabled tools are the only values `tools`
@@ -195,7 +276,7 @@ pub fn router(state: Arc<AppState>) -> Router {
             )
         })
         .layer(axum::middleware::from_fn_with_state(state.clone(), open_means_loopback))
-        .layer(axum::middleware::from_fn_with_state(state.clone(), count_requests))
+        .layer(axum::middleware::from_fn_with_state(state.clone(), audit))
         .layer(DefaultBodyLimit::max(state.args.max_body_bytes))
         .with_state(state)
 }
@@ -211,13 +292,16 @@ pub fn metrics_router(state: Arc<AppState>) -> Router {
         .with_state(state)
 }
 
-/// Serves until `signal` resolves, then shuts down gracefully: stops accepting, closes streams
-/// and device sockets, lets calls in flight finish within the grace period, cancels the rest (they
-/// settle as cancelled in the journal) and returns.
+/// Serves until `signal` resolves (or shutdown starts otherwise), then drains: `/readyz` says
+/// `draining` and new calls are refused with 503 and `Retry-After` at once, while connections are
+/// still accepted; calls in flight finish within the grace period and their results reach their
+/// clients (a streaming one after a `shutdown` event); calls still running then are cancelled
+/// (they settle as cancelled in the journal); event streams get a `shutdown` event and end; then
+/// the listener closes and each connection ends once its response is sent.
 ///
 /// # Errors
 ///
-/// The listener fails.
+/// None today; the signature leaves room for a listener that can fail.
 pub async fn serve(
     state: Arc<AppState>,
     listener: tokio::net::TcpListener,
@@ -227,14 +311,17 @@ pub async fn serve(
         state.sandboxing.block_port(address.port());
     }
     let app = router(state.clone());
-    let shutdown = state.shutdown.clone();
-    let server = axum::serve(listener, app).with_graceful_shutdown(async move {
-        signal.await;
-        shutdown.cancel();
-    });
-    let server = tokio::spawn(async move { server.await });
-    state.shutdown.cancelled().await;
-    tracing::info!("shutting down: finishing calls in flight");
+    let serving = listen::serve(listener, app, state.args.connection_limits());
+    state.set_connections(serving.tracker.clone());
+    tokio::select! {
+        () = signal => {}
+        () = state.shutdown.cancelled() => {}
+    }
+    state.shutdown.cancel();
+    tracing::info!(
+        grace_s = state.args.shutdown_grace_secs,
+        "draining: calls in flight finish; new calls are refused with 503 and Retry-After"
+    );
     state.tasks.close();
     let grace = state.args.shutdown_grace();
     if tokio::time::timeout(grace, state.tasks.wait()).await.is_err() {
@@ -250,13 +337,28 @@ pub async fn serve(
         // Cancelled calls settle within the pipeline's stop grace.
         let _ = tokio::time::timeout(Duration::from_secs(10), state.tasks.wait()).await;
     }
+    // What the journal did not take yet is given a last chance (the next start on this host
+    // lands the rest from the outbox's file).
+    if let Some(journal) = state.executor.journal() {
+        let outbox = state.executor.outbox();
+        if !outbox.is_empty() {
+            let _ = tokio::time::timeout(
+                Duration::from_secs(5),
+                outbox.flush(journal.as_ref(), state.args.journal_deadline()),
+            )
+            .await;
+            if !outbox.is_empty() {
+                tracing::warn!(
+                    waiting = outbox.len(),
+                    "journal writes still waiting at exit: the next start on this host lands them"
+                );
+            }
+        }
+    }
     // Only now: device calls could still finish during the grace.
     state.closing.cancel();
-    match tokio::time::timeout(Duration::from_secs(5), server).await {
-        Ok(Ok(result)) => result?,
-        Ok(Err(error)) => return Err(error.into()),
-        Err(_) => tracing::warn!("connections still open after shutdown; closing them"),
-    }
+    serving.finish(Duration::from_secs(5)).await;
+    tracing::info!("stopped");
     Ok(())
 }
 

@@ -203,7 +203,7 @@ mod tests {
         assert!((reallocated - grown - 3 * STEP).abs() < MARGIN, "{grown} -> {reallocated}");
         assert!((with_zeroed - reallocated - STEP).abs() < MARGIN, "{reallocated} -> {with_zeroed}");
         assert!((after - before).abs() < MARGIN, "{before} -> {after}");
-        let text = crate::metrics::Metrics::default().render(0, 0);
+        let text = crate::metrics::Metrics::default().render(&crate::metrics::Gauges::default());
         assert!(
             text.contains("\n# TYPE toolhost_heap_live_bytes gauge\ntoolhost_heap_live_bytes "),
             "{text}"
@@ -243,7 +243,9 @@ mod tests {
     #[test]
     fn without_the_feature_no_live_bytes_are_claimed() {
         assert_eq!(live_heap_bytes(), None);
-        assert!(!crate::metrics::Metrics::default().render(0, 0).contains("heap"));
+        assert!(
+            !crate::metrics::Metrics::default().render(&crate::metrics::Gauges::default()).contains("heap")
+        );
     }
 
     /// The operator's setting, read by mimalloc itself (the name as documented).

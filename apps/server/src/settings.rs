@@ -37,7 +37,20 @@ where
     combined.extend(from_file);
     combined.extend(argv.into_iter().skip(1));
     let matches = Cli::command().try_get_matches_from(&combined).map_err(|error| {
-        anyhow::anyhow!("in the configuration file {}: {}", path.display(), error.render())
+        // The setting the file gave a value it refuses, and its line.
+        let setting =
+            error.get(clap::error::ContextKind::InvalidArg).map(ToString::to_string).and_then(|arg| {
+                arg.strip_prefix("--").map(|rest| rest.split([' ', '=']).next().unwrap_or("").to_owned())
+            });
+        let text = std::fs::read_to_string(&path).unwrap_or_default();
+        match setting.as_deref().and_then(|setting| line_of(&text, setting).map(|line| (setting, line))) {
+            Some((setting, line)) => anyhow::anyhow!(
+                "{}:{line}: {setting}: {}",
+                path.display(),
+                error.render().to_string().trim_start_matches("error: ").trim()
+            ),
+            None => anyhow::anyhow!("in the configuration file {}: {}", path.display(), error.render()),
+        }
     })?;
     Ok((Cli::from_arg_matches(&matches)?, matches))
 }
@@ -61,8 +74,9 @@ fn file_args(path: &Path, given: &ArgMatches) -> anyhow::Result<Vec<OsString>> {
                 .filter_map(|arg| arg.get_long())
                 .min_by_key(|name| distance(name, &long))
                 .unwrap_or_default();
+            let at = line_of(&text, key).map(|line| format!(":{line}")).unwrap_or_default();
             bail!(
-                "the configuration file {} names no setting `{key}` (did you mean `{closest}`?)",
+                "{}{at}: the configuration file names no setting `{key}` (did you mean `{closest}`?)",
                 path.display()
             );
         };
@@ -72,7 +86,10 @@ fn file_args(path: &Path, given: &ArgMatches) -> anyhow::Result<Vec<OsString>> {
         ) {
             continue;
         }
-        let values = values_of(path, key, value)?;
+        let values = values_of(path, key, value).map_err(|error| match line_of(&text, &long) {
+            Some(line) => anyhow::anyhow!("{}:{line}: {error:#}", path.display()),
+            None => error,
+        })?;
         let is_switch =
             matches!(arg.get_action(), ArgAction::SetTrue | ArgAction::SetFalse | ArgAction::Count);
         for value in values {
@@ -127,8 +144,120 @@ fn values_of(path: &Path, key: &str, value: &toml::Value) -> anyhow::Result<Vec<
     }
 }
 
+/// Where a setting's value came from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Origin {
+    /// The command line (`--workspace-root`).
+    Flag,
+    /// An environment variable.
+    Env(String),
+    /// The configuration file, at a line.
+    File {
+        /// The file.
+        path: PathBuf,
+        /// Its line (1-based), when found.
+        line: Option<usize>,
+    },
+}
+
+/// Where each setting given a value came from, by its long name.
+#[derive(Debug, Clone, Default)]
+pub struct Origins {
+    origins: Vec<(String, Origin)>,
+}
+
+impl Origins {
+    /// Works out where each setting of `matches` came from: the file's keys are the ones neither a
+    /// flag nor a variable gave, and their lines are found in `config`'s text.
+    pub fn of(matches: &ArgMatches, config: Option<&Path>) -> Self {
+        let text = config.and_then(|path| std::fs::read_to_string(path).ok()).unwrap_or_default();
+        let file_keys: Vec<String> = toml::from_str::<toml::Table>(&text)
+            .map(|table| table.keys().map(|key| key.replace('_', "-")).collect())
+            .unwrap_or_default();
+        let mut origins = Vec::new();
+        for arg in Cli::command().get_arguments() {
+            let Some(long) = arg.get_long() else { continue };
+            let origin = match matches.value_source(arg.get_id().as_str()) {
+                Some(ValueSource::EnvVariable) => {
+                    Origin::Env(arg.get_env().map(|v| v.to_string_lossy().into_owned()).unwrap_or_default())
+                }
+                Some(ValueSource::CommandLine)
+                    if file_keys.iter().any(|k| k == long) && !flag_given(long) =>
+                {
+                    Origin::File {
+                        path: config.map(Path::to_path_buf).unwrap_or_default(),
+                        line: line_of(&text, long),
+                    }
+                }
+                Some(ValueSource::CommandLine) => Origin::Flag,
+                _ => continue,
+            };
+            origins.push((long.to_owned(), origin));
+        }
+        Self { origins }
+    }
+
+    /// Where `setting` (a long name) came from.
+    pub fn get(&self, setting: &str) -> Option<&Origin> {
+        self.origins.iter().find(|(name, _)| name == setting).map(|(_, origin)| origin)
+    }
+
+    /// A problem that starts with `setting:` said with where that setting came from
+    /// (`server.toml:12: workspace-root: …`, `TOOLHOST_WORKSPACE_ROOTS (workspace-root): …`).
+    pub fn locate(&self, problem: &str) -> String {
+        let Some((setting, rest)) = problem.split_once(": ") else { return problem.to_owned() };
+        match self.get(setting) {
+            Some(Origin::File { path, line: Some(line) }) => {
+                format!("{}:{line}: {setting}: {rest}", path.display())
+            }
+            Some(Origin::File { path, line: None }) => format!("{}: {setting}: {rest}", path.display()),
+            Some(Origin::Env(var)) => format!("{var} ({setting}): {rest}"),
+            Some(Origin::Flag) => format!("--{setting}: {rest}"),
+            None => problem.to_owned(),
+        }
+    }
+
+    /// Settings a variable gave although the configuration file sets them too: the variable wins,
+    /// which an operator reading the file does not see.
+    pub fn overridden_by_env(&self, matches: &ArgMatches, config: Option<&Path>) -> Vec<(String, String)> {
+        let Some(text) = config.and_then(|path| std::fs::read_to_string(path).ok()) else {
+            return Vec::new();
+        };
+        let Ok(table) = toml::from_str::<toml::Table>(&text) else { return Vec::new() };
+        let _ = matches;
+        table
+            .keys()
+            .map(|key| key.replace('_', "-"))
+            .filter_map(|key| match self.get(&key) {
+                Some(Origin::Env(var)) => Some((key, var.clone())),
+                _ => None,
+            })
+            .collect()
+    }
+}
+
+/// Whether the process's own command line names `--long` (as opposed to the file's arguments
+/// that [`parse`] adds).
+fn flag_given(long: &str) -> bool {
+    let flag = format!("--{long}");
+    std::env::args().any(|arg| arg == flag || arg.starts_with(&format!("{flag}=")))
+}
+
+/// The line of the file where `key` (either spelling) is set.
+fn line_of(text: &str, key: &str) -> Option<usize> {
+    let spellings = [key.to_owned(), key.replace('-', "_")];
+    text.lines()
+        .position(|line| {
+            let line = line.trim_start();
+            spellings.iter().any(|spelling| {
+                line.strip_prefix(spelling.as_str()).is_some_and(|rest| rest.trim_start().starts_with('='))
+            })
+        })
+        .map(|index| index + 1)
+}
+
 /// Edit distance, to name the setting a mistyped key meant.
-fn distance(a: &str, b: &str) -> usize {
+pub fn distance(a: &str, b: &str) -> usize {
     let b: Vec<char> = b.chars().collect();
     let mut row: Vec<usize> = (0..=b.len()).collect();
     for (i, ca) in a.chars().enumerate() {
@@ -145,6 +274,17 @@ fn distance(a: &str, b: &str) -> usize {
 
 /// Settings whose values are secrets: shown masked.
 const SECRETS: &[&str] = &["api-key", "database-url", "redis-url", "command-set-env", "embeddings-api-key"];
+
+#[cfg(test)]
+mod line_tests {
+    #[test]
+    fn a_keys_line_is_found_in_either_spelling() {
+        let text = "# comment\nlisten = \"x\"\n  workspace_root = [\n]\nworkspace-rootx = 1\n";
+        assert_eq!(super::line_of(text, "listen"), Some(2));
+        assert_eq!(super::line_of(text, "workspace-root"), Some(3));
+        assert_eq!(super::line_of(text, "state-dir"), None);
+    }
+}
 
 /// The effective settings, one `name = value` a line, secrets masked; defaults marked.
 pub fn effective(matches: &ArgMatches) -> String {

@@ -145,6 +145,15 @@ pub struct AppState {
     pub devices: Arc<Devices>,
     /// The cluster, when Redis is configured.
     pub cluster: Option<Arc<Cluster>>,
+    /// Every instance's events, for this instance's watchers (event streams, the console).
+    pub bus: Arc<crate::bus::Bus>,
+    /// The folders the server writes to (the SQLite journal's, the state folder): readiness
+    /// watches their free space.
+    folders: Vec<PathBuf>,
+    /// The listener's connections, once it serves.
+    connections: std::sync::OnceLock<Arc<crate::listen::Tracker>>,
+    /// The last check of whether a journal that failed is back (see [`Self::journal_ready`]).
+    journal_probe: tokio::sync::Mutex<Option<(Instant, Result<(), String>)>>,
     /// Metrics.
     pub metrics: Arc<Metrics>,
     /// Enabled tools, in registry order.
@@ -217,6 +226,8 @@ fn sub_agent_models(args: &ServeArgs) -> anyhow::Result<Option<Arc<builtin_tool_
 /// hooks the server cannot run are warned about.
 fn operator_hooks(args: &ServeArgs) -> anyhow::Result<Option<Arc<hooks::Hooks>>> {
     let Some(path) = &args.hooks else { return Ok(None) };
+    // A file named but missing, unreadable or holding no hooks would leave hooks silently off.
+    crate::checks::hooks_file(path).map_err(anyhow::Error::msg)?;
     let mut set = hooks::HookSet::default();
     set.read_file(path, hooks::Origin::Operator)?;
     for warning in &set.warnings {
@@ -325,6 +336,9 @@ impl std::fmt::Debug for AppState {
     }
 }
 
+/// Seconds a caller is told to wait (`Retry-After`) while an instance drains.
+pub const DRAIN_RETRY_SECS: u64 = 5;
+
 /// Sessions held in memory per instance before idle ones are forgotten (they stay in the journal).
 const MAX_HELD_SESSIONS: usize = 10_000;
 
@@ -398,6 +412,7 @@ impl AppState {
             approval_timeout: Duration::from_secs(args.approval_timeout_secs),
             instance_id: instance_id.clone(),
             deny: args.deny_list()?,
+            journal_deadline: args.journal_deadline(),
             ..ExecutorConfig::default()
         };
         let devices = Arc::new(Devices::new(
@@ -575,11 +590,31 @@ impl AppState {
         // Questions about the calls of MCP clients that can elicit go to those clients; the rest
         // wait in the local broker for the approvals API.
         let elicitation = mcp::Elicitation::new(broker.clone());
+        // Journal writes that must land (settlements, decisions) wait here when the journal does
+        // not take them, in a file of this process's whose space is reserved up front.
+        let outbox = journal::outbox::Outbox::open(
+            &state_dir.join("outbox"),
+            &instance_id,
+            args.outbox_reserve_mib.max(1) << 20,
+        )
+        .context("opening the journal's outbox")?;
+        if outbox.adopted() > 0 {
+            tracing::warn!(
+                writes = outbox.adopted(),
+                "journal writes that stopped servers on this host left waiting; landing them"
+            );
+        }
+        let bus = Arc::new(crate::bus::Bus::new(&instance_id));
+        // A deny rule naming a tool or API this server does not have would never match.
+        let catalogue = crate::checks::Catalogue::of(args.mcp_config.as_deref());
+        crate::checks::deny_rules(&config.deny, &(&toolbox, &catalogue)).map_err(anyhow::Error::msg)?;
         let executor = Executor::builder(Arc::new(toolbox))
             .journal(journal.clone())
             .broker(elicitation.clone())
             .config(config)
             .credentials(credentials.clone())
+            .outbox(Arc::new(outbox))
+            .tap(bus.clone())
             .build();
         executor.start(Duration::from_secs(60)).await.context("starting the journal's housekeeping")?;
 
@@ -608,6 +643,18 @@ impl AppState {
             keys,
             devices,
             cluster,
+            bus,
+            journal_probe: tokio::sync::Mutex::new(None),
+            connections: std::sync::OnceLock::new(),
+            folders: {
+                let mut folders = vec![state_dir.clone()];
+                if let Some(path) = journal::sqlite_path(&database_url) {
+                    let path = std::path::absolute(&path).unwrap_or(path);
+                    folders.extend(path.parent().map(Path::to_path_buf));
+                }
+                folders.dedup();
+                folders
+            },
             metrics,
             tools,
             sessions: RwLock::default(),
@@ -637,6 +684,21 @@ impl AppState {
                 tracing::warn!(skill = %problem.path.display(), refused = problem.refused, "{}", problem.message);
             }
         }
+        // Events of the other instances' sessions: through Redis when there is one, else through
+        // a Postgres journal's LISTEN/NOTIFY.
+        if let Some(url) = &state.args.redis_url {
+            state
+                .bus
+                .spawn_redis(url, &state.args.redis_prefix, state.closing.clone())
+                .context("the event bus")?;
+        } else if database_url.starts_with("postgres") {
+            state.bus.spawn_postgres(&database_url, state.closing.clone());
+        }
+        tracing::info!(
+            transport = state.bus.transport().as_str(),
+            "events of every instance reach this one's watchers"
+        );
+        state.spawn_reload_watch();
         state.devices.spawn_reaper(state.closing.clone());
         state.spawn_idle_reaper();
         state.spawn_pruner();
@@ -663,6 +725,9 @@ impl AppState {
                 }
             }
             ClusterMessage::EndSession { tenant, session_id } => self.forget(&tenant, &session_id),
+            ClusterMessage::Reload { origin } => {
+                let _ = self.reload(None, &format!("instance {origin} was told to reload"));
+            }
             other => self.devices.on_cluster_message(other).await,
         }
     }
@@ -1186,6 +1251,131 @@ impl AppState {
             )));
         }
         Ok(canonical.display().to_string())
+    }
+
+    /// Whether the journal can record calls now: free while the pipeline's last write landed;
+    /// after a failure, one short write (at most one at a time, four a second) tells whether it
+    /// is back.
+    ///
+    /// # Errors
+    ///
+    /// 503 with `Retry-After` while it is not.
+    pub async fn journal_ready(&self) -> Result<(), ApiError> {
+        let health = self.executor.journal_health();
+        if !health.is_down() {
+            return Ok(());
+        }
+        let mut probe = self.journal_probe.lock().await;
+        let fresh = probe.as_ref().is_some_and(|(at, _)| at.elapsed() < Duration::from_millis(250));
+        if !fresh {
+            let deadline = self.args.journal_deadline().min(Duration::from_secs(1));
+            let result = health.timed(deadline, self.journal.heartbeat(&self.instance_id)).await;
+            *probe = Some((Instant::now(), result));
+        }
+        match probe.as_ref().map(|(_, result)| result) {
+            Some(Err(error)) => Err(ApiError::unavailable_for(
+                format!("the journal cannot record calls right now ({error}), so none is run; retry shortly"),
+                crate::api::JOURNAL_RETRY_SECS,
+            )),
+            _ => Ok(()),
+        }
+    }
+
+    /// Reads the keys (`--api-key`, `--api-keys-file`) and the deny rules (`--deny-rules-file`)
+    /// again and puts them in force, or keeps the ones in force and says why: a file that does not
+    /// read, a key under two tenants, a rule naming a tool or API this server does not have, keys
+    /// that would open a keyed server or close an open one. `fresh` is the settings parsed anew
+    /// (the configuration file may have changed); without it the files of the start are read
+    /// again. Every outcome is logged (`reload` events).
+    ///
+    /// # Errors
+    ///
+    /// Why nothing changed.
+    pub fn reload(&self, fresh: Option<&ServeArgs>, why: &str) -> Result<String, String> {
+        let args = fresh.unwrap_or(&self.args);
+        let outcome = (|| {
+            let keys = args.keys().map_err(|e| format!("{e:#}"))?;
+            let problems = crate::checks::tenancy(args, &keys);
+            if let Some(problem) = problems.first() {
+                return Err(problem.clone());
+            }
+            let deny = args.deny_list().map_err(|e| format!("{e:#}"))?;
+            let catalogue = crate::checks::Catalogue::of(args.mcp_config.as_deref());
+            crate::checks::deny_rules(&deny, &(self.executor.toolbox(), &catalogue))?;
+            self.keys.replace(&keys)?;
+            let rules = deny.len();
+            self.executor.set_deny(deny);
+            Ok(format!("{} keys of {} tenants, {rules} deny rules", keys.len(), keys.tenants().len()))
+        })();
+        match &outcome {
+            Ok(summary) => tracing::info!(event = "reload", why, %summary, "keys and rules reloaded"),
+            Err(error) => {
+                tracing::error!(event = "reload", why, %error, "reload refused: the keys and rules in force are kept")
+            }
+        }
+        outcome
+    }
+
+    /// Reloads when the keys file or the deny rules file changes (checked every 2 s by size,
+    /// time and inode), until shutdown.
+    pub fn spawn_reload_watch(self: &Arc<Self>) {
+        let files: Vec<PathBuf> =
+            self.args.api_keys_file.iter().chain(&self.args.deny_rules_file).cloned().collect();
+        if files.is_empty() {
+            return;
+        }
+        let stamp = |files: &[PathBuf]| -> Vec<Option<(u64, i64, i64, u64)>> {
+            use std::os::unix::fs::MetadataExt as _;
+            files
+                .iter()
+                .map(|f| std::fs::metadata(f).ok().map(|m| (m.size(), m.mtime(), m.mtime_nsec(), m.ino())))
+                .collect()
+        };
+        let weak = Arc::downgrade(self);
+        let closing = self.closing.clone();
+        let mut last = stamp(&files);
+        tokio::spawn(async move {
+            loop {
+                tokio::select! {
+                    () = tokio::time::sleep(Duration::from_secs(2)) => {}
+                    () = closing.cancelled() => return,
+                }
+                let now = stamp(&files);
+                if now == last {
+                    continue;
+                }
+                last = now;
+                let Some(state) = weak.upgrade() else { return };
+                let _ = state.reload(None, "a keys or rules file changed");
+            }
+        });
+    }
+
+    /// Tells the other instances to reload too (after a `SIGHUP` here).
+    pub async fn reload_everywhere(&self) {
+        if let Some(cluster) = &self.cluster {
+            let message = ClusterMessage::Reload { origin: self.instance_id.clone() };
+            for instance in cluster.instances().await {
+                if instance != self.instance_id {
+                    cluster.send(&instance, &message).await;
+                }
+            }
+        }
+    }
+
+    /// Keeps the listener's connections, for the metrics.
+    pub fn set_connections(&self, tracker: Arc<crate::listen::Tracker>) {
+        let _ = self.connections.set(tracker);
+    }
+
+    /// The listener's connections, once it serves.
+    pub fn connections(&self) -> Option<&Arc<crate::listen::Tracker>> {
+        self.connections.get()
+    }
+
+    /// The folders the server writes to (the SQLite journal's, the state folder).
+    pub fn written_folders(&self) -> Vec<PathBuf> {
+        self.folders.clone()
     }
 
     /// Sessions held in memory here.

@@ -286,10 +286,11 @@ async fn inside_runs_outside_waits_for_approval_and_the_journal_lists_both() {
         (0, text)
     };
     assert!(
-        metrics.contains("toolhost_calls_total{tool=\"local-system\",status=\"executed\"} 3"),
+        metrics
+            .contains("toolhost_calls_total{tenant=\"local\",tool=\"local-system\",status=\"executed\"} 3"),
         "{metrics}"
     );
-    assert!(metrics.contains("toolhost_pending_approvals 0"));
+    assert!(metrics.contains("toolhost_pending_approvals_total 0"));
     server.stop().await;
 }
 
@@ -640,7 +641,11 @@ async fn acme_with(
     let ws = workspace();
     let mut args = common::args(dir.path());
     let person = toolhost_server::auth::Role::Person;
-    args.api_keys = vec![toolhost_server::auth::stored_form_as("acme", person, "ops", "key-acme")];
+    let operator = toolhost_server::auth::Role::Operator;
+    args.api_keys = vec![
+        toolhost_server::auth::stored_form_as("acme", person, "ops", "key-acme"),
+        toolhost_server::auth::stored_form_as("ops", operator, "root", "key-operator"),
+    ];
     args.workspace_roots = vec![toolhost_server::config::WorkspaceRoot::of("acme", ws.path())];
     // `/etc` granted for reading: a read there is within the tenant's limit, so it asks.
     args.tenant_paths = vec!["acme=ro:/etc".parse().unwrap()];
@@ -684,12 +689,17 @@ async fn a_tenant_past_its_budget_gets_429_and_metrics_take_a_key() {
     let (status, body) = server.post("/v1/sessions", json!({"working_directory": ws.path()})).await;
     assert_eq!(status, 429, "{body}");
 
-    // Metrics: a key is needed on a server with keys.
+    // Metrics: an operator's key is needed on a server with keys (they span tenants).
     let anonymous = server.client.get(server.url("/metrics")).send().await.unwrap();
     assert_eq!(anonymous.status(), 401);
-    let keyed = server.client.get(server.url("/metrics")).bearer_auth("key-acme").send().await.unwrap();
+    let tenant = server.client.get(server.url("/metrics")).bearer_auth("key-acme").send().await.unwrap();
+    assert_eq!(tenant.status(), 403);
+    let keyed = server.client.get(server.url("/metrics")).bearer_auth("key-operator").send().await.unwrap();
     assert_eq!(keyed.status(), 200);
-    assert!(keyed.text().await.unwrap().contains("toolhost_tenants_starved 0"));
+    let text = keyed.text().await.unwrap();
+    assert!(text.contains("toolhost_tenants_starved 0"), "{text}");
+    assert!(text.contains("toolhost_pending_approvals{tenant=\"acme\"} 1"), "{text}");
+    assert!(text.contains("toolhost_http_responses_total{code=\"429\"} 2"), "{text}");
 
     let (_, pending) = server.get("/v1/approvals").await;
     let approval = pending[0]["id"].as_str().unwrap().to_owned();

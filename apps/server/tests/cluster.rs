@@ -277,3 +277,101 @@ async fn ending_a_session_on_one_instance_cancels_its_calls_on_another() {
     a.stop().await;
     b.stop().await;
 }
+
+/// Server-sent events read from a response as they come: `(event, data)`.
+struct Events {
+    response: reqwest::Response,
+    buffer: String,
+}
+
+impl Events {
+    async fn open(server: &TestServer, path: &str) -> Self {
+        let response = server.client.get(server.url(path)).send().await.unwrap();
+        assert_eq!(response.status(), 200);
+        Self { response, buffer: String::new() }
+    }
+
+    /// The next event of kind `kind`, within `limit`.
+    async fn next_of(&mut self, kind: &str, limit: Duration) -> serde_json::Value {
+        let deadline = Instant::now() + limit;
+        loop {
+            while let Some(end) = self.buffer.find("\n\n") {
+                let block: String = self.buffer.drain(..end + 2).collect();
+                let event = block.lines().find_map(|l| l.strip_prefix("event: ")).unwrap_or_default();
+                let data = block.lines().find_map(|l| l.strip_prefix("data: ")).unwrap_or("null");
+                if event == kind {
+                    return serde_json::from_str(data).unwrap();
+                }
+            }
+            let left = deadline.saturating_duration_since(Instant::now());
+            match tokio::time::timeout(left, self.response.chunk()).await {
+                Ok(Ok(Some(chunk))) => self.buffer.push_str(&String::from_utf8_lossy(&chunk)),
+                _ => panic!("no `{kind}` event within {limit:?}; read: {}", self.buffer),
+            }
+        }
+    }
+}
+
+/// One view across instances: the tenant's stream on B carries the calls proposed on A, in
+/// order, once each; a decision made on B lets A's call run, and B's stream sees it end.
+async fn events_cross_instances(database: &str, redis: Option<&str>) {
+    let instance = |redis: Option<&str>| {
+        let dir = tempfile::tempdir().unwrap();
+        let mut args = common::args(dir.path());
+        args.database_url = Some(database.to_owned());
+        args.redis_url = redis.map(str::to_owned);
+        TestServer::start_with(dir, args)
+    };
+    let a = instance(redis).await;
+    let b = instance(redis).await;
+    let ws = workspace();
+    let mut tenant = Events::open(&b, "/v1/events").await;
+    let sid = a.session(json!({"working_directory": ws.path()})).await;
+    let mut session = Events::open(&b, &format!("/v1/sessions/{sid}/events")).await;
+    // The other instance's subscription is made once it serves; give it a moment to be live.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let proposed_at = Instant::now();
+    let pending = submit(
+        &a,
+        &sid,
+        json!([{"id": "x1", "name": "runCommand", "arguments": json!({"command": "echo crossed"}).to_string()}]),
+    );
+    let asked = tenant.next_of("permission.requested", Duration::from_secs(5)).await;
+    assert!(proposed_at.elapsed() < Duration::from_secs(1), "seen on B after {:?}", proposed_at.elapsed());
+    assert_eq!(asked["session_id"], sid.as_str(), "{asked}");
+    assert_eq!(asked["instance"], a.state.instance_id.as_str(), "{asked}");
+    let approval = asked["approval_id"].as_str().unwrap().to_owned();
+    let same = session.next_of("permission.requested", Duration::from_secs(5)).await;
+    assert_eq!(same["approval_id"], approval.as_str());
+    // Decided where the console is when Redis carries decisions between instances; without it,
+    // where the call waits.
+    let decider = if redis.is_some() { &b } else { &a };
+    let (status, body) =
+        decider.post(&format!("/v1/approvals/{approval}"), json!({"decision": {"kind": "allow_once"}})).await;
+    assert_eq!(status, 200, "{body}");
+    let finished = tenant.next_of("call.finished", Duration::from_secs(10)).await;
+    assert_eq!(finished["call_id"], "x1");
+    let answer = tokio::time::timeout(Duration::from_secs(10), pending).await.unwrap().unwrap();
+    assert_eq!(answer["results"][0]["status"], "executed", "{answer}");
+    // In order, once each: granted before started before finished on the session's stream.
+    let granted = session.next_of("permission.granted", Duration::from_secs(5)).await;
+    let started = session.next_of("call.started", Duration::from_secs(5)).await;
+    let done = session.next_of("call.finished", Duration::from_secs(5)).await;
+    let seq = |event: &serde_json::Value| event["seq"].as_u64().unwrap();
+    assert!(seq(&same) < seq(&granted) && seq(&granted) < seq(&started) && seq(&started) < seq(&done));
+    a.stop().await;
+    b.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn events_of_every_instance_reach_a_watcher_through_redis() {
+    let pg = PgServer::start();
+    let redis = RedisServer::start();
+    events_cross_instances(&pg.database_url("events_redis"), Some(&redis.url())).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn events_of_every_instance_reach_a_watcher_through_postgres_notify() {
+    let pg = PgServer::start();
+    events_cross_instances(&pg.database_url("events_notify"), None).await;
+}

@@ -11,12 +11,9 @@ use common::{free_port, wait_healthy as wait_up};
 
 /// The binary with a clean environment (no `TOOLHOST_*` of the machine running the tests).
 fn server() -> Command {
-    let mut command = Command::new(env!("CARGO_BIN_EXE_toolhost-server"));
-    command
-        .env_clear()
-        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
-        .env("RUST_LOG", "warn")
-        .stdin(Stdio::null());
+    let mut command = common::server_binary();
+    // The tests here read what it says.
+    command.stdout(Stdio::piped()).stderr(Stdio::piped());
     command
 }
 
@@ -133,10 +130,9 @@ fn unknown_keys_and_bad_values_are_refused_with_their_names() {
     let out = server().arg("--config").arg(&bad.file).output().unwrap();
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        err.contains("configuration file") && err.contains("--command-cpu-weight") && err.contains("heavy"),
-        "{err}"
-    );
+    // The file, the line and the key as the file spells it.
+    let at = format!("{}:7: command-cpu-weight:", bad.file.display());
+    assert!(err.contains(&at) && err.contains("heavy"), "{err}");
 
     // An exposure for a tool that does not exist would hide nothing: refused, not ignored.
     for (setting, says) in [
@@ -228,6 +224,24 @@ fn the_service_unit_verifies() {
         .expect("systemd-analyze is installed (.ci/run installs systemd)");
     let said = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success() && !said.contains("toolhost-server.service:"), "{said}");
+    // No variable that would win over the configuration file's settings (a journal URL above all).
+    assert!(!unit.lines().any(|line| line.starts_with("Environment=")), "{unit}");
+    // Closed: systemd rates the unit's exposure 4.0 or less ("OK").
+    let out = Command::new("systemd-analyze")
+        .args(["security", "--offline=true", "--no-pager"])
+        .arg(&path)
+        .output()
+        .expect("systemd-analyze runs");
+    let rated = String::from_utf8_lossy(&out.stdout);
+    let level: f64 = rated
+        .lines()
+        .find_map(|line| line.split("exposure level for").nth(1))
+        .and_then(|rest| rest.split_whitespace().nth(1))
+        .and_then(|level| level.parse().ok())
+        .unwrap_or_else(|| {
+            panic!("no exposure level in:\n{rated}\n{}", String::from_utf8_lossy(&out.stderr))
+        });
+    assert!(level <= 4.0, "exposure {level}:\n{rated}");
 }
 
 /// `--log-format json`: every line a log system reads is one JSON object with its level.
@@ -283,4 +297,223 @@ async fn the_server_tells_systemd_when_it_is_ready() {
     assert_eq!(ready.status().as_u16(), 200, "ready when it said so");
     child.kill().unwrap();
     child.wait().unwrap();
+}
+
+/// `check-config` finds what parses and is still wrong, says each with the file and line of its
+/// setting, exits 1, and writes nothing.
+#[test]
+fn check_config_finds_settings_that_parse_and_are_wrong() {
+    let check = |extra: &str| {
+        let setup = setup(free_port(), extra);
+        let out = server().arg("--config").arg(&setup.file).arg("check-config").output().unwrap();
+        (
+            setup,
+            out.status.code(),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    // One key under two tenants (the file already gives acme this key), named with its line.
+    let twice = toolhost_server::auth::stored_form("globex", "key-acme");
+    let (setup, _, _, _) = check("");
+    std::fs::write(setup.root.join("keys"), format!("# the keys\n{twice}\n")).unwrap();
+    let with_keys = std::fs::read_to_string(&setup.file).unwrap()
+        + &format!("api-keys-file = \"{}\"\n", setup.root.join("keys").display());
+    std::fs::write(&setup.file, with_keys).unwrap();
+    let out = server().arg("--config").arg(&setup.file).arg("check-config").output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains(&format!(
+            "{}:2: this key is also api-key #1 (tenant `acme`",
+            setup.root.join("keys").display()
+        )),
+        "{err}"
+    );
+
+    // A tenant named in a root that no key has, with its line; roots shared between tenants.
+    let (setup, code, _, err) = check("tenant-path = [\"acne=ro:/etc\"]");
+    assert_eq!(code, Some(1));
+    assert!(
+        err.contains(&format!(
+            "{}:7: tenant-path: no key belongs to the tenant `acne` (did you mean `acme`?)",
+            setup.file.display()
+        )),
+        "{err}"
+    );
+    let (_, code, _, err) = check(&format!("hooks = \"{}\"", "/nonexistent/hooks.json"));
+    assert_eq!(code, Some(1));
+    assert!(err.contains("hooks: /nonexistent/hooks.json does not exist"), "{err}");
+    let (setup, _, _, _) = check("");
+    std::fs::write(setup.root.join("deny.json"), r#"[{"tool": "local-sytem", "api": "runCommand"}]"#)
+        .unwrap();
+    let denied = std::fs::read_to_string(&setup.file).unwrap()
+        + &format!("deny-rules-file = \"{}\"\n", setup.root.join("deny.json").display());
+    std::fs::write(&setup.file, denied).unwrap();
+    let out = server().arg("--config").arg(&setup.file).arg("check-config").output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("did you mean `local-system`"), "{err}");
+
+    // Unreachable databases are named with their address; nothing is created.
+    let port = free_port();
+    let (_, code, _, err) = check(&format!("redis-url = \"redis://127.0.0.1:{port}/\""));
+    assert_eq!(code, Some(1));
+    assert!(err.contains(&format!("redis-url: Redis at 127.0.0.1:{port}")), "{err}");
+    let setup = self::setup(free_port(), "");
+    let text = std::fs::read_to_string(&setup.file)
+        .unwrap()
+        .replace("database_url = { file", "# database_url = { file");
+    let pg = format!("database-url = \"postgres://toolhost@127.0.0.1:{port}/nothing\"\n");
+    std::fs::write(&setup.file, text + &pg).unwrap();
+    let out = server().arg("--config").arg(&setup.file).arg("check-config").output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("database-url: the journal's database cannot be used") && !err.contains(" at line "),
+        "{err}"
+    );
+    // A new SQLite journal is not made by a check, and its pending migrations are named.
+    let (setup, code, out, err) = check("");
+    assert_eq!(code, Some(0), "{err}");
+    assert!(out.contains("does not exist yet: the start makes it"), "{out}");
+    assert!(!setup.root.join("state/journal.db").exists(), "check-config made the journal");
+    // A variable that overrides the file's setting is said.
+    let out = server()
+        .env("TOOLHOST_DATABASE_URL", format!("sqlite://{}/other.db", setup.root.display()))
+        .arg("--config")
+        .arg(&setup.file)
+        .arg("check-config")
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("# note: TOOLHOST_DATABASE_URL in the environment overrides database-url of the configuration file"),
+        "{text}"
+    );
+    // A file that does not parse is exit 1 for check-config too.
+    let (setup, _, _, _) = check("");
+    std::fs::write(&setup.file, "listen = [").unwrap();
+    let out = server().arg("--config").arg(&setup.file).arg("check-config").output().unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    // `localhost` is an address to listen on.
+    let setup = self::setup(free_port(), "");
+    let text = std::fs::read_to_string(&setup.file)
+        .unwrap()
+        .replace("listen = \"127.0.0.1:", "listen = \"localhost:");
+    std::fs::write(&setup.file, text).unwrap();
+    let out = server().arg("--config").arg(&setup.file).arg("check-config").output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+}
+
+/// Keys reload without a restart: on `SIGHUP` and when the keys file changes. A bad file is
+/// refused and the keys in force are kept; `SIGHUP` never ends the process.
+#[tokio::test]
+async fn keys_reload_on_sighup_and_when_their_file_changes_and_a_bad_file_is_refused() {
+    let port = free_port();
+    let setup = setup(port, "");
+    let keys = setup.root.join("keys");
+    let stored = |tenant: &str, key: &str| toolhost_server::auth::stored_form(tenant, key);
+    std::fs::write(&keys, format!("{}\n", stored("acme", "key-one"))).unwrap();
+    let text =
+        std::fs::read_to_string(&setup.file).unwrap() + &format!("api-keys-file = \"{}\"\n", keys.display());
+    std::fs::write(&setup.file, text).unwrap();
+    let mut child = server()
+        .arg("--config")
+        .arg(&setup.file)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let base = format!("http://127.0.0.1:{port}");
+    assert!(wait_up(&base).await);
+    let client = reqwest::Client::builder().no_proxy().build().unwrap();
+    let status = |key: &'static str| {
+        let (client, base) = (client.clone(), base.clone());
+        async move {
+            client.get(format!("{base}/v1/journal")).bearer_auth(key).send().await.unwrap().status().as_u16()
+        }
+    };
+    assert_eq!(status("key-one").await, 200);
+    assert_eq!(status("key-two").await, 401);
+    let hup = |child: &std::process::Child| {
+        assert!(Command::new("kill").args(["-HUP", &child.id().to_string()]).status().unwrap().success());
+    };
+
+    // SIGHUP: the file as it is now.
+    std::fs::write(&keys, format!("{}\n", stored("acme", "key-two"))).unwrap();
+    hup(&child);
+    let waited = std::time::Instant::now();
+    while status("key-two").await != 200 {
+        assert!(waited.elapsed() < Duration::from_secs(10), "SIGHUP did not reload the keys");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(status("key-one").await, 401, "the old key went");
+    assert!(child.try_wait().unwrap().is_none(), "SIGHUP ended the server");
+
+    // A bad file (a key under two tenants): refused, the keys in force stay.
+    std::fs::write(&keys, format!("{}\n{}\n", stored("acme", "key-three"), stored("globex", "key-three")))
+        .unwrap();
+    hup(&child);
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert_eq!(status("key-two").await, 200);
+    assert_eq!(status("key-three").await, 401);
+
+    // A change to the file alone is noticed.
+    std::fs::write(&keys, format!("{}\n", stored("acme", "key-four"))).unwrap();
+    let waited = std::time::Instant::now();
+    while status("key-four").await != 200 {
+        assert!(waited.elapsed() < Duration::from_secs(10), "the changed keys file was not reloaded");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    child.kill().unwrap();
+    let out = child.wait_with_output().unwrap();
+    let log = String::from_utf8_lossy(&out.stderr);
+    assert!(log.contains("reload refused") && log.contains("this key is also"), "{log}");
+}
+
+/// The audit trail: each request one `request` event with its id (the caller's `X-Request-Id`,
+/// returned), tenant, key, route, status and latency; refused keys and approvals as events.
+#[tokio::test]
+async fn every_request_and_approval_is_an_audit_event_with_its_request_id() {
+    let port = free_port();
+    let setup = setup(port, "log-format = \"json\"");
+    let mut child = server()
+        .env("RUST_LOG", "info")
+        .arg("--config")
+        .arg(&setup.file)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let base = format!("http://127.0.0.1:{port}");
+    assert!(wait_up(&base).await);
+    let client = reqwest::Client::builder().no_proxy().build().unwrap();
+    let response = client
+        .get(format!("{base}/v1/journal"))
+        .bearer_auth("key-acme")
+        .header("x-request-id", "trace-42")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.headers()["x-request-id"], "trace-42");
+    let made = client.get(format!("{base}/v1/journal")).bearer_auth("key-acme").send().await.unwrap();
+    assert!(made.headers()["x-request-id"].to_str().unwrap().starts_with("req-"));
+    let refused = client.get(format!("{base}/v1/journal")).bearer_auth("nope").send().await.unwrap();
+    assert_eq!(refused.status(), 401);
+    child.kill().unwrap();
+    let out = child.wait_with_output().unwrap();
+    let events: Vec<serde_json::Value> =
+        String::from_utf8_lossy(&out.stderr).lines().filter_map(|l| serde_json::from_str(l).ok()).collect();
+    let request = events
+        .iter()
+        .find(|e| e["event"] == "request" && e["request_id"] == "trace-42")
+        .unwrap_or_else(|| panic!("no request event: {events:?}"));
+    assert_eq!(request["tenant"], "acme", "{request}");
+    assert_eq!(request["route"], "/v1/journal", "{request}");
+    assert_eq!(request["status"], 200, "{request}");
+    assert!(request["key"].as_str().unwrap().starts_with("acme/agent/"), "{request}");
+    assert!(request["latency_ms"].is_number() && request["instance"].is_string(), "{request}");
+    let refusal = events.iter().find(|e| e["event"] == "auth.refused").expect("a refused key is an event");
+    assert_eq!(refusal["reason"], "unknown API key", "{refusal}");
+    assert!(!String::from_utf8_lossy(&out.stderr).contains("nope"), "the refused key itself is never logged");
 }

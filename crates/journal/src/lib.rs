@@ -135,7 +135,7 @@ mod sqlite;
 pub mod compact;
 pub use instance::{current_instance, host_name, new_instance_id};
 pub use postgres::PostgresJournal;
-pub use sqlite::{SqliteJournal, SqliteTuning, backup, sqlite_path};
+pub use sqlite::{BackupError, SqliteJournal, SqliteTuning, backup, sqlite_path};
 
 /// Opens the journal a URL names and runs its migrations.
 ///

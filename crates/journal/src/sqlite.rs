@@ -1,6 +1,7 @@
 //! The SQLite journal: WAL, one writer thread with group commit, a small read-only pool.
 
 use std::collections::HashSet;
+use std::os::unix::fs::OpenOptionsExt as _;
 use std::str::FromStr;
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -743,30 +744,64 @@ impl Default for Restart {
     }
 }
 
-/// Copies a live SQLite journal to `to` (which must not exist), consistently, with `VACUUM INTO`:
-/// one read transaction of the whole database, which the write-ahead log lets writers go on
-/// beside. The copy is a plain, compact database that opens as a journal. Returns its size.
+/// Why a backup was not made.
+#[derive(Debug, thiserror::Error)]
+pub enum BackupError {
+    /// The journal is not an SQLite file (Postgres: `pg_dump`; in memory: nothing to copy).
+    #[error("{0}")]
+    NotAFile(String),
+    /// The copy's path is taken: a backup never overwrites.
+    #[error("{} exists already: a backup never overwrites a file; name a new one", .0.display())]
+    Exists(std::path::PathBuf),
+    /// The copy could not be made.
+    #[error("cannot make {}: {source}", .path.display())]
+    Create {
+        /// The copy.
+        path: std::path::PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// SQLite refused.
+    #[error("SQLite: {0}")]
+    Sqlite(#[from] rusqlite::Error),
+}
+
+/// Copies the live SQLite journal a URL names to `to`, consistently (`VACUUM INTO`), while
+/// writers go on. The copy is readable by its owner only (0600): it holds every call's arguments
+/// and results. Returns its size in bytes.
 ///
 /// # Errors
 ///
-/// Not an SQLite file URL, the journal cannot be read, or `to` exists or cannot be written.
-pub fn backup(url: &str, to: &std::path::Path) -> Result<u64, JournalError> {
+/// [`BackupError`]: not an SQLite file, `to` exists, the copy cannot be made or SQLite refuses.
+pub fn backup(url: &str, to: &std::path::Path) -> Result<u64, BackupError> {
     let Some(path) = sqlite_path(url) else {
-        return Err(JournalError::UnsupportedUrl(
-            "a backup copies an SQLite file journal; for Postgres use pg_dump".into(),
-        ));
+        return Err(BackupError::NotAFile(if url.starts_with("sqlite:") {
+            "the journal is in memory: there is nothing to back up".into()
+        } else {
+            "the journal is not an SQLite file".into()
+        }));
     };
-    if to.exists() {
-        return Err(JournalError::Corrupt(format!("{} exists; a backup never overwrites", to.display())));
+    // Made here, empty and private, so that SQLite writes the copy into a file only its owner
+    // reads (VACUUM INTO takes an empty file).
+    std::fs::OpenOptions::new().write(true).create_new(true).mode(0o600).open(to).map_err(|source| {
+        match source.kind() {
+            std::io::ErrorKind::AlreadyExists => BackupError::Exists(to.to_path_buf()),
+            _ => BackupError::Create { path: to.to_path_buf(), source },
+        }
+    })?;
+    let copy = (|| {
+        let conn = rusqlite::Connection::open_with_flags(
+            &path,
+            rusqlite::OpenFlags::SQLITE_OPEN_READ_WRITE | rusqlite::OpenFlags::SQLITE_OPEN_NO_MUTEX,
+        )?;
+        conn.busy_timeout(BUSY_TIMEOUT)?;
+        conn.execute("VACUUM INTO ?1", [to.to_string_lossy().as_ref()])?;
+        Ok::<_, rusqlite::Error>(())
+    })();
+    if let Err(error) = copy {
+        let _ = std::fs::remove_file(to);
+        return Err(error.into());
     }
-    let conn = rusqlite::Connection::open_with_flags(
-        &path,
-        rusqlite::OpenFlags::SQLITE_OPEN_READ_WRITE | rusqlite::OpenFlags::SQLITE_OPEN_NO_MUTEX,
-    )
-    .map_err(|e| JournalError::Sqlite(Arc::new(e)))?;
-    conn.busy_timeout(BUSY_TIMEOUT).map_err(|e| JournalError::Sqlite(Arc::new(e)))?;
-    conn.execute("VACUUM INTO ?1", [to.to_string_lossy().as_ref()])
-        .map_err(|e| JournalError::Sqlite(Arc::new(e)))?;
     Ok(std::fs::metadata(to).map(|m| m.len()).unwrap_or(0))
 }
 

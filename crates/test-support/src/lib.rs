@@ -80,6 +80,7 @@ pub struct PgServer {
     port: u16,
     pg_ctl: PathBuf,
     as_postgres: bool,
+    options: String,
 }
 
 impl PgServer {
@@ -110,18 +111,40 @@ impl PgServer {
             "-p {port} -k {} -c listen_addresses=127.0.0.1 -c fsync=off -c synchronous_commit=off -c full_page_writes=off -c max_connections=200",
             dir.path().display()
         );
-        let mut start = Self::command(as_postgres, &pg_ctl);
+        let server = Self { dir, port, pg_ctl, as_postgres, options };
+        server.start_again();
+        server
+    }
+
+    /// Stops the server as `pg_ctl stop -m MODE` does (`fast`: clients disconnected, a clean
+    /// shutdown; `immediate`: no shutdown at all, recovery at the next start), keeping its data.
+    ///
+    /// # Panics
+    ///
+    /// When `pg_ctl` fails.
+    pub fn stop(&self, mode: &str) {
+        let mut stop = Self::command(self.as_postgres, &self.pg_ctl);
+        stop.arg("-D").arg(self.dir.path().join("data")).args(["-m", mode, "-w", "stop"]);
+        run(&mut stop, "pg_ctl stop");
+    }
+
+    /// Starts the server (again) on its port and data.
+    ///
+    /// # Panics
+    ///
+    /// When `pg_ctl` fails or the server does not listen within 30 s.
+    pub fn start_again(&self) {
+        let mut start = Self::command(self.as_postgres, &self.pg_ctl);
         start
             .arg("-D")
-            .arg(&data)
+            .arg(self.dir.path().join("data"))
             .arg("-o")
-            .arg(options)
+            .arg(&self.options)
             .arg("-l")
-            .arg(dir.path().join("log"))
+            .arg(self.dir.path().join("log"))
             .args(["-w", "start"]);
         run(&mut start, "pg_ctl start");
-        wait_for_port(port, "postgres");
-        Self { dir, port, pg_ctl, as_postgres }
+        wait_for_port(self.port, "postgres");
     }
 
     fn command(as_postgres: bool, binary: &Path) -> Command {
@@ -165,9 +188,9 @@ impl Drop for PgServer {
 /// A Redis server in a temp folder, stopped on drop.
 #[derive(Debug)]
 pub struct RedisServer {
-    _dir: tempfile::TempDir,
+    dir: tempfile::TempDir,
     port: u16,
-    child: std::process::Child,
+    child: std::sync::Mutex<Option<std::process::Child>>,
 }
 
 impl RedisServer {
@@ -177,20 +200,47 @@ impl RedisServer {
     ///
     /// When `redis-server` is missing (install `redis-server`) or does not start.
     pub fn start() -> Self {
+        let dir = tempfile::Builder::new().prefix("toolhost-redis-").tempdir().expect("a temp dir");
+        let server = Self { dir, port: free_port(), child: std::sync::Mutex::new(None) };
+        server.start_again();
+        server
+    }
+
+    /// Stops the server (it is killed; what it held is gone).
+    pub fn stop(&self) {
+        if let Some(mut child) = self.child.lock().unwrap_or_else(std::sync::PoisonError::into_inner).take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
+    /// Starts the server (again) on its port.
+    ///
+    /// # Panics
+    ///
+    /// When `redis-server` is missing or does not listen within 30 s.
+    pub fn start_again(&self) {
         let binary =
             find_binary("redis-server", &[]).expect("redis-server not found: apt-get install redis-server");
-        let dir = tempfile::Builder::new().prefix("toolhost-redis-").tempdir().expect("a temp dir");
-        let port = free_port();
         let child = Command::new(binary)
-            .args(["--port", &port.to_string(), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"])
+            .args([
+                "--port",
+                &self.port.to_string(),
+                "--bind",
+                "127.0.0.1",
+                "--save",
+                "",
+                "--appendonly",
+                "no",
+            ])
             .arg("--dir")
-            .arg(dir.path())
+            .arg(self.dir.path())
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
             .expect("redis-server starts");
-        wait_for_port(port, "redis-server");
-        Self { _dir: dir, port, child }
+        *self.child.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = Some(child);
+        wait_for_port(self.port, "redis-server");
     }
 
     /// The port it listens on.
@@ -206,8 +256,7 @@ impl RedisServer {
 
 impl Drop for RedisServer {
     fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        self.stop();
     }
 }
 

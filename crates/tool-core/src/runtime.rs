@@ -124,6 +124,9 @@ pub enum ErrorKind {
     Execution,
     /// A bug or an unexpected failure inside Toolhost.
     Internal,
+    /// Something the call needs before it may run is out of service for now (the journal could
+    /// not record it): nothing ran; the same call may be retried in a few seconds.
+    Unavailable,
 }
 
 impl ErrorKind {
@@ -141,6 +144,7 @@ impl ErrorKind {
             Self::Denied => "denied",
             Self::Execution => "execution",
             Self::Internal => "internal",
+            Self::Unavailable => "unavailable",
         }
     }
 }

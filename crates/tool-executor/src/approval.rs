@@ -128,7 +128,7 @@ pub enum Verdict {
 }
 
 /// Everything [`decide`] looks at.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub struct DecisionInput<'a> {
     /// The tool.
     pub entry: &'a ToolEntry,
@@ -146,8 +146,8 @@ pub struct DecisionInput<'a> {
     pub temp_directory: Option<&'a Path>,
     /// The hard limit of the session's files, when it has one.
     pub hard_roots: Option<&'a [tool_core::FileRoot]>,
-    /// The operator's deny list.
-    pub deny: &'a crate::deny::DenyList,
+    /// The operator's deny list (as it is now: the operator may reload it).
+    pub deny: std::sync::Arc<crate::deny::DenyList>,
 }
 
 fn from_intervention(intervention: Intervention, reason: impl Into<String>, run_as: &'static str) -> Verdict {
@@ -258,8 +258,9 @@ pub fn decide(toolbox: &Toolbox, input: &DecisionInput<'_>) -> Verdict {
             None => AuditVerdict::Flag(format!("the {audit} audit is not available")),
         };
         return match verdict {
-            AuditVerdict::Pass => from_intervention(*default, format!("{label} needs approval"), "audit"),
-            AuditVerdict::Flag(reason) => from_intervention(*policy, reason, "audit"),
+            // The audit is the tool's policy: a call it lets run is journalled as `policy`.
+            AuditVerdict::Pass => from_intervention(*default, format!("{label} needs approval"), "policy"),
+            AuditVerdict::Flag(reason) => from_intervention(*policy, reason, "policy"),
             // Past a hard boundary: no mode, grant or person may run it.
             AuditVerdict::Refuse(reason) => Verdict::Block(reason),
         };
@@ -495,6 +496,15 @@ impl LocalBroker {
     /// How many questions wait for an answer, over every tenant.
     pub fn pending_count(&self) -> usize {
         self.waiting.lock().unwrap_or_else(|p| p.into_inner()).len()
+    }
+
+    /// How many questions wait for an answer, by tenant.
+    pub fn pending_by_tenant(&self) -> std::collections::BTreeMap<String, usize> {
+        let mut counts = std::collections::BTreeMap::new();
+        for (request, _) in self.waiting.lock().unwrap_or_else(|p| p.into_inner()).values() {
+            *counts.entry(request.tenant.clone()).or_insert(0) += 1;
+        }
+        counts
     }
 
     /// Questions waiting for an answer, of one tenant (and one session, when given).

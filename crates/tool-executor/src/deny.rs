@@ -87,6 +87,16 @@ impl DenyList {
         self.rules.is_empty()
     }
 
+    /// How many rules there are.
+    pub fn len(&self) -> usize {
+        self.rules.len()
+    }
+
+    /// The rules, as written.
+    pub fn rules(&self) -> impl Iterator<Item = &DenyRule> {
+        self.rules.iter().map(|(rule, _)| rule)
+    }
+
     /// Why the call is denied, if a rule matches it.
     pub fn check(&self, tool: &str, api: &str, arguments: &Value) -> Option<String> {
         self.rules.iter().find_map(|(rule, compiled)| {

@@ -174,3 +174,11 @@ impl Event {
         }
     }
 }
+
+/// Sees every event of every session an executor opens, as it is emitted (before the session's
+/// own subscribers): how a front end carries events beyond one session's stream (a tenant's
+/// stream, other instances). It runs on the pipeline's path: it must not block.
+pub trait EventTap: Send + Sync + std::fmt::Debug {
+    /// One event of `session`.
+    fn event(&self, session: &crate::Session, event: &Event);
+}

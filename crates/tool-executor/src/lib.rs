@@ -4,14 +4,14 @@
 //! tool call {id, name as the model sent it, raw arguments}
 //!   → resolve the name (session names, aliases; unknown → closest names, then a directive)
 //!   → parse (truncated JSON diagnosed) → prepare → validate (every violation with its path)
-//!   → journal: proposed
+//!   → journal: proposed (within a deadline; a call the journal cannot take is refused, not run)
 //!   → a person's hooks (PreToolUse: deny, allow, ask, rewrite)
 //!   → approval: tier × policy (global audits, dynamic audits, rules) × session mode
 //!       → run | PermissionRequest hooks, then ask a person | block ("Blocked by security/privacy.")
 //!   → before hooks (block or rewrite) → one timeout referee
 //!   → run the runtime (panics caught) with a cancellation token and progress events
 //!   → after hooks → PostToolUse hooks (context for the model) → status from in-band errors → content cut to a budget
-//!   → journal: executed | failed | blocked | denied → events
+//!   → journal: executed | failed | blocked | denied (or the outbox, until it lands) → events
 //! ```
 //!
 //! **Architecture invariant:** every call yields exactly one result and at most one journal row,
@@ -28,6 +28,7 @@
 pub mod approval;
 pub mod call_hooks;
 pub mod deny;
+pub mod durable;
 pub mod events;
 pub mod exposure;
 pub mod matcher;
@@ -39,7 +40,8 @@ pub mod urls;
 
 pub use approval::{ApprovalBroker, ApprovalMode, Decided, Decision, LocalBroker, SessionPolicy};
 pub use call_hooks::{CallHooks, HookAnswer, HookDecision, HookNote, HookedCall};
-pub use events::Event;
+pub use durable::JournalHealth;
+pub use events::{Event, EventTap};
 pub use exposure::{ExposureConfig, deferred_summary, deferred_tools, role_values, session_functions};
 pub use journal::AttemptStatus;
 pub use pipeline::{

@@ -6,6 +6,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use futures::FutureExt;
+use journal::outbox::{Outbox, OutboxOp};
 use journal::{
     AttemptStatus, Journal, NewAttempt, PendingApproval, RememberedDecision, Settlement, has_controls,
     strip_controls,
@@ -21,7 +22,8 @@ use crate::approval::{
     decide, prefix_covers,
 };
 use crate::call_hooks::{CallHooks, HookAnswer, HookDecision, HookedCall};
-use crate::events::Event;
+use crate::durable::JournalHealth;
+use crate::events::{Event, EventTap};
 use crate::session::{HookCall, Session, SessionConfig};
 use crate::toolbox::Toolbox;
 
@@ -98,6 +100,9 @@ pub struct ExecutorConfig {
     pub instance_id: String,
     /// Calls that never run, in any mode (the operator's).
     pub deny: crate::deny::DenyList,
+    /// How long a journal write may take before the pipeline gives up on it: a propose that does
+    /// not land in time refuses its call (see [`crate::durable`]); a settle goes to the outbox.
+    pub journal_deadline: Duration,
 }
 
 impl Default for ExecutorConfig {
@@ -111,6 +116,7 @@ impl Default for ExecutorConfig {
             approval_timeout: Duration::from_secs(600),
             instance_id: journal::new_instance_id(),
             deny: crate::deny::DenyList::default(),
+            journal_deadline: Duration::from_secs(2),
         }
     }
 }
@@ -250,6 +256,16 @@ struct Inner {
     remembered: Mutex<Vec<RememberedDecision>>,
     /// Whose values are redacted from every output, progress line and journal row.
     credentials: credentials::Credentials,
+    /// Journal writes that must land, until they do.
+    outbox: Arc<Outbox>,
+    /// Whether the outbox's drain runs (started with the first write it holds, or at `start`).
+    draining: std::sync::OnceLock<()>,
+    /// What the pipeline's own writes say of the journal.
+    health: Arc<JournalHealth>,
+    /// Sees every event of every session.
+    tap: Option<Arc<dyn EventTap>>,
+    /// The operator's deny list as it is now (`config.deny` at start; [`Executor::set_deny`]).
+    deny: std::sync::RwLock<Arc<crate::deny::DenyList>>,
 }
 
 /// The pipeline. Cheap to clone; every clone is the same executor.
@@ -271,6 +287,8 @@ pub struct ExecutorBuilder {
     broker: Option<Arc<dyn ApprovalBroker>>,
     config: ExecutorConfig,
     credentials: credentials::Credentials,
+    outbox: Option<Arc<Outbox>>,
+    tap: Option<Arc<dyn EventTap>>,
 }
 
 impl std::fmt::Debug for ExecutorBuilder {
@@ -310,6 +328,21 @@ impl ExecutorBuilder {
         self
     }
 
+    /// Keeps journal writes that must land in this outbox until they do (default: one in memory,
+    /// which a crash loses).
+    #[must_use]
+    pub fn outbox(mut self, outbox: Arc<Outbox>) -> Self {
+        self.outbox = Some(outbox);
+        self
+    }
+
+    /// Hands every event of every session this executor opens to `tap` as well.
+    #[must_use]
+    pub fn tap(mut self, tap: Arc<dyn EventTap>) -> Self {
+        self.tap = Some(tap);
+        self
+    }
+
     /// The executor.
     pub fn build(self) -> Executor {
         let (broker, local_broker): (Arc<dyn ApprovalBroker>, Option<Arc<LocalBroker>>) = match self.broker {
@@ -319,6 +352,7 @@ impl ExecutorBuilder {
                 (local.clone(), Some(local))
             }
         };
+        let deny = std::sync::RwLock::new(Arc::new(self.config.deny.clone()));
         Executor {
             inner: Arc::new(Inner {
                 toolbox: self.toolbox,
@@ -328,6 +362,11 @@ impl ExecutorBuilder {
                 config: self.config,
                 remembered: Mutex::new(Vec::new()),
                 credentials: self.credentials,
+                outbox: self.outbox.unwrap_or_else(|| Arc::new(Outbox::memory())),
+                draining: std::sync::OnceLock::new(),
+                health: Arc::new(JournalHealth::default()),
+                tap: self.tap,
+                deny,
             }),
         }
     }
@@ -342,6 +381,8 @@ impl Executor {
             broker: None,
             config: ExecutorConfig::default(),
             credentials: credentials::Credentials::new(),
+            outbox: None,
+            tap: None,
         }
     }
 
@@ -365,6 +406,50 @@ impl Executor {
         &self.inner.config
     }
 
+    /// Replaces the operator's deny list (a reload): calls decided from now on see the new one.
+    pub fn set_deny(&self, deny: crate::deny::DenyList) {
+        *self.inner.deny.write().unwrap_or_else(std::sync::PoisonError::into_inner) = Arc::new(deny);
+    }
+
+    /// The operator's deny list as it is now.
+    pub fn deny(&self) -> Arc<crate::deny::DenyList> {
+        self.inner.deny.read().unwrap_or_else(std::sync::PoisonError::into_inner).clone()
+    }
+
+    /// What the pipeline's own journal writes (and the heartbeat) say of the journal.
+    pub fn journal_health(&self) -> &Arc<JournalHealth> {
+        &self.inner.health
+    }
+
+    /// Journal writes waiting to land.
+    pub fn outbox(&self) -> &Arc<Outbox> {
+        &self.inner.outbox
+    }
+
+    /// Keeps a write that the journal did not take, and makes sure something retries it.
+    fn keep(&self, op: OutboxOp) {
+        self.inner.outbox.push(op);
+        self.start_drain();
+    }
+
+    fn start_drain(&self) {
+        let Some(journal) = self.inner.journal.clone() else { return };
+        if tokio::runtime::Handle::try_current().is_err() {
+            return;
+        }
+        self.inner.draining.get_or_init(|| {
+            self.inner.outbox.spawn_drain(journal, self.inner.config.journal_deadline);
+        });
+    }
+
+    /// One journal write within the deadline, noted in the health.
+    async fn timed<T>(
+        &self,
+        write: impl std::future::Future<Output = Result<T, journal::JournalError>>,
+    ) -> Result<T, String> {
+        self.inner.health.timed(self.inner.config.journal_deadline, write).await
+    }
+
     /// Starts the journal's housekeeping for this process: registers the instance (rows it
     /// proposes are only ever abandoned once it is dead), keeps its heartbeat, reconciles once now
     /// — proposed rows of dead instances become `abandoned`, old unconfirmed executed rows are
@@ -381,8 +466,31 @@ impl Executor {
         let Some(journal) = self.inner.journal.clone() else { return Ok(None) };
         let instance = journal::current_instance(self.inner.config.instance_id.clone());
         journal.register_instance(&instance).await?;
+        // What a process that died here left waiting lands before any row is judged.
+        let waiting = self.inner.outbox.len();
+        if waiting > 0 {
+            let landed = self.inner.outbox.flush(journal.as_ref(), self.inner.config.journal_deadline).await;
+            tracing::info!(
+                waiting,
+                landed,
+                adopted = self.inner.outbox.adopted(),
+                "journal writes from the outbox"
+            );
+        }
+        self.start_drain();
         let lease = Duration::from_secs(30);
-        journal::spawn_heartbeat(journal.clone(), instance, lease / 3);
+        // The heartbeat, noted in the health: a reconciler that could not beat itself cannot
+        // tell a dead peer from one that could not beat either.
+        let (beat, health) = (journal.clone(), self.inner.health.clone());
+        let deadline = self.inner.config.journal_deadline;
+        tokio::spawn(async move {
+            let mut ticks = tokio::time::interval(lease / 3);
+            ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            loop {
+                ticks.tick().await;
+                let _ = health.timed(deadline, beat.register_instance(&instance)).await;
+            }
+        });
         let policy = journal::ReconcilePolicy {
             current_instance: self.inner.config.instance_id.clone(),
             instance_lease_ms: lease.as_millis() as i64,
@@ -400,11 +508,18 @@ impl Executor {
         // read up to a thousand whole rows a minute, once calls are older than the threshold,
         // only to drop them.
         let policy = journal::ReconcilePolicy { unconfirmed_after_ms: None, ..policy };
+        let health = self.inner.health.clone();
         tokio::spawn(async move {
             let mut ticks = tokio::time::interval(reconcile_every);
             ticks.tick().await;
             loop {
                 ticks.tick().await;
+                // After the journal was away, every live peer needs a lease of its own to beat
+                // again: until then a stale heartbeat says nothing about being dead.
+                if health.is_down() || health.since_failure().is_some_and(|since| since < lease) {
+                    tracing::debug!("the journal was away within a lease: not judging other instances yet");
+                    continue;
+                }
                 if let Err(error) = journal.reconcile(&policy).await {
                     tracing::warn!(%error, "periodic reconcile failed");
                 }
@@ -438,7 +553,11 @@ impl Executor {
             &config.skills,
             config.preview_writes,
         );
-        Arc::new(Session::new(config, names, exposures))
+        let session = Session::new(config, names, exposures);
+        if let Some(tap) = &self.inner.tap {
+            session.set_tap(tap.clone());
+        }
+        Arc::new(session)
     }
 
     /// Runs the calls of one model message: preflight in the model's order, then concurrently
@@ -765,6 +884,7 @@ impl Executor {
         // be no one else's: a caller's own id may be a retry, or shared by a concurrent request,
         // and a call id with a `/` could be a nested call's; those are proposed as any call.
         let deferred = self.inner.journal.is_some()
+            && !self.inner.health.is_down()
             && tier == Tier::Read
             && parent.is_none()
             && fresh_message
@@ -772,12 +892,14 @@ impl Executor {
         let proposed = match &self.inner.journal {
             None => false,
             Some(_) if deferred => false,
-            Some(journal) => match journal.propose(&attempt).await {
+            Some(journal) => match self.timed(journal.propose(&attempt)).await {
                 Ok(outcome) if outcome.created => true,
                 Ok(_) => {
                     // A retry of a message (its client lost the answer) gets the stored result of
                     // the same call, as payment APIs answer a repeated idempotency key.
-                    if let Some(mut result) = replayed(journal.as_ref(), &attempt, &call, &tool, &api).await {
+                    if let Some(mut result) =
+                        replayed(journal.as_ref(), &self.inner.outbox, &attempt, &call, &tool, &api).await
+                    {
                         // A row kept before a credential was held is redacted now too.
                         self.inner.credentials.redactor().redact_output(&mut result.output);
                         // The journal keeps the whole output; the model gets it cut as it was.
@@ -811,9 +933,19 @@ impl Executor {
                     });
                 }
                 Err(error) => {
-                    // Run anyway; the settle takes the upsert path.
-                    tracing::warn!(%error, call_id, "journal propose failed");
-                    false
+                    // The record first, always: what the journal cannot hold does not run.
+                    tracing::warn!(%error, call_id, "journal propose failed: the call is refused");
+                    let output = ToolOutput::error(ErrorKind::Unavailable, crate::durable::refused(&error));
+                    session.emit(Event::Failed { call_id: call_id.clone(), output: output.clone() });
+                    return Err(CallResult {
+                        call_id,
+                        name: call.name,
+                        tool: Some(tool),
+                        api: Some(api),
+                        status: AttemptStatus::Failed,
+                        output,
+                        duration_ms: started.elapsed().as_millis() as u64,
+                    });
                 }
             },
         };
@@ -918,12 +1050,15 @@ impl Executor {
         // Propose, then settle: a key that already has a row belongs to another call (a duplicate
         // id, a replay in flight) and is never touched from here.
         if let Some(journal) = &self.inner.journal {
-            match journal.propose(&attempt).await {
+            match self.timed(journal.propose(&attempt)).await {
                 Ok(proposed) if proposed.created => {
                     self.record(session, &proposed.key, &attempt, true, &result, None, None, None).await;
                 }
                 Ok(_) => {}
-                Err(error) => tracing::warn!(%error, "journal propose failed for a call that failed early"),
+                // Nothing ran; the failure is still kept, once the journal takes it.
+                Err(_) => {
+                    self.record(session, &attempt.key(), &attempt, false, &result, None, None, None).await
+                }
             }
         }
         result
@@ -1251,8 +1386,13 @@ impl Executor {
     }
 
     /// Puts what waits for a person (an approval or a question) on record, pointing at its call.
-    async fn journal_pending(&self, request: &ApprovalRequest, attempt_key: &str) {
-        let Some(journal) = &self.inner.journal else { return };
+    /// What cannot be put on record is not asked (see [`crate::durable`]).
+    ///
+    /// # Errors
+    ///
+    /// The journal did not take it in time.
+    async fn journal_pending(&self, request: &ApprovalRequest, attempt_key: &str) -> Result<(), String> {
+        let Some(journal) = &self.inner.journal else { return Ok(()) };
         let row = PendingApproval {
             id: request.id.clone(),
             tenant: request.tenant.clone(),
@@ -1269,8 +1409,51 @@ impl Executor {
             created_at: now_ms(),
             decided_at: None,
         };
-        if let Err(error) = journal.insert_approval(&row).await {
-            tracing::warn!(%error, "journal insert_approval failed");
+        self.timed(journal.insert_approval(&row)).await.inspect_err(|error| {
+            tracing::warn!(%error, "journal insert_approval failed: the person is not asked");
+        })
+    }
+
+    /// Records a person's (or a hook's) decision on the approval's row, or keeps it until the
+    /// journal takes it.
+    async fn journal_decided(
+        &self,
+        request: &ApprovalRequest,
+        status: &str,
+        detail: &Value,
+        by: Option<&str>,
+    ) {
+        let Some(journal) = &self.inner.journal else { return };
+        if let Err(error) =
+            self.timed(journal.decide_approval(&request.tenant, &request.id, status, detail, by)).await
+        {
+            tracing::warn!(%error, "journal decide_approval failed: kept in the outbox");
+            self.keep(OutboxOp::Decide {
+                tenant: request.tenant.clone(),
+                id: request.id.clone(),
+                status: status.to_owned(),
+                decision: detail.clone(),
+                decided_by: by.map(str::to_owned),
+            });
+        }
+    }
+
+    /// Puts who let a call run on its row before it runs (a person or a hook decided: a crash
+    /// while it runs must not lose who), or keeps it until the journal takes it.
+    async fn journal_allowed(&self, session: &Session, call: &Prepared, decision: &str, by: &str) {
+        let Some(journal) = &self.inner.journal else { return };
+        if !call.proposed || call.foreign_key {
+            return;
+        }
+        let tenant = &session.config.tenant;
+        if let Err(error) = self.timed(journal.record_decision(tenant, &call.key, decision, Some(by))).await {
+            tracing::warn!(%error, "journal record_decision failed: kept in the outbox");
+            self.keep(OutboxOp::RecordDecision {
+                tenant: tenant.clone(),
+                key: call.key.clone(),
+                decision: decision.to_owned(),
+                decided_by: Some(by.to_owned()),
+            });
         }
     }
 
@@ -1325,7 +1508,11 @@ impl Executor {
             reason: crate::approval::QUESTION.to_owned(),
             question: Some(question.clone()),
         };
-        self.journal_pending(&request, &call.key).await;
+        if let Err(error) = self.journal_pending(&request, &call.key).await {
+            return Asked::NoOne {
+                reason: format!("the question could not be put on record ({error}); it was not asked"),
+            };
+        }
         session.emit(Event::QuestionAsked {
             call_id: call.call_id.clone(),
             approval_id: request.id.clone(),
@@ -1375,12 +1562,7 @@ impl Executor {
             Asked::Cancelled => ("cancelled", Value::Null, None),
             Asked::TimedOut | Asked::NoOne { .. } => ("expired", Value::Null, None),
         };
-        if let Some(journal) = &self.inner.journal
-            && let Err(error) =
-                journal.decide_approval(&request.tenant, &request.id, status, &detail, by.as_deref()).await
-        {
-            tracing::warn!(%error, "journal decide_approval failed");
-        }
+        self.journal_decided(&request, status, &detail, by.as_deref()).await;
         session.emit(Event::QuestionSettled {
             call_id: call.call_id,
             approval_id: request.id,
@@ -1521,7 +1703,7 @@ impl Executor {
         if call.proposed {
             return Ok(());
         }
-        match journal.propose(&call.attempt).await {
+        match self.timed(journal.propose(&call.attempt)).await {
             Ok(outcome) if outcome.created => call.proposed = true,
             Ok(_) => {
                 call.foreign_key = true;
@@ -1533,7 +1715,11 @@ impl Executor {
                     ),
                 ));
             }
-            Err(error) => tracing::warn!(%error, call_id = call.call_id, "journal propose failed"),
+            Err(error) => {
+                // Not on record: it neither waits for a person nor runs.
+                tracing::warn!(%error, call_id = call.call_id, "journal propose failed: the call is refused");
+                return Err(ToolOutput::error(ErrorKind::Unavailable, crate::durable::refused(&error)));
+            }
         }
         Ok(())
     }
@@ -1570,7 +1756,14 @@ impl Executor {
                 session.emit(Event::Blocked { call_id: call.call_id.clone(), reason: reason.clone() });
                 let output = ToolOutput::error(ErrorKind::Blocked, format!("Blocked: {reason}."))
                     .with_state(json!({"type": "blocked", "reason": reason}));
-                return Err((AttemptStatus::Blocked, output, "read_only_block".into(), None));
+                // No person was asked: policy decided (the operator's deny list, a read-only
+                // session, a boundary no one may cross).
+                let decision = if session.config.policy.mode == ApprovalMode::ReadOnly {
+                    "read_only_block"
+                } else {
+                    "policy_block"
+                };
+                return Err((AttemptStatus::Blocked, output, decision.into(), Some("policy".into())));
             }
             Verdict::Ask { reason, always } => (reason, always),
         };
@@ -1594,7 +1787,7 @@ impl Executor {
             session.emit(Event::Blocked { call_id: call.call_id.clone(), reason: reason.clone() });
             let output = ToolOutput::error(ErrorKind::Blocked, BLOCKED_CONTENT)
                 .with_state(json!({"type": "blocked", "reason": reason}));
-            return Err((AttemptStatus::Blocked, output, "headless_block".into(), None));
+            return Err((AttemptStatus::Blocked, output, "headless_block".into(), Some("policy".into())));
         }
 
         // Hooks may answer for the person.
@@ -1654,6 +1847,7 @@ impl Executor {
                             );
                             call.arguments = new;
                         }
+                        self.journal_allowed(session, call, "hook_allow", &by).await;
                         return granted(session, "hook_allow", &by);
                     }
                     Some(HookDecision::Deny) => {
@@ -1680,7 +1874,9 @@ impl Executor {
         // A read journalled only when it ends is proposed now: it waits for a person, and what
         // waits is on record (and the approval's row points at it).
         if let Err(output) = self.propose_late(call).await {
-            return Err((AttemptStatus::Failed, output, "conflict".into(), None));
+            let unavailable = output.error.as_ref().is_some_and(|e| e.kind == ErrorKind::Unavailable);
+            let decision = if unavailable { "unavailable" } else { "conflict" };
+            return Err((AttemptStatus::Failed, output, decision.into(), None));
         }
         let request = ApprovalRequest {
             id: format!("appr-{:x}", unique()),
@@ -1693,12 +1889,26 @@ impl Executor {
             reason: reason.clone(),
             question: None,
         };
-        self.journal_pending(&request, &call.key).await;
+        if let Err(error) = self.journal_pending(&request, &call.key).await {
+            let output = ToolOutput::error(ErrorKind::Unavailable, crate::durable::refused(&error));
+            return Err((AttemptStatus::Failed, output, "unavailable".into(), None));
+        }
         // What the person is shown is what runs: the files the call's paths name now, by device
         // and inode, for the runtime to check when it opens them.
         call.approved_files = approved_files(
             compiled.spec.path_params.iter().flat_map(|param| param.select(&call.arguments)),
             session.config.working_directory.as_deref(),
+        );
+        tracing::info!(
+            event = "approval.asked",
+            tenant = %request.tenant,
+            session = %request.session_id,
+            call = %request.call_id,
+            tool = %request.tool,
+            api = %request.api,
+            approval = %request.id,
+            reason = %reason,
+            "a call waits for a person"
         );
         session.emit(Event::PermissionRequested {
             call_id: call.call_id.clone(),
@@ -1725,20 +1935,35 @@ impl Executor {
             None if token.is_cancelled() => "cancelled",
             None => "expired",
         };
-        if let Some(journal) = &self.inner.journal {
-            let detail = decided
-                .as_ref()
-                .map_or(Value::Null, |d| serde_json::to_value(&d.decision).unwrap_or(Value::Null));
-            let by = decided.as_ref().and_then(|d| d.by.as_deref());
-            if let Err(error) =
-                journal.decide_approval(&request.tenant, &request.id, status_text, &detail, by).await
-            {
-                tracing::warn!(%error, "journal decide_approval failed");
-            }
+        match &decided {
+            Some(d) => tracing::info!(
+                event = "approval.decided",
+                tenant = %request.tenant,
+                session = %request.session_id,
+                call = %request.call_id,
+                approval = %request.id,
+                decision = d.decision.name(),
+                by = d.by.as_deref().unwrap_or("a person"),
+                "an approval was decided"
+            ),
+            None => tracing::info!(
+                event = if token.is_cancelled() { "approval.cancelled" } else { "approval.expired" },
+                tenant = %request.tenant,
+                session = %request.session_id,
+                call = %request.call_id,
+                approval = %request.id,
+                "an approval ended undecided"
+            ),
         }
+        let detail = decided
+            .as_ref()
+            .map_or(Value::Null, |d| serde_json::to_value(&d.decision).unwrap_or(Value::Null));
+        self.journal_decided(&request, status_text, &detail, decided.as_ref().and_then(|d| d.by.as_deref()))
+            .await;
         match decided {
             Some(Decided { decision, by }) if decision.allows() => {
                 let by = by.unwrap_or_else(|| "a person".into());
+                self.journal_allowed(session, call, decision.name(), &by).await;
                 let command = compiled.spec.command_in(&call.arguments);
                 match &decision {
                     // For a command, a session grant covers a prefix (this command by default), never
@@ -1836,7 +2061,7 @@ impl Executor {
             working_directory: session.config.working_directory.as_deref(),
             temp_directory: session.config.temp_directory.as_deref(),
             hard_roots: session.config.hard_roots.as_deref(),
-            deny: &self.inner.config.deny,
+            deny: self.inner.deny.read().unwrap_or_else(std::sync::PoisonError::into_inner).clone(),
         }
     }
 
@@ -1954,10 +2179,22 @@ impl Executor {
             created_by: by,
             created_at: now_ms(),
         };
+        tracing::info!(
+            event = "rule.saved",
+            tenant = %decision.tenant,
+            project = %decision.project,
+            rule = %decision.id,
+            tool = %decision.tool,
+            api = %decision.api,
+            prefix = decision.argument_prefix.as_deref().unwrap_or("*"),
+            by = decision.created_by.as_deref().unwrap_or(""),
+            "an \"always allow\" rule was saved"
+        );
         match &self.inner.journal {
             Some(journal) => {
-                if let Err(error) = journal.remember(&decision).await {
-                    tracing::warn!(%error, "journal remember failed");
+                if let Err(error) = self.timed(journal.remember(&decision)).await {
+                    tracing::warn!(%error, "journal remember failed: the rule holds for this session only");
+                    session.grant(tool, api, decision.argument_prefix.clone());
                 }
             }
             None => self.inner.remembered.lock().unwrap_or_else(|p| p.into_inner()).push(decision),
@@ -2112,12 +2349,19 @@ impl Executor {
             exit_status,
         };
         let outcome = if proposed {
-            journal.settle(&session.config.tenant, key, &settlement).await
+            self.timed(journal.settle(&session.config.tenant, key, &settlement)).await
         } else {
-            journal.upsert_settled(attempt, &settlement).await
+            self.timed(journal.upsert_settled(attempt, &settlement)).await
         };
         if let Err(error) = outcome {
-            tracing::warn!(%error, key, "journal settle failed");
+            // The call has ended: how is kept until the journal takes it (and a retry of its
+            // message reads it from there meanwhile).
+            tracing::warn!(%error, key, "journal settle failed: kept in the outbox");
+            self.keep(if proposed {
+                OutboxOp::Settle { tenant: session.config.tenant.clone(), key: key.to_owned(), settlement }
+            } else {
+                OutboxOp::Upsert { attempt: Box::new(attempt.clone()), settlement }
+            });
         }
     }
 }
@@ -2230,20 +2474,30 @@ fn unknown_tool_message(session: &Session, name: &str, unknown_so_far: u32) -> S
 /// and arguments), once it has settled; `None` for a call still running or a different one.
 async fn replayed(
     journal: &dyn journal::Journal,
+    outbox: &Outbox,
     attempt: &journal::NewAttempt,
     call: &RawCall,
     tool: &str,
     api: &str,
 ) -> Option<CallResult> {
-    let row = journal.get(&attempt.tenant, &attempt.key()).await.ok().flatten()?;
+    let mut row = journal.get(&attempt.tenant, &attempt.key()).await.ok().flatten()?;
     let mut arguments = attempt.arguments.clone();
     journal::strip_controls_json(&mut arguments);
     let same = row.session_id == attempt.session_id
         && row.tool == tool
         && row.api == api
         && row.arguments == arguments;
-    if !same || !row.status.is_settled() {
+    if !same {
         return None;
+    }
+    if !row.status.is_settled() {
+        // Ended, with its settlement waiting in the outbox: that is its result.
+        let waiting = outbox.settlement(&attempt.tenant, &attempt.key())?;
+        row.status = waiting.status;
+        row.result = waiting.result;
+        row.error_kind = waiting.error_kind;
+        row.error = waiting.error;
+        row.duration_ms = waiting.duration_ms;
     }
     let stored = row.result.unwrap_or(Value::Null);
     let content = stored.get("content").and_then(Value::as_str).unwrap_or_default().to_owned();

@@ -174,6 +174,8 @@ pub struct Session {
     pub(crate) calls: Mutex<std::collections::HashMap<String, CancellationToken>>,
     /// Which functions are declared, deferred or hidden, and what tool search found.
     pub(crate) exposures: crate::exposure::Exposures,
+    /// Sees every event (the executor's tap), set once when the session opens.
+    pub(crate) tap: std::sync::OnceLock<Arc<dyn crate::events::EventTap>>,
 }
 
 impl std::fmt::Debug for Session {
@@ -298,6 +300,7 @@ impl Session {
             sandbox,
             calls: Mutex::new(std::collections::HashMap::new()),
             exposures,
+            tap: std::sync::OnceLock::new(),
         }
     }
 
@@ -415,7 +418,14 @@ impl Session {
         }
     }
 
+    pub(crate) fn set_tap(&self, tap: Arc<dyn crate::events::EventTap>) {
+        let _ = self.tap.set(tap);
+    }
+
     pub(crate) fn emit(&self, event: Event) {
+        if let Some(tap) = self.tap.get() {
+            tap.event(self, &event);
+        }
         // No subscriber is fine: events are for whoever listens.
         if let Some(events) = self.events.get() {
             let _ = events.send(event);

@@ -302,3 +302,17 @@ pub async fn wait_healthy(base: &str) -> bool {
     }
     false
 }
+
+/// The server binary with a clean environment (no `TOOLHOST_*` of the machine running the
+/// tests), warnings only, and no standard streams.
+pub fn server_binary() -> std::process::Command {
+    let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_toolhost-server"));
+    command
+        .env_clear()
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        .env("RUST_LOG", "warn")
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null());
+    command
+}
