@@ -798,32 +798,37 @@ pub fn spawn_batch(
     new_message: bool,
 ) -> tokio::task::JoinHandle<CallsResponse> {
     let run_state = state.clone();
-    state.tasks.spawn(async move {
-        let _batch_slot = slot;
-        let message_id = batch.message_id.clone();
-        let started = Instant::now();
-        let tools_version = session.tools_version();
-        // Boxed: the pipeline's future is large, and moving it into the task copied it.
-        let results = if new_message {
-            Box::pin(run_state.executor.execute_new_batch(&session, batch)).await
-        } else {
-            Box::pin(run_state.executor.execute_batch(&session, batch)).await
-        };
-        let seconds = started.elapsed().as_secs_f64();
-        let tenant = &session.config.tenant;
-        for result in &results {
-            run_state.metrics.call(
-                tenant,
-                result.tool.as_deref().unwrap_or("unknown"),
-                result.status.as_str(),
-                seconds,
-            );
-        }
-        if session.tools_version() != tools_version {
-            run_state.keep_activations(&session).await;
-        }
-        CallsResponse { message_id, results }
-    })
+    // The calls' spans are children of the request's (traces), though they run in a task.
+    let span = tracing::Span::current();
+    state.tasks.spawn(tracing::Instrument::instrument(
+        async move {
+            let _batch_slot = slot;
+            let message_id = batch.message_id.clone();
+            let started = Instant::now();
+            let tools_version = session.tools_version();
+            // Boxed: the pipeline's future is large, and moving it into the task copied it.
+            let results = if new_message {
+                Box::pin(run_state.executor.execute_new_batch(&session, batch)).await
+            } else {
+                Box::pin(run_state.executor.execute_batch(&session, batch)).await
+            };
+            let seconds = started.elapsed().as_secs_f64();
+            let tenant = &session.config.tenant;
+            for result in &results {
+                run_state.metrics.call(
+                    tenant,
+                    result.tool.as_deref().unwrap_or("unknown"),
+                    result.status.as_str(),
+                    seconds,
+                );
+            }
+            if session.tools_version() != tools_version {
+                run_state.keep_activations(&session).await;
+            }
+            CallsResponse { message_id, results }
+        },
+        span,
+    ))
 }
 
 fn sse_json(kind: &str, value: &impl Serialize) -> SseEvent {

@@ -313,6 +313,14 @@ pub struct ServeArgs {
     /// Seconds a connection with nothing in flight may stay silent before it is closed.
     #[arg(long, env = "TOOLHOST_IDLE_TIMEOUT_SECS", default_value_t = 120)]
     pub idle_timeout_secs: u64,
+    /// An OpenTelemetry collector's OTLP/HTTP endpoint (`http://collector:4318`): each request and
+    /// each call's stages are sent to it as spans, joining the trace of a request's `traceparent`.
+    /// Off unless given (or `OTEL_EXPORTER_OTLP_ENDPOINT` is set).
+    #[arg(long, env = "TOOLHOST_OTLP_ENDPOINT")]
+    pub otlp_endpoint: Option<String>,
+    /// The service name spans carry.
+    #[arg(long, env = "OTEL_SERVICE_NAME", default_value = "toolhost-server")]
+    pub otel_service_name: String,
     /// Free disk in MiB the folders the server writes (the SQLite journal's, the state folder)
     /// must keep for `/readyz` to say ready.
     #[arg(long, env = "TOOLHOST_MIN_FREE_DISK_MIB", default_value_t = 256)]
@@ -632,6 +640,14 @@ impl ServeArgs {
             },
             |threads| threads as usize,
         )
+    }
+
+    /// Where traces go: `--otlp-endpoint`, else the standard `OTEL_EXPORTER_OTLP_ENDPOINT`.
+    pub fn otlp_endpoint(&self) -> Option<String> {
+        self.otlp_endpoint
+            .clone()
+            .or_else(|| std::env::var("OTEL_EXPORTER_OTLP_ENDPOINT").ok())
+            .filter(|endpoint| !endpoint.trim().is_empty())
     }
 
     /// How connections are bounded.

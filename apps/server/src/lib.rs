@@ -32,6 +32,7 @@ pub mod metrics;
 pub mod ready;
 pub mod settings;
 pub mod state;
+pub mod telemetry;
 pub mod ws;
 
 use std::future::Future;
@@ -205,7 +206,19 @@ async fn audit(State(state): State<Arc<AppState>>, mut request: Request, next: N
     let who = RequestAudit::default();
     request.extensions_mut().insert(who.clone());
     request.extensions_mut().insert(RequestId(id.clone()));
-    let span = tracing::info_span!("request", request_id = %id);
+    // The request's span: every log line of the request carries its id; with traces on, it joins
+    // the caller's trace (`traceparent`).
+    let span = tracing::info_span!(
+        "request",
+        request_id = %id,
+        otel.name = %format!("{method} {route}"),
+        http.request.method = %method,
+        http.route = %route,
+        traceparent = tracing::field::Empty,
+    );
+    if let Some(traceparent) = request.headers().get("traceparent").and_then(|v| v.to_str().ok()) {
+        span.record("traceparent", traceparent);
+    }
     let mut response = next.run(request).instrument(span).await;
     if let Ok(value) = axum::http::HeaderValue::from_str(&id) {
         response.headers_mut().insert("x-request-id", value);

@@ -58,6 +58,45 @@ fn main() -> anyhow::Result<()> {
         .block_on(run(cli, overrides))
 }
 
+/// Logs to standard error (the `RUST_LOG` filter; text, or JSON a line) and, when a collector is
+/// configured, traces over OTLP (`toolhost_server::telemetry`): each layer with its own filter, so
+/// that the pipeline's debug-level stage spans cost nothing unless traces are on.
+fn init_logs_and_traces(args: &toolhost_server::ServeArgs) {
+    use tracing_subscriber::Layer as _;
+    use tracing_subscriber::layer::SubscriberExt as _;
+    use tracing_subscriber::util::SubscriberInitExt as _;
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into());
+    // No credential's value reaches a log line.
+    let held = toolhost_server::config::held_credentials();
+    let writer = move || credentials::RedactingWriter::new(held.clone(), std::io::stderr());
+    let logs = if args.log_format == "json" {
+        tracing_subscriber::fmt::layer()
+            .json()
+            .flatten_event(true)
+            .with_current_span(true)
+            .with_writer(writer)
+            .with_filter(filter)
+            .boxed()
+    } else {
+        tracing_subscriber::fmt::layer()
+            .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+            .with_writer(writer)
+            .with_filter(filter)
+            .boxed()
+    };
+    let traces = args.otlp_endpoint().map(|endpoint| {
+        let spans = tracing_subscriber::filter::Targets::new()
+            .with_target("toolhost_server", tracing::Level::INFO)
+            .with_target("mcp", tracing::Level::INFO)
+            .with_target("tool_executor", tracing::Level::DEBUG);
+        toolhost_server::telemetry::OtlpLayer::new(&endpoint, &args.otel_service_name).with_filter(spans)
+    });
+    tracing_subscriber::registry().with(logs).with(traces).init();
+    if let Some(endpoint) = args.otlp_endpoint() {
+        tracing::info!(%endpoint, service = %args.otel_service_name, "traces go to an OTLP collector");
+    }
+}
+
 /// `backup --to FILE`: the SQLite journal copied while it is live, or a Postgres journal through
 /// `pg_dump` (when it is installed; else what to run). The copy is readable by its owner only.
 fn backup(args: &toolhost_server::ServeArgs, to: &std::path::Path) -> anyhow::Result<()> {
@@ -306,24 +345,7 @@ async fn run(cli: Cli, overrides: Vec<(String, String)>) -> anyhow::Result<()> {
     }
     // Logs go to stderr: on `mcp-stdio`, stdout carries the protocol. Colours only on a terminal,
     // never into a log system's files.
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into());
-    // No credential's value reaches a log line.
-    let held = toolhost_server::config::held_credentials();
-    if cli.serve.log_format == "json" {
-        tracing_subscriber::fmt()
-            .json()
-            .flatten_event(true)
-            .with_current_span(true)
-            .with_env_filter(filter)
-            .with_writer(|| credentials::RedactingWriter::new(held.clone(), std::io::stderr()))
-            .init();
-    } else {
-        tracing_subscriber::fmt()
-            .with_env_filter(filter)
-            .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-            .with_writer(|| credentials::RedactingWriter::new(held.clone(), std::io::stderr()))
-            .init();
-    }
+    init_logs_and_traces(&cli.serve);
     for (setting, var) in &overrides {
         tracing::warn!(setting, variable = %var, "{var} in the environment overrides the configuration file's {setting}");
     }

@@ -517,3 +517,146 @@ async fn every_request_and_approval_is_an_audit_event_with_its_request_id() {
     assert_eq!(refusal["reason"], "unknown API key", "{refusal}");
     assert!(!String::from_utf8_lossy(&out.stderr).contains("nope"), "the refused key itself is never logged");
 }
+
+/// Traces over OTLP, against a loopback collector: a request carrying a `traceparent` joins that
+/// trace, and each call is an `execute_tool {function}` span under it, with its stages below.
+#[tokio::test]
+async fn traces_join_the_callers_trace_and_show_each_stage_of_a_call() {
+    use std::sync::{Arc, Mutex};
+    let received: Arc<Mutex<Vec<serde_json::Value>>> = Arc::default();
+    let collector = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let collector_address = collector.local_addr().unwrap();
+    let kept = received.clone();
+    let app = axum::Router::new().route(
+        "/v1/traces",
+        axum::routing::post(move |axum::Json(body): axum::Json<serde_json::Value>| {
+            let kept = kept.clone();
+            async move {
+                kept.lock().unwrap().push(body);
+                "{}"
+            }
+        }),
+    );
+    tokio::spawn(async move { axum::serve(collector, app).await.unwrap() });
+
+    let port = free_port();
+    let setup = setup(port, &format!("otlp-endpoint = \"http://{collector_address}\""));
+    let mut child = server()
+        .arg("--config")
+        .arg(&setup.file)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let base = format!("http://127.0.0.1:{port}");
+    assert!(wait_up(&base).await);
+    let client = reqwest::Client::builder().no_proxy().build().unwrap();
+    let session: serde_json::Value = client
+        .post(format!("{base}/v1/sessions"))
+        .bearer_auth("key-acme")
+        .json(&serde_json::json!({"working_directory": setup.root.join("acme")}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let sid = session["id"].as_str().unwrap_or_else(|| panic!("{session}"));
+    let trace = "4bf92f3577b34da6a3ce929d0e0e4736";
+    let caller = "00f067aa0ba902b7";
+    let answer = client
+        .post(format!("{base}/v1/sessions/{sid}/calls"))
+        .bearer_auth("key-acme")
+        .header("traceparent", format!("00-{trace}-{caller}-01"))
+        .json(&serde_json::json!({"calls": [{"id": "t1", "name": "readFile", "arguments": "{\"path\": \"notes.txt\"}"}]}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(answer.status(), 200);
+    let spans = || -> Vec<serde_json::Value> {
+        received
+            .lock()
+            .unwrap()
+            .iter()
+            .flat_map(|body| body["resourceSpans"].as_array().cloned().unwrap_or_default())
+            .flat_map(|resource| resource["scopeSpans"].as_array().cloned().unwrap_or_default())
+            .flat_map(|scope| scope["spans"].as_array().cloned().unwrap_or_default())
+            .collect()
+    };
+    let started = std::time::Instant::now();
+    while !spans().iter().any(|s| s["name"] == "execute_tool readFile") {
+        assert!(
+            started.elapsed() < Duration::from_secs(15),
+            "no call span reached the collector: {:?}",
+            spans()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    // An MCP client's call carries its trace in `_meta.traceparent`.
+    let mcp_trace = "0af7651916cd43dd8448eb211c80319c";
+    let mcp_caller = "b7ad6b7169203331";
+    {
+        use rmcp::ServiceExt as _;
+        use rmcp::model::RequestParamsMeta as _;
+        let config = rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig::with_uri(
+            format!("{base}/mcp"),
+        )
+        .auth_header("key-acme");
+        let client =
+            ().serve(rmcp::transport::StreamableHttpClientTransport::from_config(config)).await.unwrap();
+        let mut call = rmcp::model::CallToolRequestParams::new("readFile")
+            .with_arguments(serde_json::json!({"path": "notes.txt"}).as_object().unwrap().clone());
+        call.set_traceparent(&format!("00-{mcp_trace}-{mcp_caller}-01"));
+        let result = client.call_tool(call).await.unwrap();
+        assert_eq!(result.is_error, Some(false), "{result:?}");
+        client.cancel().await.unwrap();
+    }
+    let started = std::time::Instant::now();
+    while !spans().iter().any(|s| s["name"] == "execute_tool readFile" && s["traceId"] == mcp_trace) {
+        assert!(
+            started.elapsed() < Duration::from_secs(15),
+            "no MCP call span joined its client's trace: {:?}",
+            spans()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let spans = spans();
+    let joined =
+        spans.iter().find(|s| s["name"] == "tools/call readFile").unwrap_or_else(|| panic!("{spans:?}"));
+    assert_eq!(
+        (&joined["traceId"], &joined["parentSpanId"]),
+        (&serde_json::json!(mcp_trace), &serde_json::json!(mcp_caller))
+    );
+    let named = |name: &str| {
+        spans
+            .iter()
+            .find(|s| s["name"] == name && s["traceId"] == trace)
+            .unwrap_or_else(|| panic!("no {name}: {spans:?}"))
+            .clone()
+    };
+    let request = named(&format!("POST /v1/sessions/{{id}}/calls"));
+    assert_eq!(request["traceId"], trace, "{request}");
+    assert_eq!(request["parentSpanId"], caller, "{request}");
+    let call = named("execute_tool readFile");
+    assert_eq!(call["traceId"], trace);
+    assert_eq!(call["parentSpanId"], request["spanId"], "the call is the request's child");
+    let attribute = |span: &serde_json::Value, key: &str| {
+        span["attributes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|a| a["key"] == key)
+            .map(|a| a["value"]["stringValue"].clone())
+    };
+    assert_eq!(attribute(&call, "gen_ai.tool.call.id"), Some(serde_json::json!("t1")));
+    assert_eq!(attribute(&call, "gen_ai.operation.name"), Some(serde_json::json!("execute_tool")));
+    // A read inside the folder: approved by policy, run, settled (a read is proposed only when it
+    // must wait for a person).
+    for stage in ["approval", "run", "journal.settle"] {
+        let stage = named(stage);
+        assert_eq!(stage["parentSpanId"], call["spanId"], "{stage}");
+        assert_eq!(stage["traceId"], trace);
+    }
+}

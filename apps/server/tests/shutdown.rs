@@ -2,7 +2,7 @@
 //! result and the server exits 0; one that would not is cancelled at the grace, answered as
 //! such, and its command is gone.
 
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};

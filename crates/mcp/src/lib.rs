@@ -430,7 +430,16 @@ impl ServerHandler for Connection {
         };
         let before = version(self);
         let peer = context.peer.clone();
-        let result = self.run_tool(request, context).await;
+        // The client's trace (`_meta.traceparent`), which the server's traces join.
+        let span = tracing::info_span!(
+            "mcp.call_tool",
+            otel.name = %format!("tools/call {}", request.name),
+            traceparent = tracing::field::Empty,
+        );
+        if let Some(traceparent) = context.meta.get_traceparent() {
+            span.record("traceparent", traceparent);
+        }
+        let result = tracing::Instrument::instrument(self.run_tool(request, context), span).await;
         // Tool search declared more functions: the client lists them again.
         if version(self) != before {
             // A client that has left cannot be told; the call's result stands either way.

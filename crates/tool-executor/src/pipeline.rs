@@ -16,6 +16,7 @@ use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 use tool_core::provider::drop_null_fields;
 use tool_core::{CallContext, ErrorKind, NestedCaller, ProgressSink, Tier, ToolOutput};
+use tracing::{Instrument as _, debug_span};
 
 use crate::approval::{
     ApprovalBroker, ApprovalMode, ApprovalRequest, Decided, Decision, DecisionInput, LocalBroker, Verdict,
@@ -202,6 +203,8 @@ struct Prepared {
     hook_context: Vec<String>,
     /// What a person's hooks did (kept in the result's state, so the journal has it).
     hook_log: Vec<Value>,
+    /// The call's span (`execute_tool {function}`), for traces.
+    span: tracing::Span,
 }
 
 /// The call a question belongs to.
@@ -627,6 +630,7 @@ impl Executor {
         for call in batch.calls {
             let duplicate = !seen.insert(call.id.clone());
             let started = Instant::now();
+            let span = call_span(session, &call);
             let slot = if duplicate {
                 // Not a call of its own: its key is the first call's, whose row (perhaps not
                 // written yet, for a read) it must never take.
@@ -654,10 +658,15 @@ impl Executor {
                     batch.stopped_on_length,
                     fresh_message,
                 )
+                .instrument(span.clone())
                 .await
             };
+            if let Err(result) = &slot {
+                failed(&span, result);
+            }
             prepared.push(slot.map(|mut call| {
                 call.batch_cancel.clone_from(&batch_cancel);
+                call.span = span;
                 call
             }));
         }
@@ -892,62 +901,65 @@ impl Executor {
         let proposed = match &self.inner.journal {
             None => false,
             Some(_) if deferred => false,
-            Some(journal) => match self.timed(journal.propose(&attempt)).await {
-                Ok(outcome) if outcome.created => true,
-                Ok(_) => {
-                    // A retry of a message (its client lost the answer) gets the stored result of
-                    // the same call, as payment APIs answer a repeated idempotency key.
-                    if let Some(mut result) =
-                        replayed(journal.as_ref(), &self.inner.outbox, &attempt, &call, &tool, &api).await
-                    {
-                        // A row kept before a credential was held is redacted now too.
-                        self.inner.credentials.redactor().redact_output(&mut result.output);
-                        // The journal keeps the whole output; the model gets it cut as it was.
-                        let key = attempt.key();
-                        cut_for_model(
-                            &mut result.output.content,
-                            self.inner.config.content_budget,
-                            Some(&key),
-                        );
-                        session.emit(Event::Finished {
-                            call_id: call_id.clone(),
-                            output: result.output.clone(),
-                        });
-                        return Err(result);
-                    }
-                    let message = format!(
-                        "the call `{call_id}` of this message was already made (with other arguments, or it is \
+            Some(journal) => {
+                match self.timed(journal.propose(&attempt)).instrument(debug_span!("journal.propose")).await {
+                    Ok(outcome) if outcome.created => true,
+                    Ok(_) => {
+                        // A retry of a message (its client lost the answer) gets the stored result of
+                        // the same call, as payment APIs answer a repeated idempotency key.
+                        if let Some(mut result) =
+                            replayed(journal.as_ref(), &self.inner.outbox, &attempt, &call, &tool, &api).await
+                        {
+                            // A row kept before a credential was held is redacted now too.
+                            self.inner.credentials.redactor().redact_output(&mut result.output);
+                            // The journal keeps the whole output; the model gets it cut as it was.
+                            let key = attempt.key();
+                            cut_for_model(
+                                &mut result.output.content,
+                                self.inner.config.content_budget,
+                                Some(&key),
+                            );
+                            session.emit(Event::Finished {
+                                call_id: call_id.clone(),
+                                output: result.output.clone(),
+                            });
+                            return Err(result);
+                        }
+                        let message = format!(
+                            "the call `{call_id}` of this message was already made (with other arguments, or it is \
                          still running); it is not run twice. Use a new call id to run it again, or retry later \
                          for its result."
-                    );
-                    let output = ToolOutput::error(ErrorKind::Conflict, message);
-                    session.emit(Event::Failed { call_id: call_id.clone(), output: output.clone() });
-                    return Err(CallResult {
-                        call_id,
-                        name: call.name,
-                        tool: Some(tool),
-                        api: Some(api),
-                        status: AttemptStatus::Failed,
-                        output,
-                        duration_ms: started.elapsed().as_millis() as u64,
-                    });
+                        );
+                        let output = ToolOutput::error(ErrorKind::Conflict, message);
+                        session.emit(Event::Failed { call_id: call_id.clone(), output: output.clone() });
+                        return Err(CallResult {
+                            call_id,
+                            name: call.name,
+                            tool: Some(tool),
+                            api: Some(api),
+                            status: AttemptStatus::Failed,
+                            output,
+                            duration_ms: started.elapsed().as_millis() as u64,
+                        });
+                    }
+                    Err(error) => {
+                        // The record first, always: what the journal cannot hold does not run.
+                        tracing::warn!(%error, call_id, "journal propose failed: the call is refused");
+                        let output =
+                            ToolOutput::error(ErrorKind::Unavailable, crate::durable::refused(&error));
+                        session.emit(Event::Failed { call_id: call_id.clone(), output: output.clone() });
+                        return Err(CallResult {
+                            call_id,
+                            name: call.name,
+                            tool: Some(tool),
+                            api: Some(api),
+                            status: AttemptStatus::Failed,
+                            output,
+                            duration_ms: started.elapsed().as_millis() as u64,
+                        });
+                    }
                 }
-                Err(error) => {
-                    // The record first, always: what the journal cannot hold does not run.
-                    tracing::warn!(%error, call_id, "journal propose failed: the call is refused");
-                    let output = ToolOutput::error(ErrorKind::Unavailable, crate::durable::refused(&error));
-                    session.emit(Event::Failed { call_id: call_id.clone(), output: output.clone() });
-                    return Err(CallResult {
-                        call_id,
-                        name: call.name,
-                        tool: Some(tool),
-                        api: Some(api),
-                        status: AttemptStatus::Failed,
-                        output,
-                        duration_ms: started.elapsed().as_millis() as u64,
-                    });
-                }
-            },
+            }
         };
         session.emit(Event::Proposed {
             call_id: call_id.clone(),
@@ -972,6 +984,7 @@ impl Executor {
             approved_files: Vec::new(),
             hook_context: Vec::new(),
             hook_log: Vec::new(),
+            span: tracing::Span::none(),
         })
     }
 
@@ -1069,7 +1082,9 @@ impl Executor {
     async fn run_prepared(&self, session: &Arc<Session>, call: Prepared) -> CallResult {
         let backup = Backup::of(&call);
         let call_id = call.call_id.clone();
-        let result = match AssertUnwindSafe(self.run_steps(session, call)).catch_unwind().await {
+        let span = call.span.clone();
+        let steps = AssertUnwindSafe(self.run_steps(session, call)).catch_unwind().instrument(span.clone());
+        let result = match steps.await {
             Ok(result) => result,
             Err(_) => {
                 let message = "the pipeline failed on this call (a hook, audit or tier function panicked); it may not have run";
@@ -1077,6 +1092,7 @@ impl Executor {
             }
         };
         session.forget_call(&call_id);
+        failed(&span, &result);
         result
     }
 
@@ -1118,7 +1134,11 @@ impl Executor {
             },
             None => PreHookSay::default(),
         };
-        let (decision, decided_by) = match self.approve(session, &mut call, &said, hooks.as_deref()).await {
+        let (decision, decided_by) = match self
+            .approve(session, &mut call, &said, hooks.as_deref())
+            .instrument(debug_span!("approval"))
+            .await
+        {
             Ok(granted) => granted,
             Err((status, output, decision, decided_by)) => {
                 return self
@@ -1226,8 +1246,10 @@ impl Executor {
         let nested_count = Arc::new(AtomicU32::new(0));
         let nested_log: Arc<Mutex<Vec<Value>>> = Arc::new(Mutex::new(Vec::new()));
         let context = self.context(session, &call, deadline, nested_count, nested_log.clone());
-        let mut output =
-            self.dispatch(entry.runtime.clone(), &call.api, arguments.clone(), context, timeout).await;
+        let mut output = self
+            .dispatch(entry.runtime.clone(), &call.api, arguments.clone(), context, timeout)
+            .instrument(debug_span!("run", tool = %call.tool, api = %call.api))
+            .await;
 
         // After hooks, field by field.
         for hook in session.after_hooks() {
@@ -2348,11 +2370,14 @@ impl Executor {
             duration_ms: Some(result.duration_ms as i64),
             exit_status,
         };
-        let outcome = if proposed {
-            self.timed(journal.settle(&session.config.tenant, key, &settlement)).await
-        } else {
-            self.timed(journal.upsert_settled(attempt, &settlement)).await
+        let settle = async {
+            if proposed {
+                self.timed(journal.settle(&session.config.tenant, key, &settlement)).await
+            } else {
+                self.timed(journal.upsert_settled(attempt, &settlement)).await
+            }
         };
+        let outcome = settle.instrument(debug_span!("journal.settle")).await;
         if let Err(error) = outcome {
             // The call has ended: how is kept until the journal takes it (and a retry of its
             // message reads it from there meanwhile).
@@ -2363,6 +2388,32 @@ impl Executor {
                 OutboxOp::Upsert { attempt: Box::new(attempt.clone()), settlement }
             });
         }
+    }
+}
+
+/// A call's span for traces, as the GenAI semantic conventions name it: `execute_tool
+/// {function}`. (At debug level: without a subscriber that wants it, such as the server's OTLP
+/// exporter, it costs nothing.)
+fn call_span(session: &Session, call: &RawCall) -> tracing::Span {
+    debug_span!(
+        "execute_tool",
+        otel.name = %format!("execute_tool {}", call.name),
+        gen_ai.operation.name = "execute_tool",
+        gen_ai.tool.name = %call.name,
+        gen_ai.tool.call.id = %call.id,
+        toolhost.session.id = %session.config.id,
+        toolhost.tenant = %session.config.tenant,
+        toolhost.status = tracing::field::Empty,
+        error = tracing::field::Empty,
+    )
+}
+
+/// Notes how a call ended on its span (an error status for a call that did not execute).
+fn failed(span: &tracing::Span, result: &CallResult) {
+    span.record("toolhost.status", result.status.as_str());
+    if result.status != AttemptStatus::Executed {
+        let kind = result.output.error.as_ref().map_or("failed", |e| e.kind.as_str());
+        span.record("error", kind);
     }
 }
 
