@@ -122,6 +122,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 mod instance;
+#[macro_use]
+mod reads;
 pub mod outbox;
 mod pack;
 #[macro_use]
@@ -510,6 +512,16 @@ pub struct AttemptFilter {
     pub since: Option<i64>,
     /// Proposed before (Unix milliseconds).
     pub until: Option<i64>,
+    /// Only rows decided this way (`policy`, `allow_once`, `deny`, `headless_block`…).
+    #[serde(default)]
+    pub decision: Option<String>,
+    /// Only this agent's (the client that proposed them).
+    #[serde(default)]
+    pub agent_id: Option<String>,
+    /// The page after this row (its `attempted_at` and `key`, as the last row of the page before
+    /// gave them): rows older than it, ordered by time then key.
+    #[serde(default)]
+    pub after: Option<(i64, String)>,
     /// At most this many rows (newest first); the store caps it at 1000.
     pub limit: Option<u32>,
 }

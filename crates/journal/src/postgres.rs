@@ -6,7 +6,7 @@ use async_trait::async_trait;
 use serde_json::Value;
 use sqlx::migrate::Migrator;
 use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions, PgQueryResult};
-use sqlx::{Postgres, QueryBuilder, Row};
+use sqlx::{Postgres, Row};
 
 mod knowledge;
 
@@ -206,6 +206,10 @@ fn moved(done: PgQueryResult) -> bool {
     done.rows_affected() == 1
 }
 
+impl PostgresJournal {
+    journal_reads!(Postgres, pool);
+}
+
 #[async_trait]
 impl Journal for PostgresJournal {
     async fn propose(&self, attempt: &NewAttempt) -> Result<Proposed, JournalError> {
@@ -323,38 +327,11 @@ impl Journal for PostgresJournal {
     }
 
     async fn get(&self, tenant: &str, key: &str) -> Result<Option<Attempt>, JournalError> {
-        let row: Option<AttemptRow> = sqlx::query_as(GET_ATTEMPT)
-            .bind(clean(tenant))
-            .bind(clean(key))
-            .fetch_optional(&self.pool)
-            .await?;
-        row.map(Attempt::try_from).transpose()
+        self.read_attempt(tenant, key).await
     }
 
     async fn query(&self, tenant: &str, filter: &AttemptFilter) -> Result<Vec<Attempt>, JournalError> {
-        let mut builder = QueryBuilder::<Postgres>::new("SELECT ");
-        builder
-            .push(ATTEMPT_COLUMNS)
-            .push(" FROM tool_call_attempts WHERE tenant = ")
-            .push_bind(clean(tenant));
-        if let Some(session) = &filter.session_id {
-            builder.push(" AND session_id = ").push_bind(clean(session));
-        }
-        if let Some(status) = filter.status {
-            builder.push(" AND status = ").push_bind(status.as_str());
-        }
-        if let Some(tool) = &filter.tool {
-            builder.push(" AND tool = ").push_bind(clean(tool));
-        }
-        if let Some(since) = filter.since {
-            builder.push(" AND attempted_at >= ").push_bind(since);
-        }
-        if let Some(until) = filter.until {
-            builder.push(" AND attempted_at < ").push_bind(until);
-        }
-        builder.push(" ORDER BY attempted_at DESC, seq DESC LIMIT ").push_bind(query_limit(filter.limit));
-        let rows: Vec<AttemptRow> = builder.build_query_as().fetch_all(&self.pool).await?;
-        rows.into_iter().map(Attempt::try_from).collect()
+        self.read_attempts(tenant, filter).await
     }
 
     async fn register_instance(&self, instance: &InstanceInfo) -> Result<(), JournalError> {
@@ -456,12 +433,7 @@ impl Journal for PostgresJournal {
     }
 
     async fn get_approval(&self, tenant: &str, id: &str) -> Result<Option<PendingApproval>, JournalError> {
-        let row: Option<ApprovalRow> = sqlx::query_as(GET_APPROVAL)
-            .bind(clean(tenant))
-            .bind(clean(id))
-            .fetch_optional(&self.pool)
-            .await?;
-        row.map(PendingApproval::try_from).transpose()
+        self.read_approval(tenant, id).await
     }
 
     async fn list_pending_approvals(
@@ -469,12 +441,7 @@ impl Journal for PostgresJournal {
         tenant: &str,
         session_id: Option<&str>,
     ) -> Result<Vec<PendingApproval>, JournalError> {
-        let rows: Vec<ApprovalRow> = sqlx::query_as(PENDING_APPROVALS)
-            .bind(clean(tenant))
-            .bind(session_id.map(clean))
-            .fetch_all(&self.pool)
-            .await?;
-        rows.into_iter().map(PendingApproval::try_from).collect()
+        self.read_pending_approvals(tenant, session_id).await
     }
 
     async fn remember(&self, decision: &RememberedDecision) -> Result<(), JournalError> {
@@ -498,12 +465,7 @@ impl Journal for PostgresJournal {
         tenant: &str,
         project: Option<&str>,
     ) -> Result<Vec<RememberedDecision>, JournalError> {
-        let rows: Vec<RememberedRow> = sqlx::query_as(REMEMBERED)
-            .bind(clean(tenant))
-            .bind(project.map(clean))
-            .fetch_all(&self.pool)
-            .await?;
-        Ok(rows.into_iter().map(RememberedDecision::from).collect())
+        self.read_remembered(tenant, project).await
     }
 
     async fn revoke(&self, tenant: &str, id: &str) -> Result<bool, JournalError> {
@@ -527,12 +489,7 @@ impl Journal for PostgresJournal {
     }
 
     async fn get_session(&self, tenant: &str, id: &str) -> Result<Option<SessionRecord>, JournalError> {
-        let row: Option<SessionRow> = sqlx::query_as(GET_SESSION)
-            .bind(clean(tenant))
-            .bind(clean(id))
-            .fetch_optional(&self.pool)
-            .await?;
-        row.map(SessionRecord::try_from).transpose()
+        self.read_session(tenant, id).await
     }
 
     async fn end_session(&self, tenant: &str, id: &str) -> Result<bool, JournalError> {
@@ -718,29 +675,6 @@ impl tool_core::storage::RecordStore for PostgresJournal {
         })
     }
 
-    fn get_record<'a>(
-        &'a self,
-        owner: &'a tool_core::storage::Owner,
-        collection: &'a str,
-        id: &'a str,
-    ) -> futures::future::BoxFuture<
-        'a,
-        Result<Option<tool_core::storage::Record>, tool_core::storage::StorageError>,
-    > {
-        Box::pin(async move {
-            use crate::records::{sqlx_backend, text};
-            let row: Option<crate::records::RecordRow> = sqlx::query_as(GET_RECORD)
-                .bind(text(&owner.tenant))
-                .bind(text(&owner.person))
-                .bind(text(collection))
-                .bind(text(id))
-                .fetch_optional(&self.pool)
-                .await
-                .map_err(sqlx_backend)?;
-            Ok(row.map(crate::records::RecordRow::into_record))
-        })
-    }
-
     fn find_records(
         &self,
         query: tool_core::storage::RecordQuery,
@@ -793,20 +727,5 @@ impl tool_core::storage::RecordStore for PostgresJournal {
         })
     }
 
-    fn record_vectors<'a>(
-        &'a self,
-        query: &'a tool_core::storage::RecordQuery,
-        model: &'a str,
-    ) -> futures::future::BoxFuture<'a, Result<Vec<(String, Vec<f32>)>, tool_core::storage::StorageError>>
-    {
-        Box::pin(async move {
-            use crate::records::{sqlx_backend, text};
-            let rows: Vec<(String, Vec<u8>)> = bind_record_filter!(sqlx::query_as(RECORD_VECTORS), query)
-                .bind(text(model))
-                .fetch_all(&self.pool)
-                .await
-                .map_err(sqlx_backend)?;
-            Ok(rows.into_iter().map(|(id, bytes)| (id, tool_core::embed::from_bytes(&bytes))).collect())
-        })
-    }
+    record_reads!(pool);
 }

@@ -14,7 +14,7 @@ use sqlx::migrate::Migrator;
 use sqlx::sqlite::{
     SqliteConnectOptions, SqliteConnection, SqliteJournalMode, SqlitePool, SqlitePoolOptions,
 };
-use sqlx::{ConnectOptions, Connection, QueryBuilder, Row, Sqlite};
+use sqlx::{ConnectOptions, Connection, Row, Sqlite};
 use tokio::sync::{mpsc, oneshot};
 
 mod knowledge;
@@ -1248,6 +1248,10 @@ fn run_one(conn: &rusqlite::Connection, op: &Op) -> rusqlite::Result<Outcome> {
     })
 }
 
+impl SqliteJournal {
+    journal_reads!(Sqlite, reads);
+}
+
 #[async_trait]
 impl Journal for SqliteJournal {
     async fn propose(&self, attempt: &NewAttempt) -> Result<Proposed, JournalError> {
@@ -1301,38 +1305,11 @@ impl Journal for SqliteJournal {
     }
 
     async fn get(&self, tenant: &str, key: &str) -> Result<Option<Attempt>, JournalError> {
-        let row: Option<AttemptRow> = sqlx::query_as(GET_ATTEMPT)
-            .bind(clean(tenant))
-            .bind(clean(key))
-            .fetch_optional(&self.reads)
-            .await?;
-        row.map(Attempt::try_from).transpose()
+        self.read_attempt(tenant, key).await
     }
 
     async fn query(&self, tenant: &str, filter: &AttemptFilter) -> Result<Vec<Attempt>, JournalError> {
-        let mut builder = QueryBuilder::<Sqlite>::new("SELECT ");
-        builder
-            .push(ATTEMPT_COLUMNS)
-            .push(" FROM tool_call_attempts WHERE tenant = ")
-            .push_bind(clean(tenant));
-        if let Some(session) = &filter.session_id {
-            builder.push(" AND session_id = ").push_bind(clean(session));
-        }
-        if let Some(status) = filter.status {
-            builder.push(" AND status = ").push_bind(status.as_str());
-        }
-        if let Some(tool) = &filter.tool {
-            builder.push(" AND tool = ").push_bind(clean(tool));
-        }
-        if let Some(since) = filter.since {
-            builder.push(" AND attempted_at >= ").push_bind(since);
-        }
-        if let Some(until) = filter.until {
-            builder.push(" AND attempted_at < ").push_bind(until);
-        }
-        builder.push(" ORDER BY attempted_at DESC, rowid DESC LIMIT ").push_bind(query_limit(filter.limit));
-        let rows: Vec<AttemptRow> = builder.build_query_as().fetch_all(&self.reads).await?;
-        rows.into_iter().map(Attempt::try_from).collect()
+        self.read_attempts(tenant, filter).await
     }
 
     async fn register_instance(&self, instance: &InstanceInfo) -> Result<(), JournalError> {
@@ -1403,12 +1380,7 @@ impl Journal for SqliteJournal {
     }
 
     async fn get_approval(&self, tenant: &str, id: &str) -> Result<Option<PendingApproval>, JournalError> {
-        let row: Option<ApprovalRow> = sqlx::query_as(GET_APPROVAL)
-            .bind(clean(tenant))
-            .bind(clean(id))
-            .fetch_optional(&self.reads)
-            .await?;
-        row.map(PendingApproval::try_from).transpose()
+        self.read_approval(tenant, id).await
     }
 
     async fn list_pending_approvals(
@@ -1416,12 +1388,7 @@ impl Journal for SqliteJournal {
         tenant: &str,
         session_id: Option<&str>,
     ) -> Result<Vec<PendingApproval>, JournalError> {
-        let rows: Vec<ApprovalRow> = sqlx::query_as(PENDING_APPROVALS)
-            .bind(clean(tenant))
-            .bind(session_id.map(clean))
-            .fetch_all(&self.reads)
-            .await?;
-        rows.into_iter().map(PendingApproval::try_from).collect()
+        self.read_pending_approvals(tenant, session_id).await
     }
 
     async fn remember(&self, decision: &RememberedDecision) -> Result<(), JournalError> {
@@ -1433,12 +1400,7 @@ impl Journal for SqliteJournal {
         tenant: &str,
         project: Option<&str>,
     ) -> Result<Vec<RememberedDecision>, JournalError> {
-        let rows: Vec<RememberedRow> = sqlx::query_as(REMEMBERED)
-            .bind(clean(tenant))
-            .bind(project.map(clean))
-            .fetch_all(&self.reads)
-            .await?;
-        Ok(rows.into_iter().map(RememberedDecision::from).collect())
+        self.read_remembered(tenant, project).await
     }
 
     async fn revoke(&self, tenant: &str, id: &str) -> Result<bool, JournalError> {
@@ -1450,12 +1412,7 @@ impl Journal for SqliteJournal {
     }
 
     async fn get_session(&self, tenant: &str, id: &str) -> Result<Option<SessionRecord>, JournalError> {
-        let row: Option<SessionRow> = sqlx::query_as(GET_SESSION)
-            .bind(clean(tenant))
-            .bind(clean(id))
-            .fetch_optional(&self.reads)
-            .await?;
-        row.map(SessionRecord::try_from).transpose()
+        self.read_session(tenant, id).await
     }
 
     async fn end_session(&self, tenant: &str, id: &str) -> Result<bool, JournalError> {

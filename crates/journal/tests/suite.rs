@@ -378,6 +378,29 @@ mod cases {
             ["r4", "r3", "r2"]
         );
         assert_eq!(query(AttemptFilter { until: Some(times[2]), ..Default::default() }).await, ["r2", "r1"]);
+        // Pages: the rows after the last one of the page before, by time then key.
+        assert_eq!(query(AttemptFilter { limit: Some(2), ..Default::default() }).await, ["r4", "r3"]);
+        assert_eq!(
+            query(AttemptFilter {
+                limit: Some(2),
+                after: Some((times[2], "r3".into())),
+                ..Default::default()
+            })
+            .await,
+            ["r2", "r1"]
+        );
+        assert!(
+            query(AttemptFilter { after: Some((times[0], "r1".into())), ..Default::default() })
+                .await
+                .is_empty()
+        );
+        let mut decided = settled(AttemptStatus::Executed, json!(1));
+        decided.decision = Some("allow_once".into());
+        assert!(j.settle("q", "r3", &decided).await.unwrap());
+        assert_eq!(
+            query(AttemptFilter { decision: Some("allow_once".into()), ..Default::default() }).await,
+            ["r3"]
+        );
         assert_eq!(
             query(AttemptFilter { since: Some(times[1]), until: Some(times[3]), ..Default::default() }).await,
             ["r3", "r2"]

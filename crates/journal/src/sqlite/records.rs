@@ -87,29 +87,6 @@ impl tool_core::storage::RecordStore for SqliteJournal {
         })
     }
 
-    fn get_record<'a>(
-        &'a self,
-        owner: &'a tool_core::storage::Owner,
-        collection: &'a str,
-        id: &'a str,
-    ) -> futures::future::BoxFuture<
-        'a,
-        Result<Option<tool_core::storage::Record>, tool_core::storage::StorageError>,
-    > {
-        Box::pin(async move {
-            use crate::records::text;
-            let row: Option<crate::records::RecordRow> = sqlx::query_as(GET_RECORD)
-                .bind(text(&owner.tenant))
-                .bind(text(&owner.person))
-                .bind(text(collection))
-                .bind(text(id))
-                .fetch_optional(&self.reads)
-                .await
-                .map_err(crate::records::sqlx_backend)?;
-            Ok(row.map(crate::records::RecordRow::into_record))
-        })
-    }
-
     fn find_records(
         &self,
         query: tool_core::storage::RecordQuery,
@@ -156,20 +133,5 @@ impl tool_core::storage::RecordStore for SqliteJournal {
         })
     }
 
-    fn record_vectors<'a>(
-        &'a self,
-        query: &'a tool_core::storage::RecordQuery,
-        model: &'a str,
-    ) -> futures::future::BoxFuture<'a, Result<Vec<(String, Vec<f32>)>, tool_core::storage::StorageError>>
-    {
-        Box::pin(async move {
-            use crate::records::text;
-            let rows: Vec<(String, Vec<u8>)> = bind_record_filter!(sqlx::query_as(RECORD_VECTORS), query)
-                .bind(text(model))
-                .fetch_all(&self.reads)
-                .await
-                .map_err(crate::records::sqlx_backend)?;
-            Ok(rows.into_iter().map(|(id, bytes)| (id, tool_core::embed::from_bytes(&bytes))).collect())
-        })
-    }
+    record_reads!(reads);
 }
