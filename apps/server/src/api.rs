@@ -1873,13 +1873,27 @@ pub struct JournalQuery {
     /// Proposed before (Unix milliseconds).
     #[serde(default)]
     pub until: Option<i64>,
+    /// Only calls decided this way (`policy`, `allow_once`, `deny`, `headless_block`…).
+    #[serde(default)]
+    pub decision: Option<String>,
+    /// Only this agent's calls (the session's `agent_id`).
+    #[serde(default)]
+    pub agent_id: Option<String>,
+    /// The page after this row: its `attempted_at` (with `after_key`), from the last row of the
+    /// page before.
+    #[serde(default)]
+    pub after_at: Option<i64>,
+    /// The page after this row: its `key`.
+    #[serde(default)]
+    pub after_key: Option<String>,
     /// At most this many (default 100, at most 1000).
     #[serde(default)]
     #[param(minimum = 1, maximum = 1000)]
     pub limit: Option<u32>,
 }
 
-/// Journalled calls of the tenant.
+/// Journalled calls of the tenant, newest first (by time, then key); page with `after_at` and
+/// `after_key` from the last row of a page.
 #[utoipa::path(get, path = "/v1/journal", tag = "journal", params(JournalQuery),
     responses((status = 200, body = Vec<Attempt>), (status = 400, body = ErrorBody)))]
 async fn list_journal(
@@ -1900,12 +1914,20 @@ async fn list_journal(
     if !(1..=1000).contains(&limit) {
         return Err(ApiError::bad_request(format!("limit must be 1 to 1000 (got {limit})")));
     }
+    let after = match (query.after_at, query.after_key) {
+        (Some(at), Some(key)) => Some((at, key)),
+        (None, None) => None,
+        _ => return Err(ApiError::bad_request("after_at and after_key go together")),
+    };
     let filter = AttemptFilter {
         session_id: query.session_id,
         status,
         tool: query.tool,
         since: query.since,
         until: query.until,
+        decision: query.decision,
+        agent_id: query.agent_id,
+        after,
         limit: Some(limit),
     };
     Ok(Json(state.journal.query(&tenant, &filter).await?))

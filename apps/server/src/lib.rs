@@ -322,6 +322,7 @@ pub async fn serve(
 ) -> anyhow::Result<()> {
     if let Ok(address) = listener.local_addr() {
         state.sandboxing.block_port(address.port());
+        state.executor.set_address(address.to_string());
     }
     let app = router(state.clone());
     let serving = listen::serve(listener, app, state.args.connection_limits());

@@ -413,6 +413,7 @@ impl AppState {
             instance_id: instance_id.clone(),
             deny: args.deny_list()?,
             journal_deadline: args.journal_deadline(),
+            version: Some(format!("{} ({})", env!("CARGO_PKG_VERSION"), env!("TOOLHOST_COMMIT"))),
             ..ExecutorConfig::default()
         };
         let devices = Arc::new(Devices::new(

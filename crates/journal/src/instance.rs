@@ -9,7 +9,13 @@ use crate::rows::now_ms;
 /// the id given (use [`new_instance_id`] for a fresh one per process start).
 pub fn current_instance(id: String) -> InstanceInfo {
     let pid = std::process::id();
-    InstanceInfo { id, host: host_name(), pid, start_ticks: process_stat(pid).map(|stat| stat.start_ticks) }
+    InstanceInfo {
+        id,
+        host: host_name(),
+        pid,
+        start_ticks: process_stat(pid).map(|stat| stat.start_ticks),
+        ..InstanceInfo::default()
+    }
 }
 
 /// A fresh instance id: host, pid, start ticks and the time, plus a counter so that two journals

@@ -527,7 +527,7 @@ pub struct AttemptFilter {
 }
 
 /// A running process that proposes rows.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct InstanceInfo {
     /// A fresh id per process start.
     pub id: String,
@@ -538,6 +538,66 @@ pub struct InstanceInfo {
     /// The process's start time in clock ticks since boot (field 22 of `/proc/<pid>/stat`), to
     /// tell a live process from a reused pid.
     pub start_ticks: Option<u64>,
+    /// The version it runs (shown to operators).
+    #[serde(default)]
+    pub version: Option<String>,
+    /// Where it serves (shown to operators).
+    #[serde(default)]
+    pub address: Option<String>,
+    /// Calls it runs now, as of its last heartbeat.
+    #[serde(default)]
+    pub in_flight: Option<u64>,
+}
+
+/// An instance as its last heartbeat left it (what the console's operator page shows).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct InstanceRecord {
+    /// Its id.
+    pub id: String,
+    /// Its host.
+    pub host: String,
+    /// Its process id there.
+    pub pid: i64,
+    /// When it registered (Unix milliseconds).
+    pub started_at: i64,
+    /// Its last heartbeat (Unix milliseconds; the database's clock on Postgres).
+    pub heartbeat_at: i64,
+    /// The version it runs.
+    pub version: Option<String>,
+    /// Where it serves.
+    pub address: Option<String>,
+    /// Calls it ran at its last heartbeat.
+    pub in_flight: Option<i64>,
+}
+
+/// Which sessions to list.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SessionFilter {
+    /// Only `active` or `ended` ones.
+    pub status: Option<String>,
+    /// The page after this session (its `created_at` and id): older ones.
+    pub after: Option<(i64, String)>,
+    /// At most this many (newest first); capped at 1000.
+    pub limit: Option<u32>,
+}
+
+/// A person signed in to the console: the cookie's token is kept as its SHA-256 only.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ConsoleSession {
+    /// The SHA-256 (hex) of the cookie's token.
+    pub digest: String,
+    /// The tenant.
+    pub tenant: String,
+    /// Who (`TENANT/ROLE/NAME`).
+    pub principal: String,
+    /// The key's role.
+    pub role: String,
+    /// The token every form of this session carries (CSRF).
+    pub csrf: String,
+    /// When it began (Unix milliseconds).
+    pub created_at: i64,
+    /// When it ends.
+    pub expires_at: i64,
 }
 
 /// What the reconciler did.
@@ -765,6 +825,26 @@ pub trait Journal: Send + Sync + std::fmt::Debug {
     async fn get_session(&self, tenant: &str, id: &str) -> Result<Option<SessionRecord>, JournalError>;
     /// Ends a session; returns whether it was active.
     async fn end_session(&self, tenant: &str, id: &str) -> Result<bool, JournalError>;
+    /// A tenant's sessions, newest first.
+    async fn list_sessions(
+        &self,
+        tenant: &str,
+        filter: &SessionFilter,
+    ) -> Result<Vec<SessionRecord>, JournalError>;
+
+    /// The registered instances, as their last heartbeats left them.
+    async fn instances(&self) -> Result<Vec<InstanceRecord>, JournalError>;
+
+    /// Keeps a console session (and forgets the expired ones).
+    async fn put_console_session(&self, session: &ConsoleSession) -> Result<(), JournalError>;
+    /// The console session of a token's digest, if it has not expired at `now_ms`.
+    async fn console_session(
+        &self,
+        digest: &str,
+        now_ms: i64,
+    ) -> Result<Option<ConsoleSession>, JournalError>;
+    /// Ends a console session (signing out); returns whether there was one.
+    async fn end_console_session(&self, digest: &str) -> Result<bool, JournalError>;
 
     /// Deletes up to `limit` rows older than `before_ms` that nothing will move again: settled
     /// calls (by when they were attempted), decided approvals and ended sessions, for every

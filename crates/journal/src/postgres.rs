@@ -17,7 +17,8 @@ use crate::rows::{
 };
 use crate::{
     Attempt, AttemptFilter, InstanceInfo, Journal, JournalError, NewAttempt, PendingApproval, Proposed,
-    ReconcilePolicy, ReconcileReport, RememberedDecision, SessionRecord, Settlement, host_name,
+    ReconcilePolicy, ReconcileReport, RememberedDecision, SessionFilter, SessionRecord, Settlement,
+    host_name,
 };
 
 static MIGRATOR: Migrator = sqlx::migrate!("./migrations/postgres");
@@ -71,11 +72,23 @@ const UNDO: &str = "UPDATE tool_call_attempts SET status = 'compensated', update
 
 // Heartbeats are the database's time, and so is the reconciler's "now": instances on hosts whose
 // clocks differ are judged by one clock.
-const REGISTER_INSTANCE: &str = "INSERT INTO journal_instances (id, host, pid, start_ticks, started_at, heartbeat_at) \
+const REGISTER_INSTANCE: &str = "INSERT INTO journal_instances (id, host, pid, start_ticks, started_at, heartbeat_at, \
+     version, address, in_flight) \
      VALUES ($1, $2, $3, $4, (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT, \
-     (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT) \
+     (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT, $5, $6, $7) \
      ON CONFLICT (id) DO UPDATE SET host = excluded.host, pid = excluded.pid, start_ticks = excluded.start_ticks, \
-     heartbeat_at = excluded.heartbeat_at";
+     heartbeat_at = excluded.heartbeat_at, version = excluded.version, address = excluded.address, \
+     in_flight = excluded.in_flight";
+
+const SESSION_SELECT: &str =
+    "SELECT id, tenant, user_id, config::text AS config, status, created_at, ended_at FROM sessions";
+
+const PUT_CONSOLE_SESSION: &str = "INSERT INTO console_sessions (digest, tenant, principal, role, csrf, created_at, \
+     expires_at) VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT (digest) DO NOTHING";
+
+const FORGET_CONSOLE_SESSIONS: &str = "DELETE FROM console_sessions WHERE expires_at < $1";
+
+const END_CONSOLE_SESSION: &str = "DELETE FROM console_sessions WHERE digest = $1";
 
 const HEARTBEAT: &str = "UPDATE journal_instances SET heartbeat_at = (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT WHERE id = $1";
 
@@ -340,6 +353,9 @@ impl Journal for PostgresJournal {
             .bind(clean(&instance.host))
             .bind(i64::from(instance.pid))
             .bind(instance.start_ticks.and_then(|ticks| i64::try_from(ticks).ok()))
+            .bind(instance.version.as_deref().map(clean))
+            .bind(instance.address.as_deref().map(clean))
+            .bind(instance.in_flight.and_then(|n| i64::try_from(n).ok()))
             .execute(&self.pool)
             .await?;
         Ok(())
@@ -499,6 +515,46 @@ impl Journal for PostgresJournal {
             .bind(now_ms())
             .execute(&self.pool)
             .await?;
+        Ok(moved(done))
+    }
+
+    async fn list_sessions(
+        &self,
+        tenant: &str,
+        filter: &SessionFilter,
+    ) -> Result<Vec<SessionRecord>, JournalError> {
+        self.read_sessions(tenant, filter).await
+    }
+
+    async fn instances(&self) -> Result<Vec<crate::InstanceRecord>, JournalError> {
+        self.read_instances().await
+    }
+
+    async fn put_console_session(&self, session: &crate::ConsoleSession) -> Result<(), JournalError> {
+        sqlx::query(FORGET_CONSOLE_SESSIONS).bind(now_ms()).execute(&self.pool).await?;
+        sqlx::query(PUT_CONSOLE_SESSION)
+            .bind(clean(&session.digest))
+            .bind(clean(&session.tenant))
+            .bind(clean(&session.principal))
+            .bind(clean(&session.role))
+            .bind(clean(&session.csrf))
+            .bind(session.created_at)
+            .bind(session.expires_at)
+            .execute(&self.pool)
+            .await?;
+        Ok(())
+    }
+
+    async fn console_session(
+        &self,
+        digest: &str,
+        now: i64,
+    ) -> Result<Option<crate::ConsoleSession>, JournalError> {
+        self.read_console_session(digest, now).await
+    }
+
+    async fn end_console_session(&self, digest: &str) -> Result<bool, JournalError> {
+        let done = sqlx::query(END_CONSOLE_SESSION).bind(clean(digest)).execute(&self.pool).await?;
         Ok(moved(done))
     }
 

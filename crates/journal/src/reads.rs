@@ -113,6 +113,58 @@ macro_rules! journal_reads {
             Ok(rows.into_iter().map(RememberedDecision::from).collect())
         }
 
+        /// A tenant's sessions, newest first.
+        pub(crate) async fn read_sessions(
+            &self,
+            tenant: &str,
+            filter: &SessionFilter,
+        ) -> Result<Vec<SessionRecord>, JournalError> {
+            let mut builder = sqlx::QueryBuilder::<$db>::new(SESSION_SELECT);
+            builder.push(" WHERE tenant = ").push_bind(clean(tenant));
+            if let Some(status) = &filter.status {
+                builder.push(" AND status = ").push_bind(clean(status));
+            }
+            if let Some((at, id)) = &filter.after {
+                builder
+                    .push(" AND (created_at < ")
+                    .push_bind(*at)
+                    .push(" OR (created_at = ")
+                    .push_bind(*at)
+                    .push(" AND id < ")
+                    .push_bind(clean(id))
+                    .push("))");
+            }
+            builder.push(" ORDER BY created_at DESC, id DESC LIMIT ").push_bind(query_limit(filter.limit));
+            let rows: Vec<SessionRow> = builder.build_query_as().fetch_all(&self.$pool).await?;
+            rows.into_iter().map(SessionRecord::try_from).collect()
+        }
+
+        /// The registered instances.
+        pub(crate) async fn read_instances(&self) -> Result<Vec<crate::InstanceRecord>, JournalError> {
+            let rows: Vec<crate::rows::InstanceRecordRow> = sqlx::query_as(
+                "SELECT id, host, pid, started_at, heartbeat_at, version, address, in_flight FROM journal_instances \
+                 ORDER BY started_at",
+            )
+            .fetch_all(&self.$pool)
+            .await?;
+            Ok(rows.into_iter().map(Into::into).collect())
+        }
+
+        /// An unexpired console session.
+        pub(crate) async fn read_console_session(
+            &self,
+            digest: &str,
+            now: i64,
+        ) -> Result<Option<crate::ConsoleSession>, JournalError> {
+            let mut builder = sqlx::QueryBuilder::<$db>::new(
+                "SELECT digest, tenant, principal, role, csrf, created_at, expires_at FROM console_sessions WHERE digest = ",
+            );
+            builder.push_bind(clean(digest)).push(" AND expires_at > ").push_bind(now);
+            let row: Option<crate::rows::ConsoleSessionRow> =
+                builder.build_query_as().fetch_optional(&self.$pool).await?;
+            Ok(row.map(Into::into))
+        }
+
         /// One session.
         pub(crate) async fn read_session(
             &self,

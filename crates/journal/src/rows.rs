@@ -492,3 +492,57 @@ pub(crate) fn dead_instances(
 pub(crate) fn query_limit(limit: Option<u32>) -> i64 {
     i64::from(limit.unwrap_or(MAX_ROWS).min(MAX_ROWS))
 }
+
+/// A `journal_instances` row whole (the operator's view).
+#[derive(Debug, sqlx::FromRow)]
+pub(crate) struct InstanceRecordRow {
+    pub(crate) id: String,
+    pub(crate) host: String,
+    pub(crate) pid: i64,
+    pub(crate) started_at: i64,
+    pub(crate) heartbeat_at: i64,
+    pub(crate) version: Option<String>,
+    pub(crate) address: Option<String>,
+    pub(crate) in_flight: Option<i64>,
+}
+
+impl From<InstanceRecordRow> for crate::InstanceRecord {
+    fn from(row: InstanceRecordRow) -> Self {
+        Self {
+            id: row.id,
+            host: row.host,
+            pid: row.pid,
+            started_at: row.started_at,
+            heartbeat_at: row.heartbeat_at,
+            version: row.version,
+            address: row.address,
+            in_flight: row.in_flight,
+        }
+    }
+}
+
+/// A `console_sessions` row.
+#[derive(Debug, sqlx::FromRow)]
+pub(crate) struct ConsoleSessionRow {
+    pub(crate) digest: String,
+    pub(crate) tenant: String,
+    pub(crate) principal: String,
+    pub(crate) role: String,
+    pub(crate) csrf: String,
+    pub(crate) created_at: i64,
+    pub(crate) expires_at: i64,
+}
+
+impl From<ConsoleSessionRow> for crate::ConsoleSession {
+    fn from(row: ConsoleSessionRow) -> Self {
+        Self {
+            digest: row.digest,
+            tenant: row.tenant,
+            principal: row.principal,
+            role: row.role,
+            csrf: row.csrf,
+            created_at: row.created_at,
+            expires_at: row.expires_at,
+        }
+    }
+}

@@ -27,7 +27,8 @@ use crate::rows::{
 };
 use crate::{
     Attempt, AttemptFilter, InstanceInfo, Journal, JournalError, NewAttempt, PendingApproval, Proposed,
-    ReconcilePolicy, ReconcileReport, RememberedDecision, SessionRecord, Settlement, host_name,
+    ReconcilePolicy, ReconcileReport, RememberedDecision, SessionFilter, SessionRecord, Settlement,
+    host_name,
 };
 
 static MIGRATOR: Migrator = sqlx::migrate!("./migrations/sqlite");
@@ -142,10 +143,20 @@ const RECORD_DECISION: &str = "UPDATE tool_call_attempts SET decision = ?3, deci
 const UNDO: &str = "UPDATE tool_call_attempts SET status = 'compensated', updated_at = ?3 \
      WHERE tenant = ?1 AND key = ?2 AND status IN ('executed', 'confirmed')";
 
-const REGISTER_INSTANCE: &str = "INSERT INTO journal_instances (id, host, pid, start_ticks, started_at, heartbeat_at) \
-     VALUES (?1, ?2, ?3, ?4, ?5, ?5) \
+const REGISTER_INSTANCE: &str = "INSERT INTO journal_instances (id, host, pid, start_ticks, started_at, heartbeat_at, \
+     version, address, in_flight) VALUES (?1, ?2, ?3, ?4, ?5, ?5, ?6, ?7, ?8) \
      ON CONFLICT (id) DO UPDATE SET host = excluded.host, pid = excluded.pid, start_ticks = excluded.start_ticks, \
-     heartbeat_at = excluded.heartbeat_at";
+     heartbeat_at = excluded.heartbeat_at, version = excluded.version, address = excluded.address, \
+     in_flight = excluded.in_flight";
+
+const SESSION_SELECT: &str = "SELECT id, tenant, user_id, config, status, created_at, ended_at FROM sessions";
+
+const PUT_CONSOLE_SESSION: &str = "INSERT INTO console_sessions (digest, tenant, principal, role, csrf, created_at, \
+     expires_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7) ON CONFLICT (digest) DO NOTHING";
+
+const FORGET_CONSOLE_SESSIONS: &str = "DELETE FROM console_sessions WHERE expires_at < ?1";
+
+const END_CONSOLE_SESSION: &str = "DELETE FROM console_sessions WHERE digest = ?1";
 
 const HEARTBEAT: &str = "UPDATE journal_instances SET heartbeat_at = ?2 WHERE id = ?1";
 
@@ -460,7 +471,13 @@ enum Op {
         pid: i64,
         start_ticks: Option<i64>,
         now: i64,
+        version: Option<String>,
+        address: Option<String>,
+        in_flight: Option<i64>,
     },
+    /// A console session kept (expired ones forgotten at the same time).
+    PutConsoleSession([String; 5], i64, i64),
+    EndConsoleSession(String),
     Heartbeat {
         id: String,
         now: i64,
@@ -1152,10 +1169,16 @@ fn run_one(conn: &rusqlite::Connection, op: &Op) -> rusqlite::Result<Outcome> {
         Op::RecordDecision { tenant, key, decision, decided_by, now } => {
             moved(run(RECORD_DECISION, &[tenant, key, decision, decided_by, now])?)
         }
-        Op::RegisterInstance { id, host, pid, start_ticks, now } => {
-            run(REGISTER_INSTANCE, &[id, host, pid, start_ticks, now])?;
+        Op::RegisterInstance { id, host, pid, start_ticks, now, version, address, in_flight } => {
+            run(REGISTER_INSTANCE, &[id, host, pid, start_ticks, now, version, address, in_flight])?;
             Outcome::Done
         }
+        Op::PutConsoleSession([digest, tenant, principal, role, csrf], created_at, expires_at) => {
+            run(FORGET_CONSOLE_SESSIONS, &[created_at])?;
+            run(PUT_CONSOLE_SESSION, &[digest, tenant, principal, role, csrf, created_at, expires_at])?;
+            Outcome::Done
+        }
+        Op::EndConsoleSession(digest) => moved(run(END_CONSOLE_SESSION, &[digest])?),
         Op::Heartbeat { id, now } => {
             run(HEARTBEAT, &[id, now])?;
             Outcome::Done
@@ -1319,6 +1342,9 @@ impl Journal for SqliteJournal {
             pid: i64::from(instance.pid),
             start_ticks: instance.start_ticks.and_then(|ticks| i64::try_from(ticks).ok()),
             now: now_ms(),
+            version: instance.version.as_deref().map(clean),
+            address: instance.address.as_deref().map(clean),
+            in_flight: instance.in_flight.and_then(|n| i64::try_from(n).ok()),
         })
         .await
     }
@@ -1417,6 +1443,41 @@ impl Journal for SqliteJournal {
 
     async fn end_session(&self, tenant: &str, id: &str) -> Result<bool, JournalError> {
         self.write_moved(Op::EndSession { tenant: clean(tenant), id: clean(id), now: now_ms() }).await
+    }
+
+    async fn list_sessions(
+        &self,
+        tenant: &str,
+        filter: &SessionFilter,
+    ) -> Result<Vec<SessionRecord>, JournalError> {
+        self.read_sessions(tenant, filter).await
+    }
+
+    async fn instances(&self) -> Result<Vec<crate::InstanceRecord>, JournalError> {
+        self.read_instances().await
+    }
+
+    async fn put_console_session(&self, session: &crate::ConsoleSession) -> Result<(), JournalError> {
+        let texts = [
+            clean(&session.digest),
+            clean(&session.tenant),
+            clean(&session.principal),
+            clean(&session.role),
+            clean(&session.csrf),
+        ];
+        self.write_done(Op::PutConsoleSession(texts, session.created_at, session.expires_at)).await
+    }
+
+    async fn console_session(
+        &self,
+        digest: &str,
+        now: i64,
+    ) -> Result<Option<crate::ConsoleSession>, JournalError> {
+        self.read_console_session(digest, now).await
+    }
+
+    async fn end_console_session(&self, digest: &str) -> Result<bool, JournalError> {
+        self.write_moved(Op::EndConsoleSession(clean(digest))).await
     }
 
     async fn expire_results(
@@ -1620,6 +1681,9 @@ mod tests {
                 pid: 1,
                 start_ticks: None,
                 now: 1,
+                version: None,
+                address: None,
+                in_flight: None,
             })
             .await
             .unwrap();

@@ -89,6 +89,7 @@ suite!(
     confirm_only_from_executed,
     undone_only_from_executed_or_confirmed,
     decisions_are_recorded_before_the_call_settles,
+    sessions_list_instances_show_and_console_sessions_expire,
     control_characters_are_stripped,
     approvals,
     remembered_decisions,
@@ -620,8 +621,12 @@ mod cases {
             (Some("allow_once"), Some("t/person/ann"))
         );
         // A crash now: the reconciler abandons the row and keeps who let it run.
-        let dead =
-            journal::InstanceInfo { id: "gone".into(), host: "elsewhere".into(), pid: 1, start_ticks: None };
+        let dead = journal::InstanceInfo {
+            id: "gone".into(),
+            host: "elsewhere".into(),
+            pid: 1,
+            ..Default::default()
+        };
         j.register_instance(&dead).await.unwrap();
         let mut orphan = attempt("t", None, "d2");
         orphan.instance_id = "gone".into();
@@ -640,6 +645,68 @@ mod cases {
         assert!(j.settle("t", "d1", &settled(AttemptStatus::Executed, json!(1))).await.unwrap());
         assert!(!j.record_decision("t", "d1", "deny", None).await.unwrap(), "a settled row is not moved");
         assert_ne!(j.get("t", "d1").await.unwrap().unwrap().decision.as_deref(), Some("deny"));
+    }
+
+    pub async fn sessions_list_instances_show_and_console_sessions_expire(j: &Arc<dyn Journal>) {
+        for (n, id) in ["s1", "s2", "s3"].iter().enumerate() {
+            let record = journal::SessionRecord {
+                id: (*id).into(),
+                tenant: "t".into(),
+                user_id: None,
+                config: json!({"n": n}),
+                status: if n == 1 { "ended".into() } else { "active".into() },
+                created_at: 1_000 + n as i64,
+                ended_at: None,
+            };
+            j.put_session(&record).await.unwrap();
+        }
+        let ids =
+            |records: Vec<journal::SessionRecord>| records.into_iter().map(|r| r.id).collect::<Vec<_>>();
+        let all = journal::SessionFilter::default();
+        assert_eq!(ids(j.list_sessions("t", &all).await.unwrap()), ["s3", "s2", "s1"]);
+        assert!(j.list_sessions("other", &all).await.unwrap().is_empty(), "another tenant's are not listed");
+        let active = journal::SessionFilter { status: Some("active".into()), ..Default::default() };
+        assert_eq!(ids(j.list_sessions("t", &active).await.unwrap()), ["s3", "s1"]);
+        let page = journal::SessionFilter {
+            after: Some((1_002, "s3".into())),
+            limit: Some(1),
+            ..Default::default()
+        };
+        assert_eq!(ids(j.list_sessions("t", &page).await.unwrap()), ["s2"]);
+
+        let me = journal::InstanceInfo {
+            id: "shown".into(),
+            host: "h".into(),
+            pid: 7,
+            version: Some("1.2.3".into()),
+            address: Some("127.0.0.1:8080".into()),
+            in_flight: Some(4),
+            ..Default::default()
+        };
+        j.register_instance(&me).await.unwrap();
+        let shown = j.instances().await.unwrap().into_iter().find(|i| i.id == "shown").unwrap();
+        assert_eq!(
+            (shown.version.as_deref(), shown.address.as_deref(), shown.in_flight),
+            (Some("1.2.3"), Some("127.0.0.1:8080"), Some(4))
+        );
+
+        let now = 1_700_000_000_000;
+        let session = journal::ConsoleSession {
+            digest: "d1".into(),
+            tenant: "t".into(),
+            principal: "t/person/ann".into(),
+            role: "person".into(),
+            csrf: "c".into(),
+            created_at: now,
+            expires_at: now + 1_000,
+        };
+        j.put_console_session(&session).await.unwrap();
+        assert_eq!(j.console_session("d1", now + 10).await.unwrap(), Some(session.clone()));
+        assert_eq!(j.console_session("d1", now + 1_000).await.unwrap(), None, "expired");
+        assert_eq!(j.console_session("d2", now).await.unwrap(), None);
+        assert!(j.end_console_session("d1").await.unwrap());
+        assert_eq!(j.console_session("d1", now + 10).await.unwrap(), None, "signed out");
+        assert!(!j.end_console_session("d1").await.unwrap());
     }
 
     pub async fn control_characters_are_stripped(j: &Arc<dyn Journal>) {
@@ -880,6 +947,7 @@ mod cases {
             host: "elsewhere.invalid".into(),
             pid: 1,
             start_ticks: Some(1),
+            ..Default::default()
         };
         let propose_for = |call: &str, instance: &str| {
             let mut new = attempt("R", None, call);
@@ -918,6 +986,7 @@ mod cases {
             host: host.clone(),
             pid: dead_pid,
             start_ticks: None,
+            ..Default::default()
         })
         .await
         .unwrap();
@@ -926,6 +995,7 @@ mod cases {
             host: host.clone(),
             pid: me.pid,
             start_ticks: Some(my_ticks + 1),
+            ..Default::default()
         })
         .await
         .unwrap();
@@ -935,6 +1005,7 @@ mod cases {
             host: host.clone(),
             pid: me.pid,
             start_ticks: Some(my_ticks),
+            ..Default::default()
         })
         .await
         .unwrap();

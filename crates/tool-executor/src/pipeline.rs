@@ -104,6 +104,8 @@ pub struct ExecutorConfig {
     /// How long a journal write may take before the pipeline gives up on it: a propose that does
     /// not land in time refuses its call (see [`crate::durable`]); a settle goes to the outbox.
     pub journal_deadline: Duration,
+    /// The version this process runs (its heartbeat says so, for operators).
+    pub version: Option<String>,
 }
 
 impl Default for ExecutorConfig {
@@ -118,6 +120,7 @@ impl Default for ExecutorConfig {
             instance_id: journal::new_instance_id(),
             deny: crate::deny::DenyList::default(),
             journal_deadline: Duration::from_secs(2),
+            version: None,
         }
     }
 }
@@ -269,6 +272,10 @@ struct Inner {
     tap: Option<Arc<dyn EventTap>>,
     /// The operator's deny list as it is now (`config.deny` at start; [`Executor::set_deny`]).
     deny: std::sync::RwLock<Arc<crate::deny::DenyList>>,
+    /// Calls running now (past preflight, not yet settled).
+    in_flight: std::sync::atomic::AtomicU64,
+    /// Where this instance serves, for its heartbeat (operators see it).
+    address: std::sync::OnceLock<String>,
 }
 
 /// The pipeline. Cheap to clone; every clone is the same executor.
@@ -370,6 +377,8 @@ impl ExecutorBuilder {
                 health: Arc::new(JournalHealth::default()),
                 tap: self.tap,
                 deny,
+                in_flight: std::sync::atomic::AtomicU64::new(0),
+                address: std::sync::OnceLock::new(),
             }),
         }
     }
@@ -407,6 +416,16 @@ impl Executor {
     /// The configuration.
     pub fn config(&self) -> &ExecutorConfig {
         &self.inner.config
+    }
+
+    /// Calls running now through this executor.
+    pub fn in_flight(&self) -> u64 {
+        self.inner.in_flight.load(Ordering::Relaxed)
+    }
+
+    /// Where this instance serves (its heartbeat says so, for operators).
+    pub fn set_address(&self, address: String) {
+        let _ = self.inner.address.set(address);
     }
 
     /// Replaces the operator's deny list (a reload): calls decided from now on see the new one.
@@ -467,7 +486,8 @@ impl Executor {
         reconcile_every: Duration,
     ) -> Result<Option<journal::ReconcileReport>, journal::JournalError> {
         let Some(journal) = self.inner.journal.clone() else { return Ok(None) };
-        let instance = journal::current_instance(self.inner.config.instance_id.clone());
+        let mut instance = journal::current_instance(self.inner.config.instance_id.clone());
+        instance.version = self.inner.config.version.clone();
         journal.register_instance(&instance).await?;
         // What a process that died here left waiting lands before any row is judged.
         let waiting = self.inner.outbox.len();
@@ -486,11 +506,16 @@ impl Executor {
         // tell a dead peer from one that could not beat either.
         let (beat, health) = (journal.clone(), self.inner.health.clone());
         let deadline = self.inner.config.journal_deadline;
+        let executor = Arc::downgrade(&self.inner);
         tokio::spawn(async move {
             let mut ticks = tokio::time::interval(lease / 3);
             ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
             loop {
                 ticks.tick().await;
+                let Some(inner) = executor.upgrade() else { return };
+                instance.in_flight = Some(inner.in_flight.load(Ordering::Relaxed));
+                instance.address = inner.address.get().cloned();
+                drop(inner);
                 let _ = health.timed(deadline, beat.register_instance(&instance)).await;
             }
         });
@@ -1083,6 +1108,7 @@ impl Executor {
         let backup = Backup::of(&call);
         let call_id = call.call_id.clone();
         let span = call.span.clone();
+        self.inner.in_flight.fetch_add(1, Ordering::Relaxed);
         let steps = AssertUnwindSafe(self.run_steps(session, call)).catch_unwind().instrument(span.clone());
         let result = match steps.await {
             Ok(result) => result,
@@ -1092,6 +1118,7 @@ impl Executor {
             }
         };
         session.forget_call(&call_id);
+        self.inner.in_flight.fetch_sub(1, Ordering::Relaxed);
         failed(&span, &result);
         result
     }
