@@ -172,6 +172,8 @@ pub struct Hooks {
     hooks: Vec<(Hook, matcher::Matcher)>,
     warnings: Vec<String>,
     env: Vec<(String, String)>,
+    /// Where a person decides an approval (`{id}` replaced), for `PermissionRequest` hooks.
+    approval_url: Option<String>,
     #[cfg(feature = "http")]
     fetcher: Option<Arc<safe_fetch::Fetcher>>,
 }
@@ -201,9 +203,18 @@ impl Hooks {
                 .collect(),
             warnings: set.warnings,
             env,
+            approval_url: None,
             #[cfg(feature = "http")]
             fetcher: None,
         }
+    }
+
+    /// `PermissionRequest` hooks are told where a person decides the approval: `template` with
+    /// `{id}` replaced by its id (the server's console, `https://…/console/approvals/{id}`).
+    #[must_use]
+    pub fn with_approval_url(mut self, template: impl Into<String>) -> Self {
+        self.approval_url = Some(template.into());
+        self
     }
 
     /// Webhooks go through `fetcher` (without one they fail, and are reported).
@@ -635,14 +646,22 @@ impl CallHooks for Hooks {
         self.call_event("PreToolUse", call, |_| {}, fold_pre_tool_use).await
     }
 
-    async fn permission_request(&self, call: &HookedCall<'_>, reason: &str) -> HookAnswer {
+    async fn permission_request(&self, call: &HookedCall<'_>, reason: &str, approval_id: &str) -> HookAnswer {
         let reason = reason.to_owned();
+        let url = self.approval_url.as_ref().map(|template| template.replace("{id}", approval_id));
+        let tenant = call.session.tenant.clone();
         self.call_event(
             "PermissionRequest",
             call,
             |input| {
                 input.insert("reason".into(), json!(reason));
                 input.insert("permission_suggestions".into(), json!([]));
+                // Toolhost's own: what a person's script needs to link to the approval.
+                input.insert("approval_id".into(), json!(approval_id));
+                input.insert("tenant".into(), json!(tenant));
+                if let Some(url) = url {
+                    input.insert("approval_url".into(), json!(url));
+                }
             },
             fold_permission_request,
         )

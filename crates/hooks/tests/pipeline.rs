@@ -494,3 +494,57 @@ fn a_folders_own_hooks_run_only_when_it_is_trusted() {
     );
     assert!(trusted.warnings.is_empty(), "{:?}", trusted.warnings);
 }
+
+/// A `PermissionRequest` hook that lets the person decide is told which approval the person will
+/// decide, whose tenant it is and where it is decided, so that a script can post its own link.
+#[tokio::test]
+async fn permission_request_hooks_get_the_approval_they_stand_before() {
+    let w = world().await;
+    let seen = w.dir.path().join("payload.json");
+    let tell = w.script("tell.sh", &format!("#!/bin/sh\ncat > {}\n", seen.display()));
+    let session = w.executor.open_session(SessionConfig {
+        id: "s9".into(),
+        tenant: "t".into(),
+        working_directory: Some(w.work()),
+        policy: SessionPolicy { mode: ApprovalMode::Manual, ..SessionPolicy::default() },
+        ..SessionConfig::default()
+    });
+    let mut set = HookSet::default();
+    set.add_value(&one("PermissionRequest", "Bash", &tell), Path::new("hooks.json"), Origin::Operator)
+        .unwrap();
+    let hooks = Hooks::new(set).with_approval_url("https://toolhost.example/console/approvals/{id}");
+    session.set_call_hooks(Some(Arc::new(hooks)));
+    let mut events = session.subscribe();
+    let call = {
+        let (executor, session) = (w.executor.clone(), session.clone());
+        tokio::spawn(async move {
+            let batch = Batch {
+                message_id: None,
+                calls: vec![RawCall {
+                    id: "c1".into(),
+                    name: "runCommand".into(),
+                    arguments: json!({"command": "printf x > p.md"}).to_string(),
+                }],
+                stopped_on_length: false,
+            };
+            executor.execute_batch(&session, batch).await.pop().unwrap()
+        })
+    };
+    let approval = loop {
+        match tokio::time::timeout(std::time::Duration::from_secs(20), events.recv()).await.unwrap().unwrap()
+        {
+            Event::PermissionRequested { approval_id, .. } => break approval_id,
+            _ => {}
+        }
+    };
+    let payload: Value = serde_json::from_str(&std::fs::read_to_string(&seen).unwrap()).unwrap();
+    assert_eq!(payload["hook_event_name"], "PermissionRequest", "{payload}");
+    assert_eq!(payload["approval_id"], approval.as_str(), "{payload}");
+    assert_eq!(payload["tenant"], "t");
+    assert_eq!(payload["session_id"], "s9");
+    assert_eq!(payload["approval_url"], format!("https://toolhost.example/console/approvals/{approval}"));
+    let decided =
+        tool_executor::Decided { decision: tool_executor::Decision::Deny, by: Some("t/person/ann".into()) };
+    w.executor.local_broker().unwrap().decide("t", &approval, decided).unwrap();
+    assert_eq!(call.await.unwrap().status, AttemptStatus::Denied);
+}

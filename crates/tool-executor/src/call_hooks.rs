@@ -82,8 +82,9 @@ pub trait CallHooks: Send + Sync {
     /// `PreToolUse`: before approval.
     async fn pre_tool_use(&self, call: &HookedCall<'_>) -> HookAnswer;
 
-    /// `PermissionRequest`: a person is about to be asked, for `reason`.
-    async fn permission_request(&self, call: &HookedCall<'_>, reason: &str) -> HookAnswer;
+    /// `PermissionRequest`: a person is about to be asked, for `reason`, as approval
+    /// `approval_id` (what a person decides it by, should the hooks not answer).
+    async fn permission_request(&self, call: &HookedCall<'_>, reason: &str, approval_id: &str) -> HookAnswer;
 
     /// `PostToolUse`: the call succeeded with `output`.
     async fn post_tool_use(&self, call: &HookedCall<'_>, output: &ToolOutput) -> HookAnswer;

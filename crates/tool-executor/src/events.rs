@@ -49,14 +49,23 @@ pub enum Event {
         decision: String,
         /// Who decided.
         by: String,
+        /// The approval a person decided, when one was asked.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        approval_id: Option<String>,
     },
-    /// A person denied the call.
+    /// A person (or a hook) denied the call, or no one decided in time.
     #[serde(rename = "permission.denied")]
     PermissionDenied {
         /// The call id.
         call_id: String,
         /// What the model is told.
         message: String,
+        /// The approval that was asked, when one was.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        approval_id: Option<String>,
+        /// `expired` when no one decided in time.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        outcome: Option<String>,
     },
     /// The runtime started.
     #[serde(rename = "call.started")]

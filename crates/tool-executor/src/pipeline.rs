@@ -1787,14 +1787,17 @@ impl Executor {
         let tier = tier_in(toolbox, session, &compiled.spec, &call.arguments);
         let input = self.decision_input(session, entry, compiled, &call.arguments, tier);
         let call_id = call.call_id.clone();
-        let granted = |session: &Session, decision: &str, by: &str| {
+        let granted_asked = |session: &Session, decision: &str, by: &str, approval: Option<&str>| {
             session.emit(Event::PermissionGranted {
                 call_id: call_id.clone(),
                 decision: decision.to_owned(),
                 by: by.to_owned(),
+                approval_id: approval.map(str::to_owned),
             });
             Ok((decision.to_owned(), Some(by.to_owned())))
         };
+        let granted =
+            |session: &Session, decision: &str, by: &str| granted_asked(session, decision, by, None);
         let (reason, always) = match decide(toolbox, &input) {
             // A hook may want a person to look at a call policy would run.
             Verdict::Run(_) if said.ask.is_some() => {
@@ -1839,13 +1842,16 @@ impl Executor {
             return Err((AttemptStatus::Blocked, output, "headless_block".into(), Some("policy".into())));
         }
 
+        // The approval's id is made now: hooks that answer for the person are told it (a script
+        // links to where the person decides it), and the person is asked under it.
+        let approval_id = format!("appr-{:x}", unique());
         // Hooks may answer for the person.
         if let Some(hooks) = hooks {
             let view = hooked(session, call, &call.arguments);
             if hooks.matches("PermissionRequest", &view) {
                 let token = session.call_token(&call.call_id, call.batch_cancel.as_ref());
                 let answer = tokio::select! {
-                    answer = hooks.permission_request(&view, &reason) => answer,
+                    answer = hooks.permission_request(&view, &reason, &approval_id) => answer,
                     () = token.cancelled() => return Err((
                         AttemptStatus::Failed,
                         ToolOutput::error(ErrorKind::Cancelled, "The call was cancelled while its hooks ran."),
@@ -1907,6 +1913,8 @@ impl Executor {
                         session.emit(Event::PermissionDenied {
                             call_id: call.call_id.clone(),
                             message: message.clone(),
+                            approval_id: None,
+                            outcome: Some("denied".into()),
                         });
                         return Err((
                             AttemptStatus::Denied,
@@ -1928,7 +1936,7 @@ impl Executor {
             return Err((AttemptStatus::Failed, output, decision.into(), None));
         }
         let request = ApprovalRequest {
-            id: format!("appr-{:x}", unique()),
+            id: approval_id,
             tenant: session.config.tenant.clone(),
             session_id: session.config.id.clone(),
             call_id: call.call_id.clone(),
@@ -2048,7 +2056,7 @@ impl Executor {
                     }
                     _ => {}
                 }
-                granted(session, decision.name(), &by)
+                granted_asked(session, decision.name(), &by, Some(&request.id))
             }
             Some(Decided { decision, by }) => {
                 let message = match &decision {
@@ -2059,6 +2067,8 @@ impl Executor {
                 session.emit(Event::PermissionDenied {
                     call_id: call.call_id.clone(),
                     message: message.clone(),
+                    approval_id: Some(request.id.clone()),
+                    outcome: Some("denied".into()),
                 });
                 Err((
                     AttemptStatus::Denied,
@@ -2081,6 +2091,8 @@ impl Executor {
                 session.emit(Event::PermissionDenied {
                     call_id: call.call_id.clone(),
                     message: message.clone(),
+                    approval_id: Some(request.id.clone()),
+                    outcome: Some("expired".into()),
                 });
                 Err((
                     AttemptStatus::Denied,
