@@ -15,13 +15,12 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use tool_core::provider::Provider;
 use tool_core::sandbox::{NetworkAccess, SandboxMode};
-use tool_executor::{ApprovalMode, Batch, CallResult, Decided, Decision, Event, RawCall};
+use tool_executor::{ApprovalMode, Batch, CallResult, Decision, Event, RawCall};
 use utoipa::{IntoParams, ToSchema};
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
 use crate::auth::{Principal, Tenant};
-use crate::cluster::ClusterMessage;
 use crate::devices::DeviceInfo;
 use crate::error::{ApiError, ErrorBody, Json, Path, Query};
 use crate::limits::Resource;
@@ -378,6 +377,7 @@ pub async fn open_session(
     state.limits.check_sessions(state.tenant_session_count(&tenant))?;
     state.check_approval(request.approval_mode, &request.allow_list)?;
     let mut view = state.new_view(fresh_id("ses"));
+    view.created_by = Some(principal.id.clone());
     if let Some(dir) = &request.working_directory {
         check_text("working_directory", dir, 4096)?;
         view.working_directory = Some(state.check_working_directory(&tenant, dir, request.runs_on)?);
@@ -1027,12 +1027,7 @@ pub struct ApprovalView {
     pub question: Option<tool_core::Question>,
 }
 
-/// The question a journalled approval row holds, if it is one.
-fn question_of(row: &PendingApproval) -> Option<tool_core::Question> {
-    (row.reason == tool_executor::approval::QUESTION)
-        .then(|| serde_json::from_value(row.arguments.clone()).ok())
-        .flatten()
-}
+use crate::approvals::{DecisionOutcome, question_of};
 
 /// Calls and questions waiting for a person, oldest first.
 #[utoipa::path(get, path = "/v1/approvals", tag = "approvals", params(ApprovalQuery),
@@ -1042,15 +1037,7 @@ async fn list_approvals(
     Tenant(tenant): Tenant,
     Query(query): Query<ApprovalQuery>,
 ) -> Result<Json<Vec<ApprovalView>>, ApiError> {
-    let mut rows = state.journal.list_pending_approvals(&tenant, query.session_id.as_deref()).await?;
-    if state.cluster.is_none() {
-        // One instance: what waits in its broker is the truth (rows of a previous run that died
-        // with questions open are not waiting for anyone).
-        let live: Vec<String> =
-            state.broker.pending(&tenant, query.session_id.as_deref()).into_iter().map(|r| r.id).collect();
-        rows.retain(|row| live.contains(&row.id));
-    }
-    rows.sort_by_key(|row| row.created_at);
+    let rows = crate::approvals::pending(&state, &tenant, query.session_id.as_deref()).await?;
     Ok(Json(
         rows.into_iter()
             .map(|row| {
@@ -1077,17 +1064,11 @@ pub struct DecideApproval {
     #[serde(default)]
     #[schema(min_length = 1, max_length = 200, pattern = r"^[^\u0000-\u001F\u007F-\u009F]*$")]
     pub by: Option<String>,
-}
-
-/// What happened to a decision.
-#[derive(Debug, Serialize, ToSchema)]
-pub struct DecisionOutcome {
-    /// The approval.
-    pub approval_id: String,
-    /// The decision's name.
-    pub decision: String,
-    /// `delivered` (the waiting call has it) or `forwarded` (sent to the instance that waits).
-    pub outcome: String,
+    /// Where the person decided, for the record: `decided_by` becomes `KEY via VIA` (the terminal
+    /// app's inbox sends `terminal`). A lower-case word.
+    #[serde(default)]
+    #[schema(min_length = 1, max_length = 32, pattern = r"^[a-z][a-z0-9-]*$")]
+    pub via: Option<String>,
 }
 
 /// Decides a pending approval: the waiting call runs or is denied at once.
@@ -1102,57 +1083,15 @@ async fn decide_approval(
     Path(id): Path<String>,
     Json(request): Json<DecideApproval>,
 ) -> Result<Json<DecisionOutcome>, ApiError> {
-    principal.must_decide(state.args.agent_keys_decide)?;
     if let Some(by) = &request.by {
         check_text("by", by, 200)?;
     }
-    let tenant = principal.tenant;
-    let name = request.decision.name().to_owned();
-    let by = Some(principal.id);
-    let decided = Decided { decision: request.decision.clone(), by: by.clone() };
-    match state.broker.decide(&tenant, &id, decided) {
-        Ok(()) => {
-            return Ok(Json(DecisionOutcome {
-                approval_id: id,
-                decision: name,
-                outcome: "delivered".into(),
-            }));
-        }
-        Err(tool_executor::approval::DecideError::Unfit(why)) => return Err(ApiError::bad_request(why)),
-        Err(tool_executor::approval::DecideError::NotFound(_)) => {}
-    }
-    // Not waiting here: with a cluster, the instance that proposed the call may hold it.
-    if let Some(cluster) = &state.cluster
-        && let Some(row) = state.journal.get_approval(&tenant, &id).await?
-        && row.status == "pending"
-        && let Some(attempt) = state.journal.get(&tenant, &row.attempt_key).await?
-        && attempt.instance_id != state.instance_id
-    {
-        // What the waiting instance would refuse is refused here, where the caller hears why.
-        let waiting = tool_executor::approval::ApprovalRequest {
-            id: row.id.clone(),
-            tenant: row.tenant.clone(),
-            session_id: row.session_id.clone(),
-            call_id: row.call_id.clone(),
-            tool: row.tool.clone(),
-            api: row.api.clone(),
-            arguments: row.arguments.clone(),
-            reason: row.reason.clone(),
-            question: question_of(&row),
-        };
-        if let Err(tool_executor::approval::DecideError::Unfit(why)) = waiting.admits(&request.decision) {
-            return Err(ApiError::bad_request(why));
-        }
-        let decision =
-            ClusterMessage::Decision { tenant, approval_id: id.clone(), decision: request.decision, by };
-        if !cluster.send(&attempt.instance_id, &decision).await {
-            return Err(ApiError::unavailable(
-                "the decision could not be passed to the instance that waits for it",
-            ));
-        }
-        return Ok(Json(DecisionOutcome { approval_id: id, decision: name, outcome: "forwarded".into() }));
-    }
-    Err(ApiError::not_found("pending approval", &id))
+    let via = match request.via {
+        Some(via) => crate::approvals::Via::client(via)?,
+        None => crate::approvals::Via::Api,
+    };
+    let outcome = crate::approvals::decide(&state, &principal, &id, request.decision, via).await?;
+    Ok(Json(outcome))
 }
 
 /// Which remembered decisions to list.

@@ -360,6 +360,7 @@ impl FromRequestParts<Arc<AppState>> for Principal {
                 if let Some(audit) = parts.extensions.get::<crate::RequestAudit>() {
                     audit.note(&principal.tenant, &principal.id);
                 }
+                state.key_used(&principal.id);
             }
             Err(error) => {
                 state.metrics.refused_keys.fetch_add(1, std::sync::atomic::Ordering::Relaxed);

@@ -87,6 +87,9 @@ pub struct Bus {
     seen: Mutex<HashMap<String, u64>>,
     /// Events not sent to the other instances (the queue was full, or the transport failed).
     pub dropped: AtomicU64,
+    /// This instance's own events, every tenant's (what only the instance that emitted an event
+    /// acts on: notifications).
+    local: broadcast::Sender<Arc<BusEvent>>,
 }
 
 impl std::fmt::Debug for Bus {
@@ -110,7 +113,13 @@ impl Bus {
             transport: Mutex::new(Transport::Alone),
             seen: Mutex::default(),
             dropped: AtomicU64::new(0),
+            local: broadcast::channel(TENANT_BUFFER).0,
         }
+    }
+
+    /// This instance's own events, every tenant's, from now on.
+    pub fn subscribe_local(&self) -> broadcast::Receiver<Arc<BusEvent>> {
+        self.local.subscribe()
     }
 
     /// How events reach the other instances.
@@ -138,7 +147,8 @@ impl Bus {
             .get(tenant)
             .is_some_and(|sender| sender.receiver_count() > 0);
         let outgoing = self.outgoing.lock().unwrap_or_else(PoisonError::into_inner).clone();
-        if !watched && outgoing.is_none() {
+        let local = self.local.receiver_count() > 0;
+        if !watched && outgoing.is_none() && !local {
             return;
         }
         let event = Arc::new(BusEvent {
@@ -153,6 +163,9 @@ impl Bus {
             && outgoing.try_send(event.clone()).is_err()
         {
             self.dropped.fetch_add(1, Ordering::Relaxed);
+        }
+        if local {
+            let _ = self.local.send(event.clone());
         }
         if watched {
             self.deliver(event);

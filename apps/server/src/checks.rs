@@ -77,6 +77,44 @@ pub fn tenancy(args: &ServeArgs, keys: &Keys) -> Vec<String> {
     problems
 }
 
+/// What is wrong with `[notify]` and `console-url`: a channel that cannot be made (an invalid URL
+/// or address, clear SMTP beyond this machine), a tenant no key has, and links no one could open
+/// (notifications without a `console-url` while the server listens on every interface).
+pub fn notify(args: &ServeArgs, keys: &Keys) -> Vec<String> {
+    let mut problems = Vec::new();
+    if let Some(url) = &args.console_url
+        && !(url.starts_with("http://") || url.starts_with("https://"))
+    {
+        problems.push(format!("console-url: `{url}` is not an http:// or https:// address"));
+    }
+    let channels = args.notify.channels();
+    let tenants = keys.tenants();
+    for (tenant, config) in &channels {
+        let kind = match config {
+            notify::ChannelConfig::Webhook { .. } => "notify.webhook",
+            notify::ChannelConfig::Email { .. } => "notify.email",
+        };
+        if let Err(error) = notify::Channel::new(config) {
+            problems.push(format!("{kind}: {error}"));
+        }
+        if tenant != "*" && !keys.is_open() && !tenants.contains(tenant) {
+            let closest = closest(tenant, tenants.iter().map(String::as_str));
+            problems.push(format!(
+                "{kind}: no key belongs to the tenant `{tenant}`{}",
+                closest.map(|c| format!(" (did you mean `{c}`?)")).unwrap_or_default()
+            ));
+        }
+    }
+    if !channels.is_empty() && args.console_url.is_none() && args.listen.ip().is_unspecified() {
+        problems.push(format!(
+            "console-url: notifications link into the console, and http://{} is no address a person can open; \
+             set console-url to the address people use (https://toolhost.example.com)",
+            args.listen
+        ));
+    }
+    problems
+}
+
 /// The folder a path names, links resolved where it exists (else as written).
 fn resolved(path: &Path) -> PathBuf {
     path.canonicalize().unwrap_or_else(|_| path.to_path_buf())

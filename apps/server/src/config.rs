@@ -193,6 +193,96 @@ impl TenantPath {
     }
 }
 
+/// The configuration file's `[notify]`: where people are told that a call waits for them.
+///
+/// ```toml
+/// [[notify.webhook]]
+/// tenant = "acme"                  # or "*" for every tenant
+/// url = "https://hooks.slack.com/services/…"
+/// secret = { file = "/etc/toolhost/webhook-secret" }   # signs the body (HMAC-SHA256)
+///
+/// [[notify.email]]
+/// tenant = "acme"
+/// smtp = "smtp://mail.example.com:587"                  # STARTTLS; plain only on loopback
+/// from = "toolhost@example.com"
+/// to = ["approvers@example.com"]
+/// username = "toolhost"
+/// password = { file = "/etc/toolhost/smtp-password" }
+/// ```
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NotifySettings {
+    /// Webhooks.
+    #[serde(default)]
+    pub webhook: Vec<WebhookSetting>,
+    /// E-mail.
+    #[serde(default)]
+    pub email: Vec<EmailSetting>,
+}
+
+/// One webhook of `[notify]`.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WebhookSetting {
+    /// Whose approvals (`*`: every tenant's).
+    pub tenant: String,
+    /// Where to POST.
+    pub url: String,
+    /// The key of the body's HMAC-SHA256 signature.
+    #[serde(default)]
+    pub secret: Option<String>,
+}
+
+/// One e-mail channel of `[notify]`.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EmailSetting {
+    /// Whose approvals (`*`: every tenant's).
+    pub tenant: String,
+    /// `smtp://HOST:PORT` (STARTTLS; plain on loopback) or `smtps://HOST:PORT`.
+    pub smtp: String,
+    /// The sender.
+    pub from: String,
+    /// The recipients.
+    pub to: Vec<String>,
+    /// A login.
+    #[serde(default)]
+    pub username: Option<String>,
+    /// Its password.
+    #[serde(default)]
+    pub password: Option<String>,
+}
+
+impl NotifySettings {
+    /// Every channel with the tenant it serves.
+    pub fn channels(&self) -> Vec<(String, notify::ChannelConfig)> {
+        let webhooks = self.webhook.iter().map(|w| {
+            (
+                w.tenant.clone(),
+                notify::ChannelConfig::Webhook { url: w.url.clone(), secret: w.secret.clone() },
+            )
+        });
+        let emails = self.email.iter().map(|e| {
+            (
+                e.tenant.clone(),
+                notify::ChannelConfig::Email {
+                    smtp: e.smtp.clone(),
+                    from: e.from.clone(),
+                    to: e.to.clone(),
+                    username: e.username.clone(),
+                    password: e.password.clone(),
+                },
+            )
+        });
+        webhooks.chain(emails).collect()
+    }
+
+    /// The tenants the channels name (`*` left out).
+    pub fn tenants(&self) -> Vec<String> {
+        self.channels().into_iter().map(|(tenant, _)| tenant).filter(|t| t != "*").collect()
+    }
+}
+
 /// How the server runs.
 #[derive(Debug, Clone, Args)]
 pub struct ServeArgs {
@@ -321,6 +411,14 @@ pub struct ServeArgs {
     /// The service name spans carry.
     #[arg(long, env = "OTEL_SERVICE_NAME", default_value = "toolhost-server")]
     pub otel_service_name: String,
+    /// The console's address as people reach it (`https://toolhost.example.com`): notifications
+    /// and hooks link to approvals there. Default: `http://` and `--listen`.
+    #[arg(long, env = "TOOLHOST_CONSOLE_URL")]
+    pub console_url: Option<String>,
+    /// Where people are told a call waits (the configuration file's `[notify]` table: webhooks,
+    /// e-mail); no flag.
+    #[arg(skip)]
+    pub notify: NotifySettings,
     /// Free disk in MiB the folders the server writes (the SQLite journal's, the state folder)
     /// must keep for `/readyz` to say ready.
     #[arg(long, env = "TOOLHOST_MIN_FREE_DISK_MIB", default_value_t = 256)]
@@ -578,7 +676,8 @@ impl ServeArgs {
                 bail!("tenant path {} is not a folder", granted.root.path.display());
             }
         }
-        let problems = crate::checks::tenancy(self, keys);
+        let mut problems = crate::checks::tenancy(self, keys);
+        problems.extend(crate::checks::notify(self, keys));
         if !problems.is_empty() {
             bail!("{}", problems.join("\n"));
         }

@@ -8,6 +8,7 @@
 //!
 //! * [`config`]: flags and environment; [`state`]: what the handlers share, built from them;
 //! * [`api`]: the JSON API under `/v1` and its OpenAPI document; [`ws`]: the device socket;
+//! * [`approvals`]: how a person's decision reaches a waiting call (the API and the console);
 //! * [`auth`]: bearer keys bound to tenants; [`error`]: the one error body;
 //! * [`devices`]: client executors and the runtime that routes a session's calls to them;
 //! * [`cluster`]: several instances through Redis; [`bus`]: every instance's events for each
@@ -16,11 +17,13 @@
 //! * [`memory`]: at start, freed memory goes back to the system at once (mimalloc's purge delay).
 
 pub mod api;
+pub mod approvals;
 pub mod auth;
 pub mod bus;
 pub mod checks;
 pub mod cluster;
 pub mod config;
+pub mod console;
 pub mod devices;
 pub mod docs;
 pub mod error;
@@ -279,6 +282,7 @@ pub fn router(state: Arc<AppState>) -> Router {
             axum::routing::get(move || async move { axum::Json(doc_json.as_ref().clone()) }),
         )
         .merge(docs::routes())
+        .merge(console::routes())
         .merge(mcp::routes(&state))
         .fallback(error::fallback)
         .method_not_allowed_fallback(|| async {
@@ -323,6 +327,7 @@ pub async fn serve(
     if let Ok(address) = listener.local_addr() {
         state.sandboxing.block_port(address.port());
         state.executor.set_address(address.to_string());
+        state.set_bound(address);
     }
     let app = router(state.clone());
     let serving = listen::serve(listener, app, state.args.connection_limits());

@@ -169,6 +169,36 @@ fn pg_dump(url: &str, to: &std::path::Path) -> anyhow::Result<()> {
 /// `check-config`: what the server checks at start and more, reading and writing nothing it would
 /// not (no database made or migrated); then the effective settings. Returns the exit code: 0 when
 /// the settings hold, 1 with every problem found, each said with where its setting came from.
+/// `[notify]`'s channels as check-config shows them: where each goes, a webhook's path and every
+/// secret masked (a webhook's URL may hold its token).
+fn notify_lines(args: &toolhost_server::ServeArgs) -> Vec<String> {
+    let origin = |url: &str| {
+        url.split_once("://")
+            .map(|(scheme, rest)| format!("{scheme}://{}/****", rest.split('/').next().unwrap_or_default()))
+            .unwrap_or_else(|| "****".into())
+    };
+    let mut lines = Vec::new();
+    for hook in &args.notify.webhook {
+        lines.push(format!(
+            "notify.webhook = {{ tenant = {:?}, url = {:?}{} }}",
+            hook.tenant,
+            origin(&hook.url),
+            if hook.secret.is_some() { ", secret = \"****\"" } else { "" }
+        ));
+    }
+    for mail in &args.notify.email {
+        lines.push(format!(
+            "notify.email = {{ tenant = {:?}, smtp = {:?}, from = {:?}, to = {:?}{} }}",
+            mail.tenant,
+            mail.smtp,
+            mail.from,
+            mail.to,
+            if mail.password.is_some() { ", password = \"****\"" } else { "" }
+        ));
+    }
+    lines
+}
+
 fn check_config(cli: &Cli, matches: &clap::ArgMatches) -> i32 {
     use toolhost_server::settings::Origins;
     let args = &cli.serve;
@@ -265,6 +295,9 @@ fn check_config(cli: &Cli, matches: &clap::ArgMatches) -> i32 {
         ));
     }
     println!("{}", toolhost_server::settings::effective(matches));
+    for line in notify_lines(args) {
+        println!("{line}");
+    }
     for note in &notes {
         println!("# note: {}", origins.locate(note));
     }

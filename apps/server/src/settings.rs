@@ -30,6 +30,7 @@ where
     let Some(path) = first.get_one::<PathBuf>("config").cloned() else {
         return Ok((Cli::from_arg_matches(&first)?, first));
     };
+    let notify = notify_settings(&path)?;
     let from_file = file_args(&path, &first)?;
     let mut combined = Vec::with_capacity(argv.len() + from_file.len());
     combined.extend(argv.first().cloned());
@@ -52,7 +53,55 @@ where
             None => anyhow::anyhow!("in the configuration file {}: {}", path.display(), error.render()),
         }
     })?;
-    Ok((Cli::from_arg_matches(&matches)?, matches))
+    let mut cli = Cli::from_arg_matches(&matches)?;
+    cli.serve.notify = notify;
+    Ok((cli, matches))
+}
+
+/// The file's `[notify]` table (channels that tell people a call waits), `{ file = … }` values
+/// read; none without one.
+fn notify_settings(path: &Path) -> anyhow::Result<crate::config::NotifySettings> {
+    let text = std::fs::read_to_string(path)
+        .with_context(|| format!("reading the configuration file {}", path.display()))?;
+    let table: toml::Table = toml::from_str(&text)
+        .map_err(|e| anyhow::anyhow!("the configuration file {} is not valid TOML: {e}", path.display()))?;
+    let Some(value) = table.get("notify") else { return Ok(crate::config::NotifySettings::default()) };
+    let mut value = value.clone();
+    read_files(path, &mut value)?;
+    let at = line_of(&text, "[notify]")
+        .or_else(|| text.lines().position(|l| l.trim_start().starts_with("[[notify.")).map(|n| n + 1));
+    value.try_into().map_err(|error| match at {
+        Some(line) => anyhow::anyhow!("{}:{line}: notify: {error}", path.display()),
+        None => anyhow::anyhow!("{}: notify: {error}", path.display()),
+    })
+}
+
+/// Replaces every `{ file = "…" }` in a value by the file's content (trimmed), read relative to
+/// the configuration file's folder.
+fn read_files(config: &Path, value: &mut toml::Value) -> anyhow::Result<()> {
+    match value {
+        toml::Value::Table(table)
+            if table.len() == 1 && table.get("file").is_some_and(toml::Value::is_str) =>
+        {
+            let named = table["file"].as_str().unwrap_or_default();
+            let file = config.parent().unwrap_or(Path::new(".")).join(named);
+            let text = std::fs::read_to_string(&file)
+                .with_context(|| format!("reading {} (named in {})", file.display(), config.display()))?;
+            *value = toml::Value::String(text.trim().to_owned());
+        }
+        toml::Value::Table(table) => {
+            for (_, item) in table.iter_mut() {
+                read_files(config, item)?;
+            }
+        }
+        toml::Value::Array(items) => {
+            for item in items {
+                read_files(config, item)?;
+            }
+        }
+        _ => {}
+    }
+    Ok(())
 }
 
 /// The file's settings as command-line arguments, for the settings `given` has from neither a
@@ -67,6 +116,10 @@ fn file_args(path: &Path, given: &ArgMatches) -> anyhow::Result<Vec<OsString>> {
         command.get_arguments().filter(|arg| arg.get_long().is_some_and(|l| l != "config")).collect();
     let mut out = Vec::new();
     for (key, value) in &table {
+        // A table of its own, read by `notify_settings`.
+        if key == "notify" {
+            continue;
+        }
         let long = key.replace('_', "-");
         let Some(arg) = known.iter().find(|arg| arg.get_long() == Some(long.as_str())) else {
             let closest = known

@@ -79,6 +79,9 @@ pub struct SessionView {
     /// another instance, or this one after a restart, declares them too).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub activated_tools: Vec<String>,
+    /// The key that opened it (`TENANT/ROLE/NAME`): who proposes its calls.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub created_by: Option<String>,
 }
 
 /// What a session chose of the sandbox, within what the operator allows.
@@ -152,6 +155,10 @@ pub struct AppState {
     folders: Vec<PathBuf>,
     /// The listener's connections, once it serves.
     connections: std::sync::OnceLock<Arc<crate::listen::Tracker>>,
+    /// The address the API listener took (its port when `--listen` named port 0).
+    bound: std::sync::OnceLock<std::net::SocketAddr>,
+    /// When each key (`TENANT/ROLE/NAME`) was last used at this instance (the operator's page).
+    key_uses: std::sync::Mutex<HashMap<String, i64>>,
     /// The last check of whether a journal that failed is back (see [`Self::journal_ready`]).
     journal_probe: tokio::sync::Mutex<Option<(Instant, Result<(), String>)>>,
     /// Metrics.
@@ -225,6 +232,12 @@ fn sub_agent_models(args: &ServeArgs) -> anyhow::Result<Option<Arc<builtin_tool_
 /// addresses and what `--hooks-allow` names. A file that cannot be read is an error at start;
 /// hooks the server cannot run are warned about.
 fn operator_hooks(args: &ServeArgs) -> anyhow::Result<Option<Arc<hooks::Hooks>>> {
+    let console = args
+        .console_url
+        .clone()
+        .unwrap_or_else(|| format!("http://{}", args.listen))
+        .trim_end_matches('/')
+        .to_owned();
     let Some(path) = &args.hooks else { return Ok(None) };
     // A file named but missing, unreadable or holding no hooks would leave hooks silently off.
     crate::checks::hooks_file(path).map_err(anyhow::Error::msg)?;
@@ -246,7 +259,11 @@ fn operator_hooks(args: &ServeArgs) -> anyhow::Result<Option<Arc<hooks::Hooks>>>
     let fetcher = safe_fetch::Fetcher::new(policy, limits).context("making the webhooks' fetcher")?;
     let events: Vec<&str> = set.hooks.iter().map(|h| h.event.as_str()).collect();
     tracing::info!(hooks = set.hooks.len(), ?events, file = %path.display(), "the operator's hooks");
-    Ok(Some(Arc::new(hooks::Hooks::new(set).with_fetcher(Arc::new(fetcher)))))
+    Ok(Some(Arc::new(
+        hooks::Hooks::new(set)
+            .with_fetcher(Arc::new(fetcher))
+            .with_approval_url(format!("{console}/console/approvals/{{id}}")),
+    )))
 }
 
 /// One skills folder's skills, and when it was read.
@@ -647,6 +664,8 @@ impl AppState {
             bus,
             journal_probe: tokio::sync::Mutex::new(None),
             connections: std::sync::OnceLock::new(),
+            bound: std::sync::OnceLock::new(),
+            key_uses: std::sync::Mutex::default(),
             folders: {
                 let mut folders = vec![state_dir.clone()];
                 if let Some(path) = journal::sqlite_path(&database_url) {
@@ -700,6 +719,10 @@ impl AppState {
             "events of every instance reach this one's watchers"
         );
         state.spawn_reload_watch();
+        // People told that a call waits (the configuration file's `[notify]`).
+        let notifications = crate::console::notify::Notifications::new(&state.args.notify)
+            .context("the configuration file's [notify]")?;
+        crate::console::notify::spawn(&state, Arc::new(notifications));
         state.devices.spawn_reaper(state.closing.clone());
         state.spawn_idle_reaper();
         state.spawn_pruner();
@@ -1364,6 +1387,38 @@ impl AppState {
         }
     }
 
+    /// Notes that a key was used now.
+    pub fn key_used(&self, key: &str) {
+        let mut uses = self.key_uses.lock().unwrap_or_else(|p| p.into_inner());
+        match uses.get_mut(key) {
+            Some(at) => *at = now_ms(),
+            None => {
+                uses.insert(key.to_owned(), now_ms());
+            }
+        }
+    }
+
+    /// When each key was last used at this instance.
+    pub fn key_uses(&self) -> HashMap<String, i64> {
+        self.key_uses.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    /// The console's address as people reach it (`--console-url`, else `http://` and `--listen`),
+    /// without a trailing `/`.
+    pub fn console_url(&self) -> String {
+        self.args
+            .console_url
+            .clone()
+            .unwrap_or_else(|| format!("http://{}", self.bound.get().copied().unwrap_or(self.args.listen)))
+            .trim_end_matches('/')
+            .to_owned()
+    }
+
+    /// Notes the address the API listener took.
+    pub fn set_bound(&self, address: std::net::SocketAddr) {
+        let _ = self.bound.set(address);
+    }
+
     /// Keeps the listener's connections, for the metrics.
     pub fn set_connections(&self, tracker: Arc<crate::listen::Tracker>) {
         let _ = self.connections.set(tracker);
@@ -1415,6 +1470,7 @@ impl AppState {
             sandbox: self.sandboxing.default_choice(),
             created_at: now_ms(),
             activated_tools: Vec::new(),
+            created_by: None,
         }
     }
 

@@ -341,6 +341,22 @@ fn check_config_finds_settings_that_parse_and_are_wrong() {
         )),
         "{err}"
     );
+    // Notifications: a channel that cannot be made, a tenant no key has; secrets masked.
+    let (_, code, out, err) = check(
+        "[[notify.webhook]]\ntenant = \"acne\"\nurl = \"ftp://hooks.example/T0KEN\"\nsecret = \"s3cret\"\n\n\
+         [[notify.email]]\ntenant = \"*\"\nsmtp = \"smtp://mail.example:587\"\nfrom = \"toolhost@example.com\"\n\
+         to = [\"ops@example.com\"]\npassword = \"pa55\"",
+    );
+    assert_eq!(code, Some(1), "{out}");
+    assert!(err.contains("notify.webhook: webhook url ftp://hooks.example"), "{err}");
+    assert!(
+        err.contains("notify.webhook: no key belongs to the tenant `acne` (did you mean `acme`?)"),
+        "{err}"
+    );
+    assert!(out.contains("notify.email = { tenant = \"*\", smtp = \"smtp://mail.example:587\""), "{out}");
+    for secret in ["T0KEN", "s3cret", "pa55"] {
+        assert!(!out.contains(secret) && !err.contains(secret), "{secret} shown: {out}{err}");
+    }
     let (_, code, _, err) = check(&format!("hooks = \"{}\"", "/nonexistent/hooks.json"));
     assert_eq!(code, Some(1));
     assert!(err.contains("hooks: /nonexistent/hooks.json does not exist"), "{err}");
@@ -636,7 +652,7 @@ async fn traces_join_the_callers_trace_and_show_each_stage_of_a_call() {
             .unwrap_or_else(|| panic!("no {name}: {spans:?}"))
             .clone()
     };
-    let request = named(&format!("POST /v1/sessions/{{id}}/calls"));
+    let request = named("POST /v1/sessions/{id}/calls");
     assert_eq!(request["traceId"], trace, "{request}");
     assert_eq!(request["parentSpanId"], caller, "{request}");
     let call = named("execute_tool readFile");

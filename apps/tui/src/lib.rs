@@ -3,7 +3,7 @@
 //! `setup` builds what every mode shares (the folder, the data folder, the SQLite journal, the
 //! pipeline over the builtin tools, the session, the model); `ui` is the full-screen conversation
 //! (state, pure rendering, the event loop); `chat` the same in plain lines; `exec` the loop without
-//! a person; `call` one call without a model; `serve` the tools over MCP on stdio (`toolhost mcp`); `ask` asks at a plain terminal;
+//! a person; `call` one call without a model; `serve` the tools over MCP on stdio (`toolhost mcp`); `ask` asks at a plain terminal; `inbox` answers a server's approvals (`toolhost approvals`);
 //! `out` prints to standard output and ends quietly when its reader went away.
 
 pub mod ask;
@@ -12,6 +12,7 @@ pub mod call;
 pub mod chat;
 pub mod creds;
 pub mod exec;
+pub mod inbox;
 pub mod instructions;
 pub mod kb;
 pub mod memory;

@@ -7,6 +7,7 @@
 //! toolhost call NAME ['{"json": "arguments"}'] [--approval-mode …] [--json]   (one call, no model)
 //! toolhost journal [--status S] [--tool T] [--limit N] [--call ID] [--json]
 //! toolhost connect URL [--device-id ID]          (the key from TOOLHOST_API_KEY)
+//! toolhost approvals --server URL                (a server's approver inbox, live)
 //! toolhost mcp [-C DIR] [--approval-mode manual|auto-run|headless|read-only]   (an MCP server on stdio)
 //! ```
 //!
@@ -75,6 +76,11 @@ enum Command {
     /// The calls of the folder's last session that changed files; `--to CALL_ID` or `--last` puts
     /// the files back to before it (exit 3: files changed since, not overwritten).
     Rewind(toolhost::rewind::RewindArgs),
+    /// A server's approver inbox: what waits for your tenant on every instance, live, answered
+    /// with the app's own keys (y once, s session, a always, n deny); the key from
+    /// TOOLHOST_API_KEY or `toolhost creds set toolhost-server`. Without a terminal, lists what
+    /// waits and ends.
+    Approvals(toolhost::inbox::InboxArgs),
 }
 
 #[derive(Debug, clap::Args)]
@@ -157,8 +163,8 @@ fn init_logging(verbose: bool, full_screen: bool) {
 fn main() -> ExitCode {
     use std::io::IsTerminal as _;
     let cli = Cli::parse();
-    let full_screen = cli.command.is_none()
-        && !cli.chat.plain
+    let full_screen = (cli.command.is_none() && !cli.chat.plain
+        || matches!(cli.command, Some(Command::Approvals(_))))
         && std::io::stdin().is_terminal()
         && std::io::stdout().is_terminal();
     init_logging(cli.verbose, full_screen);
@@ -183,6 +189,8 @@ fn main() -> ExitCode {
             Some(Command::Mcp(args)) => serve::run(args).await.map(|()| 0),
             Some(Command::Rewind(args)) => toolhost::rewind::run(args).await,
             Some(Command::Creds(args)) => toolhost::creds::run(args).map(|()| 0),
+            Some(Command::Approvals(args)) if full_screen => toolhost::inbox::screen(args).await,
+            Some(Command::Approvals(args)) => toolhost::inbox::list(args).await,
         }
     });
     // Commands still running in the background are not waited for.

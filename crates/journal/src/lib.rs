@@ -808,6 +808,10 @@ pub trait Journal: Send + Sync + std::fmt::Debug {
         session_id: Option<&str>,
     ) -> Result<Vec<PendingApproval>, JournalError>;
 
+    /// Approvals decided, expired or given up, the latest first (at most `limit`, capped at 1000).
+    async fn decided_approvals(&self, tenant: &str, limit: u32)
+    -> Result<Vec<PendingApproval>, JournalError>;
+
     /// Stores an "always allow" (replacing one of the same tenant and id).
     async fn remember(&self, decision: &RememberedDecision) -> Result<(), JournalError>;
     /// Remembered decisions of a tenant (of one project, when given), oldest first.

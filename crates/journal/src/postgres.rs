@@ -476,6 +476,14 @@ impl Journal for PostgresJournal {
         Ok(())
     }
 
+    async fn decided_approvals(
+        &self,
+        tenant: &str,
+        limit: u32,
+    ) -> Result<Vec<PendingApproval>, JournalError> {
+        self.read_decided_approvals(tenant, limit).await
+    }
+
     async fn remembered(
         &self,
         tenant: &str,

@@ -99,6 +99,25 @@ macro_rules! journal_reads {
             rows.into_iter().map(PendingApproval::try_from).collect()
         }
 
+        /// Approvals decided (or expired), the latest first.
+        pub(crate) async fn read_decided_approvals(
+            &self,
+            tenant: &str,
+            limit: u32,
+        ) -> Result<Vec<PendingApproval>, JournalError> {
+            let mut builder = sqlx::QueryBuilder::<$db>::new(
+                "SELECT id, tenant, session_id, attempt_key, call_id, tool, api, CAST(arguments AS TEXT) AS arguments, \
+                 reason, status, CAST(decision AS TEXT) AS decision, decided_by, created_at, decided_at \
+                 FROM pending_approvals WHERE tenant = ",
+            );
+            builder
+                .push_bind(clean(tenant))
+                .push(" AND decided_at IS NOT NULL ORDER BY decided_at DESC, id DESC LIMIT ")
+                .push_bind(query_limit(Some(limit)));
+            let rows: Vec<ApprovalRow> = builder.build_query_as().fetch_all(&self.$pool).await?;
+            rows.into_iter().map(PendingApproval::try_from).collect()
+        }
+
         /// Remembered decisions, oldest first.
         pub(crate) async fn read_remembered(
             &self,

@@ -1421,6 +1421,14 @@ impl Journal for SqliteJournal {
         self.write_done(Op::Remember(RememberValues::new(decision))).await
     }
 
+    async fn decided_approvals(
+        &self,
+        tenant: &str,
+        limit: u32,
+    ) -> Result<Vec<PendingApproval>, JournalError> {
+        self.read_decided_approvals(tenant, limit).await
+    }
+
     async fn remembered(
         &self,
         tenant: &str,

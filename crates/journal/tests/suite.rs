@@ -852,6 +852,11 @@ mod cases {
         assert_eq!(j.get_approval("A", "ap1").await.unwrap().unwrap().status, "approved");
 
         assert_eq!(ids(j.list_pending_approvals("A", None).await.unwrap()), [("A".into(), "ap2".into())]);
+        // Decided ones, the latest first; another tenant's never.
+        let decided = j.decided_approvals("A", 10).await.unwrap();
+        assert_eq!(ids(decided.clone()), [("A".into(), "ap1".into())]);
+        assert_eq!(decided[0].decided_by.as_deref(), Some("alice"));
+        assert!(j.decided_approvals("B", 10).await.unwrap().is_empty());
         assert_eq!(j.get_approval("A", "missing").await.unwrap(), None);
         assert_eq!(j.get_approval("C", "ap1").await.unwrap(), None);
     }

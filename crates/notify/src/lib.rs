@@ -144,7 +144,7 @@ pub enum NotifyError {
     /// The webhook refused or could not be reached.
     #[error("webhook {url}: {reason}")]
     Webhook {
-        /// Where (without its query, which may hold a token).
+        /// Where (its host only: the path and query may hold a token).
         url: String,
         /// What happened.
         reason: String,
@@ -199,9 +199,10 @@ impl std::fmt::Debug for Channel {
     }
 }
 
-/// A URL without its query and credentials (which may hold a token), for logs and errors.
+/// A URL as logs and errors show it: its scheme and host (the path, query and credentials may hold a token).
 fn shown(url: &url::Url) -> String {
-    format!("{}://{}{}", url.scheme(), url.host_str().unwrap_or(""), url.path())
+    // Only the host: a chat webhook's path is its token (`/services/T…/B…/secret`).
+    format!("{}://{}/…", url.scheme(), url.host_str().unwrap_or(""))
 }
 
 impl Channel {

@@ -10,6 +10,7 @@
 pub mod http;
 #[cfg(feature = "model")]
 pub mod model;
+pub mod smtp;
 
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};

@@ -384,6 +384,22 @@ impl ExecutorBuilder {
     }
 }
 
+/// What the approval step decides: `Ok((decision, by))` to run, `Err((status, output, decision,
+/// by))` not to.
+type Approved = Result<(String, Option<String>), (AttemptStatus, ToolOutput, String, Option<String>)>;
+
+/// A call may run: said on the session's stream (with the approval a person decided, if one was
+/// asked), and the decision and who made it for the journal.
+fn granted(session: &Session, call_id: &str, decision: &str, by: &str, approval: Option<&str>) -> Approved {
+    session.emit(Event::PermissionGranted {
+        call_id: call_id.to_owned(),
+        decision: decision.to_owned(),
+        by: by.to_owned(),
+        approval_id: approval.map(str::to_owned),
+    });
+    Ok((decision.to_owned(), Some(by.to_owned())))
+}
+
 impl Executor {
     /// A builder over `toolbox`.
     pub fn builder(toolbox: Arc<Toolbox>) -> ExecutorBuilder {
@@ -1780,24 +1796,15 @@ impl Executor {
         call: &mut Prepared,
         said: &PreHookSay,
         hooks: Option<&dyn CallHooks>,
-    ) -> Result<(String, Option<String>), (AttemptStatus, ToolOutput, String, Option<String>)> {
+    ) -> Approved {
         let toolbox = &self.inner.toolbox;
         let entry = toolbox.tool(&call.tool).expect("preflight resolved the tool");
         let compiled = entry.api(&call.api).expect("preflight resolved the API");
         let tier = tier_in(toolbox, session, &compiled.spec, &call.arguments);
         let input = self.decision_input(session, entry, compiled, &call.arguments, tier);
         let call_id = call.call_id.clone();
-        let granted_asked = |session: &Session, decision: &str, by: &str, approval: Option<&str>| {
-            session.emit(Event::PermissionGranted {
-                call_id: call_id.clone(),
-                decision: decision.to_owned(),
-                by: by.to_owned(),
-                approval_id: approval.map(str::to_owned),
-            });
-            Ok((decision.to_owned(), Some(by.to_owned())))
-        };
         let granted =
-            |session: &Session, decision: &str, by: &str| granted_asked(session, decision, by, None);
+            |session: &Session, decision: &str, by: &str| granted(session, &call_id, decision, by, None);
         let (reason, always) = match decide(toolbox, &input) {
             // A hook may want a person to look at a call policy would run.
             Verdict::Run(_) if said.ask.is_some() => {
@@ -1846,86 +1853,11 @@ impl Executor {
         // links to where the person decides it), and the person is asked under it.
         let approval_id = format!("appr-{:x}", unique());
         // Hooks may answer for the person.
-        if let Some(hooks) = hooks {
-            let view = hooked(session, call, &call.arguments);
-            if hooks.matches("PermissionRequest", &view) {
-                let token = session.call_token(&call.call_id, call.batch_cancel.as_ref());
-                let answer = tokio::select! {
-                    answer = hooks.permission_request(&view, &reason, &approval_id) => answer,
-                    () = token.cancelled() => return Err((
-                        AttemptStatus::Failed,
-                        ToolOutput::error(ErrorKind::Cancelled, "The call was cancelled while its hooks ran."),
-                        "cancelled".into(),
-                        None,
-                    )),
-                };
-                self.absorb(session, call, "PermissionRequest", &answer);
-                let by = answer.decided_by.clone().unwrap_or_else(|| "hook".into());
-                match answer.decision {
-                    Some(HookDecision::Allow) if always => session.emit(Event::HookNote {
-                        call_id: call.call_id.clone(),
-                        hook: by.clone(),
-                        message: "its allow was not taken: this call always needs a person's approval".into(),
-                    }),
-                    Some(HookDecision::Allow) => {
-                        if let Some(new) = answer.updated_input {
-                            let mut new = new;
-                            drop_null_fields(&mut new);
-                            let violations = compiled.violations(&new);
-                            let tier = tier_in(toolbox, session, &compiled.spec, &new);
-                            let input = self.decision_input(session, entry, compiled, &new, tier);
-                            let refused = if violations.is_empty() {
-                                match decide(toolbox, &input) {
-                                    Verdict::Block(reason) => Some(reason),
-                                    _ => None,
-                                }
-                            } else {
-                                Some(format!(
-                                    "its new arguments do not match the schema: {}",
-                                    violations.join("; ")
-                                ))
-                            };
-                            if let Some(refused) = refused {
-                                let reason =
-                                    format!("{by} allowed this call with other arguments, but {refused}");
-                                session.emit(Event::Blocked {
-                                    call_id: call.call_id.clone(),
-                                    reason: reason.clone(),
-                                });
-                                let output =
-                                    ToolOutput::error(ErrorKind::Blocked, format!("Blocked: {reason}."))
-                                        .with_state(json!({"type": "blocked", "reason": reason}));
-                                return Err((AttemptStatus::Blocked, output, "hook_allow".into(), Some(by)));
-                            }
-                            call.hook_log.push(
-                                json!({"event": "PermissionRequest", "hook": by, "updated_input": new}),
-                            );
-                            call.arguments = new;
-                        }
-                        self.journal_allowed(session, call, "hook_allow", &by).await;
-                        return granted(session, "hook_allow", &by);
-                    }
-                    Some(HookDecision::Deny) => {
-                        let message = format!(
-                            "A hook of the user's ({by}) denied this call: {}",
-                            answer.reason.as_deref().unwrap_or("no reason given")
-                        );
-                        session.emit(Event::PermissionDenied {
-                            call_id: call.call_id.clone(),
-                            message: message.clone(),
-                            approval_id: None,
-                            outcome: Some("denied".into()),
-                        });
-                        return Err((
-                            AttemptStatus::Denied,
-                            ToolOutput::error(ErrorKind::Denied, message),
-                            "hook_deny".into(),
-                            Some(by),
-                        ));
-                    }
-                    Some(HookDecision::Ask) | None => {}
-                }
-            }
+        if let Some(hooks) = hooks
+            && let Some(answered) =
+                self.hooks_answer(session, call, hooks, &reason, &approval_id, always).await
+        {
+            return answered;
         }
 
         // A read journalled only when it ends is proposed now: it waits for a person, and what
@@ -1987,9 +1919,118 @@ impl Executor {
         let decided = tokio::time::timeout(wait, self.inner.broker.wait(&request, &token, wait))
             .await
             .unwrap_or_default();
+        self.settle_decided(session, call, &request, decided, token.is_cancelled()).await
+    }
+
+    /// The operator's `PermissionRequest` hooks on a call that would ask a person: `Some` when one
+    /// answered (allowed — with new arguments, checked as the first were —, or denied), `None` to
+    /// ask the person. A call that always asks takes no hook's allow.
+    async fn hooks_answer(
+        &self,
+        session: &Arc<Session>,
+        call: &mut Prepared,
+        hooks: &dyn CallHooks,
+        reason: &str,
+        approval_id: &str,
+        always: bool,
+    ) -> Option<Approved> {
+        let toolbox = &self.inner.toolbox;
+        let entry = toolbox.tool(&call.tool).expect("preflight resolved the tool");
+        let compiled = entry.api(&call.api).expect("preflight resolved the API");
+        let view = hooked(session, call, &call.arguments);
+        if !hooks.matches("PermissionRequest", &view) {
+            return None;
+        }
+        let token = session.call_token(&call.call_id, call.batch_cancel.as_ref());
+        let answer = tokio::select! {
+            answer = hooks.permission_request(&view, reason, approval_id) => answer,
+            () = token.cancelled() => return Some(Err((
+                AttemptStatus::Failed,
+                ToolOutput::error(ErrorKind::Cancelled, "The call was cancelled while its hooks ran."),
+                "cancelled".into(),
+                None,
+            ))),
+        };
+        self.absorb(session, call, "PermissionRequest", &answer);
+        let by = answer.decided_by.clone().unwrap_or_else(|| "hook".into());
+        match answer.decision {
+            Some(HookDecision::Allow) if always => {
+                session.emit(Event::HookNote {
+                    call_id: call.call_id.clone(),
+                    hook: by.clone(),
+                    message: "its allow was not taken: this call always needs a person's approval".into(),
+                });
+                None
+            }
+            Some(HookDecision::Allow) => {
+                if let Some(new) = answer.updated_input {
+                    let mut new = new;
+                    drop_null_fields(&mut new);
+                    let violations = compiled.violations(&new);
+                    let tier = tier_in(toolbox, session, &compiled.spec, &new);
+                    let input = self.decision_input(session, entry, compiled, &new, tier);
+                    let refused = if violations.is_empty() {
+                        match decide(toolbox, &input) {
+                            Verdict::Block(reason) => Some(reason),
+                            _ => None,
+                        }
+                    } else {
+                        Some(format!("its new arguments do not match the schema: {}", violations.join("; ")))
+                    };
+                    if let Some(refused) = refused {
+                        let reason = format!("{by} allowed this call with other arguments, but {refused}");
+                        session
+                            .emit(Event::Blocked { call_id: call.call_id.clone(), reason: reason.clone() });
+                        let output = ToolOutput::error(ErrorKind::Blocked, format!("Blocked: {reason}."))
+                            .with_state(json!({"type": "blocked", "reason": reason}));
+                        return Some(Err((AttemptStatus::Blocked, output, "hook_allow".into(), Some(by))));
+                    }
+                    call.hook_log
+                        .push(json!({"event": "PermissionRequest", "hook": by, "updated_input": new}));
+                    call.arguments = new;
+                }
+                self.journal_allowed(session, call, "hook_allow", &by).await;
+                Some(granted(session, &call.call_id, "hook_allow", &by, None))
+            }
+            Some(HookDecision::Deny) => {
+                let message = format!(
+                    "A hook of the user's ({by}) denied this call: {}",
+                    answer.reason.as_deref().unwrap_or("no reason given")
+                );
+                session.emit(Event::PermissionDenied {
+                    call_id: call.call_id.clone(),
+                    message: message.clone(),
+                    approval_id: None,
+                    outcome: Some("denied".into()),
+                });
+                Some(Err((
+                    AttemptStatus::Denied,
+                    ToolOutput::error(ErrorKind::Denied, message),
+                    "hook_deny".into(),
+                    Some(by),
+                )))
+            }
+            Some(HookDecision::Ask) | None => None,
+        }
+    }
+
+    /// What a person's decision (or none: expired, cancelled) does to a call that waited for it:
+    /// journalled on the approval's row and, when it allows, on the call's before it runs; a
+    /// grant for the session or a remembered rule as the decision says (for a command, never
+    /// wider than the command or prefix shown); a denial with the message the model reads.
+    async fn settle_decided(
+        &self,
+        session: &Arc<Session>,
+        call: &Prepared,
+        request: &ApprovalRequest,
+        decided: Option<Decided>,
+        cancelled: bool,
+    ) -> Approved {
+        let entry = self.inner.toolbox.tool(&call.tool).expect("preflight resolved the tool");
+        let compiled = entry.api(&call.api).expect("preflight resolved the API");
         let status_text = match &decided {
             Some(d) => d.decision.name(),
-            None if token.is_cancelled() => "cancelled",
+            None if cancelled => "cancelled",
             None => "expired",
         };
         match &decided {
@@ -2004,7 +2045,7 @@ impl Executor {
                 "an approval was decided"
             ),
             None => tracing::info!(
-                event = if token.is_cancelled() { "approval.cancelled" } else { "approval.expired" },
+                event = if cancelled { "approval.cancelled" } else { "approval.expired" },
                 tenant = %request.tenant,
                 session = %request.session_id,
                 call = %request.call_id,
@@ -2056,7 +2097,7 @@ impl Executor {
                     }
                     _ => {}
                 }
-                granted_asked(session, decision.name(), &by, Some(&request.id))
+                granted(session, &call.call_id, decision.name(), &by, Some(&request.id))
             }
             Some(Decided { decision, by }) => {
                 let message = match &decision {
@@ -2077,7 +2118,7 @@ impl Executor {
                     by,
                 ))
             }
-            None if token.is_cancelled() => Err((
+            None if cancelled => Err((
                 AttemptStatus::Failed,
                 ToolOutput::error(ErrorKind::Cancelled, "The call was cancelled while waiting for approval."),
                 "cancelled".into(),

@@ -326,6 +326,9 @@ pub struct App {
     pub marked: Vec<usize>,
     /// The option the arrows are on.
     pub option_cursor: usize,
+    /// In place of the status line's mode, sandbox and model (the approver inbox says what it
+    /// is connected to).
+    pub status: Option<String>,
     /// Each call's cell, by call id.
     calls: HashMap<String, usize>,
     /// The assistant cell being streamed.

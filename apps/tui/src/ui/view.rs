@@ -300,6 +300,12 @@ impl PromptLayout {
 
 fn status_line(app: &App) -> Line<'static> {
     let dim = Style::default().add_modifier(Modifier::DIM);
+    if let Some(status) = &app.status {
+        return Line::from(vec![
+            Span::styled(status.clone(), Style::default().fg(Color::Cyan)),
+            Span::styled(" · ctrl-c quits", dim),
+        ]);
+    }
     let mode = app.mode.as_str().replace('_', "-");
     let mode_style = match app.mode {
         tool_executor::ApprovalMode::AutoRun => Style::default().fg(Color::Yellow),

@@ -18,3 +18,6 @@ ALTER TABLE journal_instances ADD COLUMN in_flight BIGINT;
 
 -- A tenant's sessions newest first (the console's sessions page).
 CREATE INDEX sessions_tenant_time ON sessions (tenant, created_at);
+
+-- A tenant's decided approvals, newest first (the console's inbox lists them under the waiting).
+CREATE INDEX pending_approvals_decided ON pending_approvals (tenant, decided_at);
