@@ -1819,10 +1819,11 @@ pub struct JournalQuery {
     #[serde(default)]
     pub agent_id: Option<String>,
     /// The page after this row: its `attempted_at` (with `after_key`), from the last row of the
-    /// page before.
+    /// page before; alone, the calls older than this time.
     #[serde(default)]
     pub after_at: Option<i64>,
-    /// The page after this row: its `key`.
+    /// The page after this row: its `key` (alone, the row is looked up; none after a row that is
+    /// not there).
     #[serde(default)]
     pub after_key: Option<String>,
     /// At most this many (default 100, at most 1000).
@@ -1855,8 +1856,14 @@ async fn list_journal(
     }
     let after = match (query.after_at, query.after_key) {
         (Some(at), Some(key)) => Some((at, key)),
+        // Only a time: the calls older than it.
+        (Some(at), None) => Some((at, String::new())),
+        // Only a row: the calls after it (none after a row that is not there).
+        (None, Some(key)) => match state.journal.get(&tenant, &key).await? {
+            Some(row) => Some((row.attempted_at, row.key)),
+            None => return Ok(Json(Vec::new())),
+        },
         (None, None) => None,
-        _ => return Err(ApiError::bad_request("after_at and after_key go together")),
     };
     let filter = AttemptFilter {
         session_id: query.session_id,
