@@ -2056,7 +2056,7 @@ impl Executor {
         let detail = decided
             .as_ref()
             .map_or(Value::Null, |d| serde_json::to_value(&d.decision).unwrap_or(Value::Null));
-        self.journal_decided(&request, status_text, &detail, decided.as_ref().and_then(|d| d.by.as_deref()))
+        self.journal_decided(request, status_text, &detail, decided.as_ref().and_then(|d| d.by.as_deref()))
             .await;
         match decided {
             Some(Decided { decision, by }) if decision.allows() => {
