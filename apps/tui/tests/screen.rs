@@ -910,6 +910,18 @@ async fn wait_for(screen: &toolhost::ui::vt::ScreenHandle, what: &str) -> String
     panic!("`{what}` never showed:\n{}", screen.text());
 }
 
+/// Waits for one reading of the screen that shows every one of `what`.
+async fn wait_for_all(screen: &toolhost::ui::vt::ScreenHandle, what: &[&str]) -> String {
+    for _ in 0..300 {
+        let text = screen.text();
+        if what.iter().all(|w| text.contains(w)) {
+            return text;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("{what:?} never showed together:\n{}", screen.text());
+}
+
 /// The screen with temp folder names replaced, so snapshots do not change from run to run.
 fn without_temp_paths(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
@@ -1305,8 +1317,8 @@ async fn without_a_model_the_console_runs_tools_and_the_journal_shows_and_revoke
     let context = context_without_a_model(executor, folder.path(), None, Some(hint));
     let (screen, tx, running) = start(context, questions, 30);
 
-    let list = wait_for(&screen, "Tool console").await;
-    assert!(list.contains("local-system/readFile") && list.contains("no model configured"), "{list}");
+    // A screen read mid-frame holds only some of its lines: wait for one that holds all three.
+    wait_for_all(&screen, &["Tool console", "local-system/readFile", "no model configured"]).await;
     // Down to readFile, open its form, fill the path, run it.
     let position = toolhost::ui::run::catalogue_names(&client_executor::device::builtin_toolbox().unwrap())
         .iter()

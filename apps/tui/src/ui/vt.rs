@@ -9,9 +9,16 @@ use ratatui::backend::{Backend, ClearType, CrosstermBackend, WindowSize};
 use ratatui::buffer::Cell;
 use ratatui::layout::{Position, Size};
 
-/// The emulator, shared by the backend's writer and whoever reads the screen.
+/// The emulator, shared by the backend's writer and whoever reads the screen, and the bytes
+/// written since the last flush. The emulator sees a frame only when it is flushed whole, so a
+/// reader never sees half of one (a real terminal can; a test reading one would be flaky).
 #[derive(Clone)]
-struct Shared(Arc<Mutex<vt100::Parser<Bells>>>);
+struct Shared(Arc<Mutex<Emulator>>);
+
+struct Emulator {
+    parser: vt100::Parser<Bells>,
+    pending: Vec<u8>,
+}
 
 /// Counts the terminal bell (`^G`), so tests can see a question rang it.
 #[derive(Debug, Default)]
@@ -24,18 +31,21 @@ impl vt100::Callbacks for Bells {
 }
 
 impl Shared {
-    fn lock(&self) -> MutexGuard<'_, vt100::Parser<Bells>> {
+    fn lock(&self) -> MutexGuard<'_, Emulator> {
         self.0.lock().unwrap_or_else(|p| p.into_inner())
     }
 }
 
 impl io::Write for Shared {
     fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-        self.lock().process(buf);
+        self.lock().pending.extend_from_slice(buf);
         Ok(buf.len())
     }
 
     fn flush(&mut self) -> io::Result<()> {
+        let mut emulator = self.lock();
+        let pending = std::mem::take(&mut emulator.pending);
+        emulator.parser.process(&pending);
         Ok(())
     }
 }
@@ -63,12 +73,10 @@ impl Vt100Backend {
         let (Some(rows), Some(columns)) = (NonZeroU16::new(height), NonZeroU16::new(width)) else {
             panic!("a screen has at least one row and one column");
         };
-        let parser = Shared(Arc::new(Mutex::new(vt100::Parser::new_with_callbacks(
-            rows,
-            columns,
-            0,
-            Bells::default(),
-        ))));
+        let parser = Shared(Arc::new(Mutex::new(Emulator {
+            parser: vt100::Parser::new_with_callbacks(rows, columns, 0, Bells::default()),
+            pending: Vec::new(),
+        })));
         Self { inner: CrosstermBackend::new(parser.clone()), parser, size: Size { width, height } }
     }
 
@@ -84,7 +92,7 @@ impl Vt100Backend {
 
     /// The foreground colour of the cell at (`row`, `column`).
     pub fn foreground(&self, row: u16, column: u16) -> Option<vt100::Color> {
-        self.parser.lock().screen().cell(row, column).map(|c| c.fgcolor())
+        self.parser.lock().parser.screen().cell(row, column).map(|c| c.fgcolor())
     }
 }
 
@@ -104,8 +112,9 @@ impl std::fmt::Debug for ScreenHandle {
 impl ScreenHandle {
     /// The screen's text, row by row, trailing spaces trimmed.
     pub fn text(&self) -> String {
-        let parser = self.parser.lock();
-        parser
+        let emulator = self.parser.lock();
+        emulator
+            .parser
             .screen()
             .rows(0, self.width)
             .map(|row| row.trim_end().to_owned())
@@ -115,12 +124,12 @@ impl ScreenHandle {
 
     /// Where the cursor is: (row, column).
     pub fn cursor(&self) -> (u16, u16) {
-        self.parser.lock().screen().cursor_position()
+        self.parser.lock().parser.screen().cursor_position()
     }
 
     /// How often the terminal's bell rang.
     pub fn bells(&self) -> usize {
-        self.parser.lock().callbacks().0
+        self.parser.lock().parser.callbacks().0
     }
 }
 
@@ -143,7 +152,7 @@ impl Backend for Vt100Backend {
     }
 
     fn get_cursor_position(&mut self) -> io::Result<Position> {
-        let (row, column) = self.parser.lock().screen().cursor_position();
+        let (row, column) = self.parser.lock().parser.screen().cursor_position();
         Ok(Position { x: column, y: row })
     }
 
