@@ -5,6 +5,12 @@
 //! calls per measurement (default 20 000, after a warm-up of a tenth of that) and
 //! `JOURNAL_BENCH_IN_FLIGHT` the concurrency levels (default `1,16,64`); `JOURNAL_BENCH_POSTGRES_URL`
 //! measures an existing Postgres database instead of starting a throwaway server.
+//!
+//! `-- pages [sqlite|postgres]`: a listing page (50 rows, newest first, as the console's journal
+//! page and `GET /v1/journal` read it) of a journal of `JOURNAL_BENCH_ROWS` settled calls (default
+//! 1 000 000; one in ten a `web` call, one in a hundred denied, 32 sessions): the first page, a page
+//! half-way down by its keyset cursor, and the first page filtered by tool, by decision and by
+//! session; the median of 20 reads each.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -116,7 +122,116 @@ async fn measure(
     results
 }
 
+/// Fills the journal with `rows` settled calls, 64 at a time.
+async fn fill(journal: &Arc<dyn Journal>, rows: usize) {
+    let next = Arc::new(AtomicUsize::new(0));
+    let workers: Vec<_> = (0..64)
+        .map(|_| {
+            let journal = Arc::clone(journal);
+            let next = Arc::clone(&next);
+            tokio::spawn(async move {
+                loop {
+                    let n = next.fetch_add(1, Ordering::Relaxed);
+                    if n >= rows {
+                        return;
+                    }
+                    let mut new = attempt("pages", n);
+                    if n % 10 == 0 {
+                        new.tool = "web".into();
+                        new.api = "search".into();
+                    }
+                    let proposed = journal.propose(&new).await.expect("propose");
+                    let mut settled = settlement(n);
+                    if n % 100 == 0 {
+                        settled.status = AttemptStatus::Denied;
+                        settled.decision = Some("deny".into());
+                    }
+                    journal.settle("bench", &proposed.key, &settled).await.expect("settle");
+                }
+            })
+        })
+        .collect();
+    for worker in workers {
+        worker.await.expect("worker");
+    }
+}
+
+/// Reads pages of a journal of `rows` calls; prints a row per kind of page.
+async fn pages(backend: &str, journal: Arc<dyn Journal>, rows: usize) {
+    let started = Instant::now();
+    fill(&journal, rows).await;
+    eprintln!("{backend}: {rows} calls journalled in {:.0} s", started.elapsed().as_secs_f64());
+    let page = |filter: journal::AttemptFilter| journal::AttemptFilter { limit: Some(50), ..filter };
+    // The cursor half-way down: the last row of page 10 000 read through the index.
+    let mut cursor = None;
+    let mut seen = 0;
+    while seen < rows / 2 {
+        let filter =
+            journal::AttemptFilter { after: cursor.clone(), limit: Some(1000), ..Default::default() };
+        let got = journal.query("bench", &filter).await.expect("query");
+        let Some(last) = got.last() else { break };
+        seen += got.len();
+        cursor = Some((last.attempted_at, last.key.clone()));
+    }
+    let cases = [
+        ("first page", page(journal::AttemptFilter::default())),
+        (
+            "a page half-way down (keyset)",
+            page(journal::AttemptFilter { after: cursor, ..Default::default() }),
+        ),
+        (
+            "first page of one tool (1 in 10)",
+            page(journal::AttemptFilter { tool: Some("web".into()), ..Default::default() }),
+        ),
+        (
+            "first page of one decision (1 in 100)",
+            page(journal::AttemptFilter { decision: Some("deny".into()), ..Default::default() }),
+        ),
+        (
+            "first page of one session (1 in 32)",
+            page(journal::AttemptFilter { session_id: Some("session-7".into()), ..Default::default() }),
+        ),
+    ];
+    println!("| {backend}, {rows} calls | rows | p50 | max |");
+    println!("|---|---:|---:|---:|");
+    for (label, filter) in cases {
+        let mut times = Vec::new();
+        let mut found = 0;
+        for _ in 0..20 {
+            let at = Instant::now();
+            found = journal.query("bench", &filter).await.expect("query").len();
+            times.push(at.elapsed());
+        }
+        times.sort();
+        println!(
+            "| {label} | {found} | {:.2} ms | {:.2} ms |",
+            times[times.len() / 2].as_secs_f64() * 1e3,
+            times[times.len() - 1].as_secs_f64() * 1e3
+        );
+    }
+}
+
 fn main() {
+    if std::env::args().nth(1).as_deref() == Some("pages") {
+        let rows: usize =
+            std::env::var("JOURNAL_BENCH_ROWS").ok().and_then(|v| v.parse().ok()).unwrap_or(1_000_000);
+        let backend = std::env::args().nth(2).unwrap_or_else(|| "sqlite".into());
+        let runtime =
+            tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("a Tokio runtime");
+        runtime.block_on(async {
+            if backend == "postgres" {
+                let server = test_support::PgServer::start();
+                let journal =
+                    journal::open(&server.database_url("journal_pages")).await.expect("open Postgres");
+                pages("Postgres 15", journal, rows).await;
+            } else {
+                let dir = tempfile::tempdir().expect("a temp dir");
+                let url = format!("sqlite://{}?mode=rwc", dir.path().join("pages.db").display());
+                pages("SQLite", journal::open(&url).await.expect("open SQLite"), rows).await;
+            }
+        });
+        return;
+    }
     let only: Vec<String> = std::env::args().skip(1).filter(|arg| !arg.starts_with("--")).collect();
     let wanted = |name: &str| only.is_empty() || only.iter().any(|arg| arg == name);
     let calls: usize =

@@ -54,9 +54,13 @@ macro_rules! journal_reads {
                 builder.push(" AND attempted_at < ").push_bind(until);
             }
             // Keyset paging: the page after a row (its time and key), so a page costs the same at
-            // the millionth row as at the first.
+            // the millionth row as at the first. The plain bound on the time is what lets the
+            // index start at the cursor (neither database seeks into an OR; without it SQLite
+            // scanned from the newest row, 37 ms half-way down a million).
             if let Some((at, key)) = &filter.after {
                 builder
+                    .push(" AND attempted_at <= ")
+                    .push_bind(*at)
                     .push(" AND (attempted_at < ")
                     .push_bind(*at)
                     .push(" OR (attempted_at = ")
