@@ -178,6 +178,19 @@ async fn a_person_decides_in_the_browser() {
         .await;
     assert_eq!(injected, json!([0, true]), "the arguments made no element and ran nothing");
     assert_eq!(browser.text(&browser.find("#waiting-count").await.unwrap()).await, "1");
+    // Readable at 360 px: nothing wider than the window, the actions in reach.
+    browser.resize(360, 800).await;
+    let fits = browser
+        .execute(
+            "return [document.documentElement.scrollWidth, window.innerWidth, \
+             document.querySelector('#pending button[data-action=deny]').getBoundingClientRect().right];",
+            json!([]),
+        )
+        .await;
+    let (scroll, inner, deny) =
+        (fits[0].as_f64().unwrap(), fits[1].as_f64().unwrap(), fits[2].as_f64().unwrap());
+    assert!(inner <= 400.0 && scroll <= inner && deny <= inner, "at 360 px: {fits}");
+    browser.resize(1280, 900).await;
     // `TOOLHOST_CONSOLE_SCREENSHOT=docs/console.png` keeps a picture of the inbox (the README's).
     if let Ok(path) = std::env::var("TOOLHOST_CONSOLE_SCREENSHOT") {
         browser.resize(1100, 1000).await;

@@ -258,8 +258,7 @@ async fn json_logs_are_one_object_a_line() {
         .spawn()
         .unwrap();
     assert!(wait_up(&format!("http://127.0.0.1:{port}")).await);
-    child.kill().unwrap();
-    let out = child.wait_with_output().unwrap();
+    let out = stopped(child);
     let text = String::from_utf8_lossy(&out.stderr);
     let lines: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
     assert!(!lines.is_empty(), "the server logged at start");
@@ -481,8 +480,7 @@ async fn keys_reload_on_sighup_and_when_their_file_changes_and_a_bad_file_is_ref
         assert!(waited.elapsed() < Duration::from_secs(10), "the changed keys file was not reloaded");
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
-    child.kill().unwrap();
-    let out = child.wait_with_output().unwrap();
+    let out = stopped(child);
     let log = String::from_utf8_lossy(&out.stderr);
     assert!(log.contains("reload refused") && log.contains("this key is also"), "{log}");
 }
@@ -516,8 +514,7 @@ async fn every_request_and_approval_is_an_audit_event_with_its_request_id() {
     assert!(made.headers()["x-request-id"].to_str().unwrap().starts_with("req-"));
     let refused = client.get(format!("{base}/v1/journal")).bearer_auth("nope").send().await.unwrap();
     assert_eq!(refused.status(), 401);
-    child.kill().unwrap();
-    let out = child.wait_with_output().unwrap();
+    let out = stopped(child);
     let events: Vec<serde_json::Value> =
         String::from_utf8_lossy(&out.stderr).lines().filter_map(|l| serde_json::from_str(l).ok()).collect();
     let request = events
@@ -675,4 +672,12 @@ async fn traces_join_the_callers_trace_and_show_each_stage_of_a_call() {
         assert_eq!(stage["parentSpanId"], call["spanId"], "{stage}");
         assert_eq!(stage["traceId"], trace);
     }
+}
+
+/// Stops a server with SIGTERM (as systemd does; the log lines it still holds are written) and
+/// returns what it printed.
+fn stopped(child: std::process::Child) -> std::process::Output {
+    let sent = std::process::Command::new("kill").args(["-TERM", &child.id().to_string()]).status().unwrap();
+    assert!(sent.success());
+    child.wait_with_output().unwrap()
 }
