@@ -80,6 +80,7 @@ fn run() -> Result<()> {
                 ("tool-search", "search"),
                 ("toolhost-server", "load"),
                 ("toolhost-server", "mcp"),
+                ("toolhost-server", "console"),
                 ("toolhost", "frame"),
                 ("toolhost", "mcp_mount"),
                 ("builtin-tool-api", "documents"),

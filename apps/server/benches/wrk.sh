@@ -5,15 +5,17 @@
 #   apt-get install -y wrk            # not installed by .ci/run: a benchmark, not a test
 #   cargo build --release -p toolhost-server
 #   bash apps/server/benches/wrk.sh [SECONDS]   # default 10 s per point
+#   TOOLHOST_SERVER_BIN=/path/to/older/toolhost-server bash apps/server/benches/wrk.sh   # another build
 #
-# Points: `todo_write` of an empty list (noop) and `readFile` of a 20-line file, at 1 and 64
-# connections, against a release server with a SQLite journal in a temp folder. wrk prints its
-# latency distribution (p50, p90, p99) and requests per second for each point.
+# Points: `todo_write` of an empty list (noop), `readFile` of a 20-line file (read: journalled
+# once, when it ends) and `writeFile` of a 20-line file (write: proposed durably before it runs,
+# then settled), at 1 and 64 connections, against a release server with a SQLite journal in a temp
+# folder. wrk prints its latency distribution (p50, p90, p99) and requests per second per point.
 set -euo pipefail
 
 seconds="${1:-10}"
 root="$(cd "$(dirname "$0")/../../.." && pwd)"
-server="$root/target/release/toolhost-server"
+server="${TOOLHOST_SERVER_BIN:-$root/target/release/toolhost-server}"
 command -v wrk >/dev/null || { echo "wrk is not installed (apt-get install -y wrk)" >&2; exit 2; }
 [ -x "$server" ] || { echo "build the server first: cargo build --release -p toolhost-server" >&2; exit 2; }
 
@@ -50,7 +52,8 @@ EOF
 
 noop='{"calls": [{"id": "c1", "name": "todo_write", "arguments": "{\"todos\": []}"}]}'
 read='{"calls": [{"id": "c1", "name": "readFile", "arguments": "{\"path\": \"notes.txt\"}"}]}'
-for workload in noop read; do
+write="{\"calls\": [{\"id\": \"c1\", \"name\": \"writeFile\", \"arguments\": $(python3 -c 'import json, sys; print(json.dumps(json.dumps({"path": "out.txt", "content": sys.stdin.read()})))' < "$work/workspace/notes.txt")}]}"
+for workload in noop read write; do
     body="${!workload}"
     # Check once that the call executes.
     curl -sf "$base/v1/sessions/$session/calls" -H 'content-type: application/json' -d "$body" |
