@@ -1,6 +1,6 @@
 //! The HTTP API under `/v1`, with its OpenAPI description generated from these handlers.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::convert::Infallible;
 use std::sync::Arc;
 use std::time::Instant;
@@ -1025,6 +1025,12 @@ pub struct ApprovalView {
     /// The question, for a question.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub question: Option<tool_core::Question>,
+    /// For a call naming files: the file or folder `allow_session` and `allow_always` grant when
+    /// sent as their `argument_prefix` (the files' folder, never `/` or the home folder). Without
+    /// an `argument_prefix`, they grant the call's own files only; a scope that does not hold the
+    /// call's files is not taken.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub scope: Option<String>,
 }
 
 use crate::approvals::{DecisionOutcome, question_of};
@@ -1038,14 +1044,32 @@ async fn list_approvals(
     Query(query): Query<ApprovalQuery>,
 ) -> Result<Json<Vec<ApprovalView>>, ApiError> {
     let rows = crate::approvals::pending(&state, &tenant, query.session_id.as_deref()).await?;
-    Ok(Json(
-        rows.into_iter()
-            .map(|row| {
-                let question = question_of(&row);
-                ApprovalView { kind: if question.is_some() { "question" } else { "approval" }, question, row }
-            })
-            .collect(),
-    ))
+    let mut views = Vec::with_capacity(rows.len());
+    let mut folders: HashMap<String, Option<String>> = HashMap::new();
+    for row in rows {
+        let question = question_of(&row);
+        let scope = if question.is_some() {
+            None
+        } else {
+            let folder = match folders.get(&row.session_id) {
+                Some(folder) => folder.clone(),
+                None => {
+                    let folder =
+                        crate::approvals::working_directory_of(&state, &tenant, &row.session_id).await;
+                    folders.insert(row.session_id.clone(), folder.clone());
+                    folder
+                }
+            };
+            crate::approvals::scope_offer(&state, &row, folder.as_deref().map(std::path::Path::new)).flatten()
+        };
+        views.push(ApprovalView {
+            kind: if question.is_some() { "question" } else { "approval" },
+            question,
+            scope,
+            row,
+        });
+    }
+    Ok(Json(views))
 }
 
 /// A person's decision.

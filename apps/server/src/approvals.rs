@@ -76,6 +76,25 @@ pub fn question_of(row: &PendingApproval) -> Option<tool_core::Question> {
         .flatten()
 }
 
+/// For a call naming files, the scope "for this session" and "always" offer (see
+/// [`tool_executor::scope`]): `Some(None)` when no folder can be offered (these files alone);
+/// `None` for a call that names no files.
+pub fn scope_offer(
+    state: &AppState,
+    row: &PendingApproval,
+    working_directory: Option<&std::path::Path>,
+) -> Option<Option<String>> {
+    let api = state.executor.toolbox().tool(&row.tool)?.api(&row.api)?;
+    let paths = tool_executor::scope::call_paths(&api.spec, &row.arguments, working_directory)?;
+    Some(tool_executor::scope::suggest(&paths))
+}
+
+/// The working directory of a session, as the journal keeps its settings.
+pub async fn working_directory_of(state: &AppState, tenant: &str, session_id: &str) -> Option<String> {
+    let record = state.journal.get_session(tenant, session_id).await.ok()??;
+    serde_json::from_value::<crate::state::SessionView>(record.config).ok()?.working_directory
+}
+
 /// Delivers `decision` on approval `id` of the principal's tenant, made through `via`.
 ///
 /// # Errors
@@ -118,6 +137,7 @@ pub async fn decide(
             arguments: row.arguments.clone(),
             reason: row.reason.clone(),
             question: question_of(&row),
+            scope: None,
         };
         if let Err(tool_executor::approval::DecideError::Unfit(why)) = waiting.admits(&decision) {
             return Err(ApiError::bad_request(why));

@@ -581,19 +581,36 @@ async fn always_allow_is_remembered_listed_and_revocable() {
     };
     let first = read_outside("r1");
     let approval = server.wait_for_approval("r1").await;
+    // The listing offers the file's folder as the scope of "for the session" and "always".
+    let outside = std::path::Path::new(OUTSIDE).canonicalize().unwrap();
+    let folder = outside.parent().unwrap().display().to_string();
+    let (_, waiting) = server.get("/v1/approvals").await;
+    let listed = waiting.as_array().unwrap().iter().find(|a| a["id"] == approval.as_str()).unwrap();
+    assert_eq!(listed["scope"], folder.as_str(), "{listed}");
+    // "Always" without a scope, as an API client may send it: this file alone, not the API.
     let (status, _) = server
         .post(&format!("/v1/approvals/{approval}"), json!({"decision": {"kind": "allow_always"}}))
         .await;
     assert_eq!(status, 200);
     assert_eq!(first.await.unwrap()["results"][0]["status"], "executed");
 
-    // Remembered for the project: the next read runs without asking.
+    // Remembered for the project: the next read of the file runs without asking.
     let (_, remembered) = server.get("/v1/remembered?project=demo").await;
     let rows = remembered.as_array().unwrap();
     assert_eq!(rows.len(), 1, "{remembered}");
     assert_eq!((rows[0]["tool"].as_str(), rows[0]["api"].as_str()), (Some("local-system"), Some("readFile")));
+    assert_eq!(rows[0]["argument_prefix"], outside.display().to_string().as_str(), "{remembered}");
     let second = tokio::time::timeout(Duration::from_secs(10), read_outside("r2")).await.unwrap().unwrap();
     assert_eq!(second["results"][0]["status"], "executed", "{second}");
+    // A file beside it is asked about: the rule is the file, not every path.
+    let beside = common::submit(
+        &server,
+        &sid,
+        json!([{"id": "beside", "name": "readFile", "arguments": json!({"path": format!("{folder}/hostname")}).to_string()}]),
+    );
+    let approval = server.wait_for_approval("beside").await;
+    server.post(&format!("/v1/approvals/{approval}"), json!({"decision": {"kind": "deny"}})).await;
+    assert_eq!(beside.await.unwrap()["results"][0]["status"], "denied");
 
     // Revoked: it asks again.
     let id = rows[0]["id"].as_str().unwrap();

@@ -170,6 +170,11 @@ async fn a_person_decides_in_the_browser() {
     assert!(shown.contains("-old line"), "the diff against the file as it is: {shown}");
     assert!(shown.contains("+<img src=x onerror="), "the content is shown as text: {shown}");
     assert!(shown.contains("agent coder-7") && shown.contains("acme/agent/bot"), "who proposed it: {shown}");
+    // "For the session" and "always" grant the file's folder, shown and editable, not the API.
+    assert!(shown.contains("allow local-system/writeFile of files within"), "{shown}");
+    let scope = browser.find(&format!("{} input[name=prefix]", item(&id))).await.unwrap();
+    let shared_folder = shared.canonicalize().unwrap().display().to_string();
+    assert_eq!(browser.attribute(&scope, "value").await.as_deref(), Some(shared_folder.as_str()));
     let injected = browser
         .execute(
             "return [document.querySelectorAll('#pending img, #pending script').length, window.__pwned === undefined];",

@@ -249,7 +249,7 @@ fn the_service_unit_verifies() {
 async fn json_logs_are_one_object_a_line() {
     let port = free_port();
     let setup = setup(port, "log-format = \"json\"");
-    let mut child = server()
+    let child = server()
         .env("RUST_LOG", "info")
         .arg("--config")
         .arg(&setup.file)
@@ -491,7 +491,7 @@ async fn keys_reload_on_sighup_and_when_their_file_changes_and_a_bad_file_is_ref
 async fn every_request_and_approval_is_an_audit_event_with_its_request_id() {
     let port = free_port();
     let setup = setup(port, "log-format = \"json\"");
-    let mut child = server()
+    let child = server()
         .env("RUST_LOG", "info")
         .arg("--config")
         .arg(&setup.file)

@@ -74,7 +74,13 @@ pub fn question(request: &ApprovalRequest) -> String {
                 None => format!("commands starting `{}` in this folder, always", s.prefix),
             },
         ),
-        None => (format!("{what}, for this session"), format!("{what} in this folder, always")),
+        None => match &request.scope {
+            Some(scope) => (
+                format!("{what} within {scope}, for this session"),
+                format!("{what} within {scope}, always (in this folder)"),
+            ),
+            None => (format!("{what}, for this session"), format!("{what} in this folder, always")),
+        },
     };
     text.push_str(&format!(
         "  y = yes, once · s = {session} · a = {always} · n = no\n  (a whole line; any other line denies and tells the model why)\n> "
@@ -85,10 +91,11 @@ pub fn question(request: &ApprovalRequest) -> String {
 /// The decision a typed answer (a whole line) means: only the exact choice words choose; any
 /// other line is a reason for a denial.
 pub fn decision(answer: &str, request: &ApprovalRequest) -> Decision {
-    let prefix = crate::ui::state::always_prefix(request).map(|s| s.prefix);
+    let prefix = crate::ui::state::always_prefix(request).map(|s| s.prefix).or_else(|| request.scope.clone());
     match answer.trim() {
         "y" | "Y" | "yes" => Decision::AllowOnce,
-        "s" | "S" => Decision::AllowSession { argument_prefix: None },
+        // A command: this one word for word; files: within the scope shown.
+        "s" | "S" => Decision::AllowSession { argument_prefix: request.scope.clone() },
         "a" | "A" => Decision::AllowAlways { argument_prefix: prefix },
         "" | "n" | "N" | "no" => Decision::Deny,
         reason => Decision::DenyWithMessage { message: reason.to_owned() },

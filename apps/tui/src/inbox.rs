@@ -205,6 +205,7 @@ fn request_of(row: &Value) -> Option<ApprovalRequest> {
         arguments: row.get("arguments").cloned().unwrap_or(Value::Null),
         reason: text("reason").unwrap_or_default(),
         question: row.get("question").and_then(|q| serde_json::from_value(q.clone()).ok()),
+        scope: text("scope"),
     })
 }
 

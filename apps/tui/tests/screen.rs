@@ -222,6 +222,7 @@ fn question(id: &str, command: &str) -> ApprovalRequest {
         arguments: json!({ "command": command }),
         reason: "commands need approval (rm deletes files)".into(),
         question: None,
+        scope: None,
     }
 }
 
@@ -272,6 +273,55 @@ fn approvals_queue_inline_and_each_answer_is_written_to_the_transcript() {
     app.ask(question("a4", "make"));
     app.withdraw("a4");
     assert!(!draw(&app).contains("approval needed"));
+}
+
+/// A file call outside the folder: "for this session" and "always" name the folder they grant
+/// (editable for "always"), and send it as the decision's scope, never the API for every path.
+#[test]
+fn a_file_grant_names_and_sends_its_scope() {
+    let mut app = new_app();
+    app.running = true;
+    let outside = |id: &str, path: &str| ApprovalRequest {
+        id: id.into(),
+        tenant: "local".into(),
+        session_id: "s".into(),
+        call_id: format!("call-{id}"),
+        tool: "local-system".into(),
+        api: "readFile".into(),
+        arguments: json!({ "path": path }),
+        reason: "/etc/hostname is outside the working directory".into(),
+        question: None,
+        scope: Some("/etc".into()),
+    };
+    app.ask(outside("f1", "/etc/hostname"));
+    let asked = draw(&app);
+    assert!(asked.contains("s yes, local-system/readFile within /etc, for this session"), "{asked}");
+    assert!(
+        asked.contains("always, in this folder: local-system/readFile within /etc (editable)"),
+        "{asked}"
+    );
+    assert_eq!(
+        app.on_key(key(KeyCode::Char('s'))),
+        Some(Command::Decide {
+            approval_id: "f1".into(),
+            decision: Decision::AllowSession { argument_prefix: Some("/etc".into()) }
+        })
+    );
+    // "Always": the folder offered, narrowed by the person to the file.
+    app.ask(outside("f2", "/etc/hostname"));
+    assert_eq!(app.on_key(key(KeyCode::Char('a'))), None);
+    assert!(draw(&app).contains("always allow within: /etc"));
+    type_text(&mut app, "/hostname");
+    assert_eq!(
+        app.on_key(key(KeyCode::Enter)),
+        Some(Command::Decide {
+            approval_id: "f2".into(),
+            decision: Decision::AllowAlways { argument_prefix: Some("/etc/hostname".into()) }
+        })
+    );
+    let screen = draw(&app);
+    assert!(screen.contains("allowed for this session within /etc"), "{screen}");
+    assert!(screen.contains("always allowed in this folder within /etc/hostname"), "{screen}");
 }
 
 /// A sub-agent is one card: its calls show as lines while it works, and its result is the card
@@ -346,6 +396,7 @@ fn asked(id: &str, options: &[&str], multiple: bool, allow_other: bool) -> Appro
         arguments: serde_json::to_value(&question).unwrap(),
         reason: tool_executor::approval::QUESTION.into(),
         question: Some(question),
+        scope: None,
     }
 }
 
@@ -542,6 +593,7 @@ fn a_long_question_keeps_its_head_and_its_keys() {
         arguments: json!({ "path": "/etc/motd", "content": content }),
         reason: "outside the folder".into(),
         question: None,
+        scope: None,
     });
     let screen = draw(&app);
     assert!(screen.contains("Allow: Write /etc/motd"), "{screen}");

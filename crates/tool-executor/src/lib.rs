@@ -33,6 +33,7 @@ pub mod events;
 pub mod exposure;
 pub mod matcher;
 mod pipeline;
+pub mod scope;
 pub mod session;
 pub mod shell_audit;
 pub mod toolbox;

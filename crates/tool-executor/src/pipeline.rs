@@ -1572,6 +1572,7 @@ impl Executor {
             arguments: serde_json::to_value(&question).unwrap_or(Value::Null),
             reason: crate::approval::QUESTION.to_owned(),
             question: Some(question.clone()),
+            scope: None,
         };
         if let Err(error) = self.journal_pending(&request, &call.key).await {
             return Asked::NoOne {
@@ -1831,14 +1832,17 @@ impl Executor {
         if let Some(by) = said.allow_by.as_ref().filter(|_| !always) {
             return granted(session, "hook_allow", by);
         }
+        let paths = crate::scope::call_paths(
+            &compiled.spec,
+            &call.arguments,
+            session.config.working_directory.as_deref(),
+        );
         if !always && said.ask.is_none() {
-            if session.granted(&call.tool, &call.api, compiled.spec.command_in(&call.arguments)) {
+            let command = compiled.spec.command_in(&call.arguments);
+            if session.granted(&call.tool, &call.api, command, paths.as_ref()) {
                 return granted(session, "allow_session", "session grant");
             }
-            if self
-                .remembered_covers(session, &call.tool, &call.api, compiled.spec.command_in(&call.arguments))
-                .await
-            {
+            if self.remembered_covers(session, &call.tool, &call.api, command, paths.as_ref()).await {
                 return granted(session, "remembered", "remembered decision");
             }
         }
@@ -1877,6 +1881,7 @@ impl Executor {
             arguments: call.arguments.clone(),
             reason: reason.clone(),
             question: None,
+            scope: paths.as_ref().and_then(crate::scope::suggest),
         };
         if let Err(error) = self.journal_pending(&request, &call.key).await {
             let output = ToolOutput::error(ErrorKind::Unavailable, crate::durable::refused(&error));
@@ -2063,7 +2068,31 @@ impl Executor {
                 let by = by.unwrap_or_else(|| "a person".into());
                 self.journal_allowed(session, call, decision.name(), &by).await;
                 let command = compiled.spec.command_in(&call.arguments);
+                let working_directory = session.config.working_directory.as_deref();
+                // A call naming files: the grant or rule holds the scope shown (the file, or the
+                // folder the person chose), never the API for every path.
+                let paths = crate::scope::call_paths(&compiled.spec, &call.arguments, working_directory);
+                let scopes = |asked: &Option<String>| {
+                    paths
+                        .as_ref()
+                        .map(|paths| crate::scope::chosen(paths, asked.as_deref(), working_directory))
+                };
                 match &decision {
+                    Decision::AllowSession { argument_prefix }
+                    | Decision::AllowAlways { argument_prefix }
+                        if paths.is_some()
+                            && (session.project().is_empty()
+                                || matches!(decision, Decision::AllowSession { .. })) =>
+                    {
+                        let scopes = scopes(argument_prefix).unwrap_or_default();
+                        session.grant_scopes(&call.tool, &call.api, &scopes);
+                    }
+                    Decision::AllowAlways { argument_prefix } if paths.is_some() => {
+                        for scope in scopes(argument_prefix).unwrap_or_default() {
+                            self.remember(session, &call.tool, &call.api, Some(scope), Some(by.clone()))
+                                .await;
+                        }
+                    }
                     // For a command, a session grant covers a prefix (this command by default), never
                     // every command for the rest of the session.
                     // "This command for the session": that command word for word, not it with
@@ -2310,6 +2339,7 @@ impl Executor {
         tool: &str,
         api: &str,
         command: Option<&str>,
+        paths: Option<&crate::scope::CallPaths>,
     ) -> bool {
         let project = session.project();
         let decisions = match &self.inner.journal {
@@ -2322,16 +2352,19 @@ impl Executor {
             },
             None => self.inner.remembered.lock().unwrap_or_else(|p| p.into_inner()).clone(),
         };
-        decisions.iter().any(|d| {
+        let mut mine = decisions.iter().filter(|d| {
             d.tenant == session.config.tenant
                 && d.project == project
                 && d.tool == tool
                 && (d.api == api || d.api == "*")
-                && match (&d.argument_prefix, command) {
-                    (None, _) => true,
-                    (Some(prefix), Some(command)) => prefix_covers(prefix, command),
-                    (Some(_), None) => false,
-                }
+        });
+        if let Some(paths) = paths {
+            return paths.covered_by(mine.map(|d| d.argument_prefix.as_deref()));
+        }
+        mine.any(|d| match (&d.argument_prefix, command) {
+            (None, _) => true,
+            (Some(prefix), Some(command)) => prefix_covers(prefix, command),
+            (Some(_), None) => false,
         })
     }
 

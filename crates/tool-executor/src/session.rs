@@ -192,7 +192,8 @@ impl std::fmt::Debug for Session {
 pub(crate) struct Grant {
     tool: String,
     api: String,
-    /// For commands: only those this prefix covers.
+    /// For commands: only those this prefix covers; for calls naming files, only files within
+    /// this scope.
     prefix: Option<String>,
     /// The prefix is the whole command: only it, word for word.
     exact: bool,
@@ -387,18 +388,33 @@ impl Session {
     }
 
     /// Whether this session granted the call for its lifetime: `tool/api`, and for a command the
-    /// prefix it was granted for.
-    pub fn granted(&self, tool: &str, api: &str, command: Option<&str>) -> bool {
-        self.grants.lock().unwrap_or_else(|p| p.into_inner()).iter().any(|grant| {
-            grant.tool == tool
-                && grant.api == api
-                && match (&grant.prefix, command) {
-                    (None, _) => true,
-                    (Some(exact), Some(command)) if grant.exact => exact == command.trim(),
-                    (Some(prefix), Some(command)) => crate::approval::prefix_covers(prefix, command),
-                    (Some(_), None) => false,
-                }
+    /// prefix it was granted for, for a call naming files the scopes holding every one of them
+    /// (see [`crate::scope`]).
+    pub fn granted(
+        &self,
+        tool: &str,
+        api: &str,
+        command: Option<&str>,
+        paths: Option<&crate::scope::CallPaths>,
+    ) -> bool {
+        let grants = self.grants.lock().unwrap_or_else(|p| p.into_inner());
+        let mut mine = grants.iter().filter(|grant| grant.tool == tool && grant.api == api);
+        if let Some(paths) = paths {
+            return paths.covered_by(mine.map(|grant| grant.prefix.as_deref()));
+        }
+        mine.any(|grant| match (&grant.prefix, command) {
+            (None, _) => true,
+            (Some(exact), Some(command)) if grant.exact => exact == command.trim(),
+            (Some(prefix), Some(command)) => crate::approval::prefix_covers(prefix, command),
+            (Some(_), None) => false,
         })
+    }
+
+    /// Grants `tool/api` for the session within each of `scopes` (files or folders, resolved).
+    pub(crate) fn grant_scopes(&self, tool: &str, api: &str, scopes: &[String]) {
+        for scope in scopes {
+            self.grant(tool, api, Some(scope.clone()));
+        }
     }
 
     pub(crate) fn grant(&self, tool: &str, api: &str, prefix: Option<String>) {

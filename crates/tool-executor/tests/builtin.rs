@@ -321,3 +321,132 @@ async fn the_engine_the_pipeline_chooses_decides_whether_code_asks() {
         .await;
     assert_eq!(full.status, AttemptStatus::Blocked, "{}", full.output.content);
 }
+
+/// Answers every approval of `session` from `answers` (by call id; any other is denied) and
+/// returns the ids of the calls a person was asked about, once `until` of them were.
+fn answer_by_call(
+    executor: &Executor,
+    session: &Session,
+    answers: std::collections::HashMap<&'static str, Decision>,
+) -> Arc<std::sync::Mutex<Vec<String>>> {
+    let asked = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let mut events = session.subscribe();
+    let broker = executor.local_broker().unwrap().clone();
+    let seen = Arc::clone(&asked);
+    tokio::spawn(async move {
+        while let Ok(event) = events.recv().await {
+            if let Event::PermissionRequested { approval_id, call_id, .. } = event {
+                seen.lock().unwrap().push(call_id.clone());
+                let decision = answers.get(call_id.as_str()).cloned().unwrap_or(Decision::Deny);
+                broker.decide("t", &approval_id, Decided { decision, by: Some("me".into()) }).unwrap();
+            }
+        }
+    });
+    asked
+}
+
+/// "Always" and "for this session" on a file call outside the folder grant the file, or the
+/// folder the person chose, never the API for every path: for reads, writes, edits, moves and
+/// searches alike. A scope wider than allowed (`/`) or one that does not hold the call is not
+/// taken: the call's own files are granted instead.
+#[tokio::test]
+async fn a_grant_for_one_path_does_not_cover_another() {
+    let executor = executor();
+    let work = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let outside = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let o = outside.path().canonicalize().unwrap();
+    for folder in ["a/sub", "b"] {
+        std::fs::create_dir_all(o.join(folder)).unwrap();
+    }
+    for file in ["a/one", "a/two", "a/sub/three", "b/four", "b/five"] {
+        std::fs::write(o.join(file), "old text\n").unwrap();
+    }
+    let path = |p: &str| o.join(p).display().to_string();
+    // Each family: (its API, the arguments naming a file).
+    type Args = Box<dyn Fn(&str) -> serde_json::Value>;
+    let families: Vec<(&str, Args)> = vec![
+        ("readFile", Box::new(|p: &str| serde_json::json!({"path": p}))),
+        ("writeFile", Box::new(|p: &str| serde_json::json!({"path": p, "content": "new text\n"}))),
+        (
+            "editFile",
+            Box::new(|p: &str| serde_json::json!({"path": p, "oldText": "text", "newText": "text!"})),
+        ),
+        ("grepContent", Box::new(|p: &str| serde_json::json!({"pattern": "text", "path": p}))),
+        (
+            "moveFiles",
+            Box::new(
+                |p: &str| serde_json::json!({"items": [{"oldPath": p, "newPath": format!("{p}.moved")}]}),
+            ),
+        ),
+    ];
+    for (api, args) in families {
+        let session = executor.open_session(SessionConfig {
+            id: format!("scope-{api}"),
+            tenant: "t".into(),
+            working_directory: Some(work.path().to_path_buf()),
+            policy: SessionPolicy {
+                mode: ApprovalMode::Manual,
+                exclude_temp: true,
+                ..SessionPolicy::default()
+            },
+            ..SessionConfig::default()
+        });
+        let answers = std::collections::HashMap::from([
+            // "Always" with no scope named: this file alone.
+            ("always-file", Decision::AllowAlways { argument_prefix: None }),
+            // "For this session" with the folder shown.
+            ("session-folder", Decision::AllowSession { argument_prefix: Some(path("a")) }),
+            // A scope of `/`, and one that does not hold the call: the file alone.
+            ("too-wide", Decision::AllowSession { argument_prefix: Some("/".into()) }),
+            ("elsewhere", Decision::AllowAlways { argument_prefix: Some(path("a")) }),
+        ]);
+        let asked = answer_by_call(&executor, &session, answers);
+        let run = async |id: &str, file: &str| {
+            let result = executor.execute(&session, None, call(id, api, args(&path(file)))).await;
+            (result.status, result.output.content)
+        };
+        // Moves take the file away: each call of a move names a fresh file.
+        let fresh = |name: &str| {
+            if api == "moveFiles" {
+                let file = format!("{name}-{}", asked.lock().unwrap().len());
+                std::fs::write(o.join(&file), "old text\n").unwrap();
+                file
+            } else {
+                name.to_owned()
+            }
+        };
+        let (status, content) = run("always-file", &fresh("a/one")).await;
+        assert_eq!(status, AttemptStatus::Executed, "{api}: {content}");
+        if api != "moveFiles" {
+            let (status, _) = run("same-file", "a/one").await;
+            assert_eq!(status, AttemptStatus::Executed, "{api}: the same file is not asked again");
+        }
+        let (status, _) = run("neighbour", &fresh("a/two")).await;
+        assert_eq!(status, AttemptStatus::Denied, "{api}: a file beside the granted one is asked about");
+
+        let (status, content) = run("session-folder", &fresh("a/two")).await;
+        assert_eq!(status, AttemptStatus::Executed, "{api}: {content}");
+        let (status, content) = run("under-folder", &fresh("a/sub/three")).await;
+        assert_eq!(status, AttemptStatus::Executed, "{api}: under the granted folder: {content}");
+        let (status, _) = run("other-folder", &fresh("b/four")).await;
+        assert_eq!(status, AttemptStatus::Denied, "{api}: a folder beside the granted one is asked about");
+
+        let (status, content) = run("too-wide", &fresh("b/four")).await;
+        assert_eq!(status, AttemptStatus::Executed, "{api}: {content}");
+        let (status, _) = run("past-too-wide", &fresh("b/five")).await;
+        assert_eq!(status, AttemptStatus::Denied, "{api}: `/` granted only the file");
+        let (status, content) = run("elsewhere", &fresh("b/five")).await;
+        assert_eq!(status, AttemptStatus::Executed, "{api}: {content}");
+        let (status, _) = run("past-elsewhere", &fresh("b/six")).await;
+        assert_eq!(
+            status,
+            AttemptStatus::Denied,
+            "{api}: a scope not holding the call granted only its file"
+        );
+
+        let mut expected =
+            vec!["always-file", "neighbour", "session-folder", "other-folder", "too-wide", "past-too-wide"];
+        expected.extend(["elsewhere", "past-elsewhere"]);
+        assert_eq!(*asked.lock().unwrap(), expected, "{api}");
+    }
+}

@@ -241,15 +241,30 @@ fn write_diff(
     )
 }
 
-/// The rule "allow always" would remember, for the person to see (and, for a command, narrow).
-fn rule_of(row: &PendingApproval) -> (String, Option<String>) {
-    let command = row.arguments.get("command").and_then(Value::as_str);
-    match command {
-        Some(command) => {
-            let suggestion = tool_executor::approval::suggest_prefix(command);
-            (format!("{}/{} for commands starting with", row.tool, row.api), Some(suggestion.prefix))
-        }
-        None => (format!("every {}/{} call in this project", row.tool, row.api), None),
+/// What "for the session" and "always" grant, for the person to see (and narrow or widen).
+enum Grants {
+    /// A command: "always" remembers commands starting with this prefix (editable); "for the
+    /// session" is this command word for word.
+    Command(String),
+    /// A call naming files: both grant the API within this scope (the files' folder, editable).
+    Within(String),
+    /// A call naming files no folder can be offered for: both grant these very files.
+    TheseFiles,
+    /// Anything else: the API.
+    Whole,
+}
+
+fn grants_of(state: &AppState, item: &Item) -> Grants {
+    let row = &item.row;
+    if let Some(command) = row.arguments.get("command").and_then(Value::as_str) {
+        return Grants::Command(tool_executor::approval::suggest_prefix(command).prefix);
+    }
+    let working_directory =
+        item.session.as_ref().and_then(|s| s.working_directory.as_deref()).map(std::path::Path::new);
+    match approvals::scope_offer(state, row, working_directory) {
+        Some(Some(scope)) => Grants::Within(scope),
+        Some(None) => Grants::TheseFiles,
+        None => Grants::Whole,
     }
 }
 
@@ -274,7 +289,8 @@ fn item_markup(state: &AppState, viewer: &Viewer, item: &Item, alone: bool) -> M
         })
         .unwrap_or_else(|| "—".into());
     let tier = item.attempt.as_ref().and_then(|a| a.tier.clone()).unwrap_or_default();
-    let (rule, prefix) = rule_of(row);
+    let grants = grants_of(state, item);
+    let what = format!("{}/{}", row.tool, row.api);
     let decides = viewer.decides(state);
     html! {
         article class="approval" data-approval-id=(row.id) data-session=(row.session_id) data-call=(row.call_id)
@@ -330,14 +346,30 @@ fn item_markup(state: &AppState, viewer: &Viewer, item: &Item, alone: bool) -> M
                             div class="actions" {
                                 button type="submit" name="action" value="allow-once" data-action="allow-once" { "Allow once (y)" }
                                 button type="submit" name="action" value="allow-session" data-action="allow-session" {
-                                    @if prefix.is_some() { "Allow this command for the session (s)" } @else { "Allow for this session (s)" }
+                                    @match &grants {
+                                        Grants::Command(_) => "Allow this command for the session (s)",
+                                        Grants::Within(_) | Grants::TheseFiles => "Allow these files for the session (s)",
+                                        Grants::Whole => "Allow for this session (s)",
+                                    }
                                 }
                                 button type="submit" name="action" value="allow-always" data-action="allow-always" { "Allow always (a)" }
                             }
                             div class="rule" {
-                                label for={ "p-" (row.id) } { "“Always” remembers: " (rule) }
-                                @if let Some(prefix) = &prefix {
-                                    input id={ "p-" (row.id) } type="text" name="prefix" value=(prefix);
+                                @match &grants {
+                                    Grants::Command(prefix) => {
+                                        label for={ "p-" (row.id) } { "“Always” remembers: " (what) " for commands starting with" }
+                                        input id={ "p-" (row.id) } type="text" name="prefix" value=(prefix);
+                                    }
+                                    Grants::Within(scope) => {
+                                        label for={ "p-" (row.id) } { "“For the session” and “always” allow " (what) " of files within (a file or folder holding this call’s files)" }
+                                        input id={ "p-" (row.id) } type="text" name="prefix" value=(scope);
+                                    }
+                                    Grants::TheseFiles => {
+                                        p { "“For the session” and “always” allow " (what) " of these files only" }
+                                    }
+                                    Grants::Whole => {
+                                        p { "“Always” remembers: every " (what) " call in this project" }
+                                    }
                                 }
                             }
                             div class="deny" {
@@ -499,6 +531,22 @@ pub async fn approval_item(
     }
 }
 
+/// What a rule allows of its API (commands starting …, within a folder), as
+/// [`tool_executor::scope::describe`] says it.
+fn rule_scope(state: &AppState, rule: &journal::RememberedDecision) -> String {
+    let spec =
+        state.executor.toolbox().tool(&rule.tool).and_then(|tool| tool.api(&rule.api)).map(|api| &api.spec);
+    tool_executor::scope::describe(spec, rule.argument_prefix.as_deref())
+}
+
+/// Whether approval `id` waits on a command.
+async fn command_asked(state: &AppState, viewer: &Viewer, id: &str) -> bool {
+    match state.journal.get_approval(&viewer.principal.tenant, id).await {
+        Ok(Some(row)) => row.arguments.get("command").is_some(),
+        _ => false,
+    }
+}
+
 /// `POST /console/approvals/{id}/decide`: the person's decision, through [`approvals::decide`].
 pub async fn decide(
     State(state): State<Arc<AppState>>,
@@ -517,14 +565,15 @@ pub async fn decide(
     let text = |name: &str| field(name).map(str::trim).filter(|v| !v.is_empty()).map(str::to_owned);
     let decision = match field("action") {
         Some("allow-once") => Decision::AllowOnce,
-        Some("allow-session") => Decision::AllowSession { argument_prefix: None },
+        // For a command, this command word for word; for files, the scope in the form (the
+        // pipeline takes it only when it holds the call and is neither `/` nor the home folder).
+        Some("allow-session") => Decision::AllowSession {
+            argument_prefix: if command_asked(&state, &viewer, &id).await { None } else { text("prefix") },
+        },
         Some("allow-always") => {
             // For a command, "always" remembers the prefix shown: never none, which would be
             // every command.
-            let command = match state.journal.get_approval(&viewer.principal.tenant, &id).await {
-                Ok(Some(row)) => row.arguments.get("command").is_some(),
-                _ => false,
-            };
+            let command = command_asked(&state, &viewer, &id).await;
             let prefix = text("prefix");
             if command && prefix.is_none() {
                 return refused(
@@ -914,7 +963,7 @@ pub async fn rules(State(state): State<Arc<AppState>>, viewer: Viewer) -> Respon
                         tr data-rule=(rule.id) {
                             td {
                                 code { (rule.tool) "/" (rule.api) }
-                                @if let Some(prefix) = &rule.argument_prefix { " for commands starting with " code { (prefix) } }
+                                " " (rule_scope(&state, rule))
                             }
                             td { code { (rule.project) } }
                             td { (rule.created_by.clone().unwrap_or_default()) }

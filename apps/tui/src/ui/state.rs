@@ -1071,7 +1071,15 @@ impl App {
                 (KeyCode::Enter, Answering::Always(prefix)) => {
                     match prefix.as_ref().map(|p| p.trim().to_owned()) {
                         Some(prefix) if prefix.is_empty() => {
-                            self.question_hint = Some("an empty prefix would allow every command");
+                            let command = self
+                                .approvals
+                                .front()
+                                .is_some_and(|p| p.request.arguments.get("command").is_some());
+                            self.question_hint = Some(if command {
+                                "an empty prefix would allow every command"
+                            } else {
+                                "name the file, or a folder holding it"
+                            });
                             return Some(None);
                         }
                         prefix => Decision::AllowAlways { argument_prefix: prefix },
@@ -1338,9 +1346,12 @@ impl App {
         }
         let decision = match choice {
             'y' => Decision::AllowOnce,
-            's' => Decision::AllowSession { argument_prefix: None },
+            // A command: this one word for word; files: within the scope shown.
+            's' => Decision::AllowSession { argument_prefix: pending.request.scope.clone() },
             'a' => {
-                let prefix = always_prefix(&pending.request).map(|s| s.prefix);
+                let prefix = always_prefix(&pending.request)
+                    .map(|s| s.prefix)
+                    .or_else(|| pending.request.scope.clone());
                 self.answering = Some(Answering::Always(prefix));
                 return None;
             }
@@ -1377,9 +1388,17 @@ impl App {
                 Decision::AllowSession { .. } if pending.request.arguments.get("command").is_some() => {
                     "allowed: this exact command, for this session".to_owned()
                 }
+                Decision::AllowSession { argument_prefix: Some(scope) } => {
+                    format!("allowed for this session within {scope}")
+                }
                 Decision::AllowSession { .. } => "allowed for this session".to_owned(),
-                Decision::AllowAlways { argument_prefix: Some(prefix) } => {
+                Decision::AllowAlways { argument_prefix: Some(prefix) }
+                    if pending.request.arguments.get("command").is_some() =>
+                {
                     format!("always allowed in this folder: commands starting `{prefix}`")
+                }
+                Decision::AllowAlways { argument_prefix: Some(scope) } => {
+                    format!("always allowed in this folder within {scope}")
                 }
                 Decision::AllowAlways { argument_prefix: None } => "always allowed here".to_owned(),
                 Decision::Deny => "denied".to_owned(),

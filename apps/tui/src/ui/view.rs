@@ -154,6 +154,11 @@ fn render_transcript(app: &App, frame: &mut Frame<'_>, area: Rect) {
 fn prompt_label(app: &App) -> &'static str {
     match &app.answering {
         Some(super::state::Answering::Reason(_)) => "why not? ",
+        Some(super::state::Answering::Always(Some(_)))
+            if app.approvals.front().is_some_and(|p| p.request.arguments.get("command").is_none()) =>
+        {
+            "always allow within: "
+        }
         Some(super::state::Answering::Always(Some(_))) => "always allow commands starting: ",
         Some(super::state::Answering::Always(None)) => "always allow? Enter confirms, Esc goes back ",
         Some(super::state::Answering::Answer(_)) => {
@@ -448,7 +453,14 @@ fn question_lines(app: &App, pending: &super::state::Pending) -> Vec<Line<'stati
             "yes, this exact command, for this session".to_owned(),
             format!("always, in this folder: commands starting `{}` (editable)", s.prefix),
         ),
-        None => (format!("yes, {what}, for this session"), format!("always {what} in this folder")),
+        None => match &request.scope {
+            // A call naming files: both grant within the scope shown, never every path.
+            Some(scope) => (
+                format!("yes, {what} within {scope}, for this session"),
+                format!("always, in this folder: {what} within {scope} (editable)"),
+            ),
+            None => (format!("yes, {what}, for this session"), format!("always {what} in this folder")),
+        },
     };
     match &app.answering {
         Some(super::state::Answering::Reason(_) | super::state::Answering::Answer(_)) => {
@@ -461,8 +473,14 @@ fn question_lines(app: &App, pending: &super::state::Pending) -> Vec<Line<'stati
             ]))
         }
         Some(super::state::Answering::Always(prefix)) => {
+            let command = request.arguments.get("command").is_some();
             let what = match prefix {
-                Some(_) => "edit the prefix below · Enter allows commands starting with it here, always",
+                Some(_) if command => {
+                    "edit the prefix below · Enter allows commands starting with it here, always"
+                }
+                Some(_) => {
+                    "edit the file or folder below · Enter allows it and what is under it here, always"
+                }
                 None => "Enter allows it in this folder, always · Esc back to the choices",
             };
             lines.push(Line::from(vec![
@@ -765,7 +783,17 @@ fn render_journal(app: &App, frame: &mut Frame<'_>, area: Rect) {
             lines.push(Line::styled("none", dim));
         }
         for (index, decision) in view.remembered.iter().enumerate() {
-            let prefix = decision.argument_prefix.as_deref().map(|p| format!(" `{p}…`")).unwrap_or_default();
+            let spec = builtin_tools::Registry::builtin()
+                .get(&decision.tool)
+                .and_then(|entry| entry.manifest.apis.iter().find(|api| api.name == decision.api));
+            let prefix = match decision.argument_prefix.as_deref() {
+                // A command's prefix, as typed: `cargo test…`.
+                Some(p) if spec.is_none_or(|spec| spec.command_param.is_some()) => format!(" `{p}…`"),
+                prefix => match tool_executor::scope::describe(spec, prefix) {
+                    described if described.is_empty() => String::new(),
+                    described => format!(" {described}"),
+                },
+            };
             lines.push(Line::from(vec![
                 Span::styled(
                     format!("{}/{}{prefix}", decision.tool, decision.api),
