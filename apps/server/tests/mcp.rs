@@ -80,7 +80,11 @@ async fn a_local_client_over_stdio_gets_the_tools_behind_the_pipeline() {
         .unwrap();
     assert_eq!(inside.is_error, Some(false));
     assert!(text(&inside).contains("hello over stdio"), "{}", text(&inside));
-    assert!(inside.structured_content.is_some(), "the state comes as structured content");
+    // The text is the result: no structured content for a client to show the model instead; the
+    // state rides in `_meta`.
+    assert!(inside.structured_content.is_none(), "{inside:?}");
+    let meta = inside.meta.as_ref().expect("the state in _meta");
+    assert_eq!(meta.0["toolhost/state"]["total_lines"], 1, "{meta:?}");
 
     // Outside the folder a person would be asked; on stdio (headless) it is blocked, with the reason.
     let outside = client

