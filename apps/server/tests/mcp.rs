@@ -362,3 +362,70 @@ async fn stdio_commands_have_no_network_unless_the_setting_says_so() {
     let _ = std::net::TcpStream::connect(("127.0.0.1", port));
     accepting.join().unwrap();
 }
+
+/// Each SSE event of `body`: its `data:` lines joined.
+fn sse_data(body: &str) -> Vec<String> {
+    body.replace("\r\n", "\n")
+        .split("\n\n")
+        .filter(|event| !event.trim().is_empty())
+        .map(|event| {
+            event
+                .lines()
+                .filter_map(|l| l.strip_prefix("data:"))
+                .map(str::trim)
+                .collect::<Vec<_>>()
+                .join("\n")
+        })
+        .collect()
+}
+
+/// A client of 2025-06-18 (before SEP-1699's priming events) reads every event's data as JSON-RPC
+/// and drops the connection on an empty one (Gemini CLI did): its streams carry none, from the
+/// `initialize` on; a 2025-11-25 client still gets the priming event it can resume from.
+#[tokio::test]
+async fn streams_prime_only_clients_that_expect_it() {
+    let (server, _dir, _) = two_tenants_and_an_acme_session().await;
+    for (version, primed) in [("2025-03-26", false), ("2025-06-18", false), ("2025-11-25", true)] {
+        let post = |session: Option<String>, header: bool, body: Value| {
+            let mut request = reqwest::Client::builder()
+                .no_proxy()
+                .build()
+                .unwrap()
+                .post(server.url("/mcp"))
+                .bearer_auth("key-acme")
+                .header("accept", "application/json, text/event-stream")
+                .json(&body);
+            if header {
+                request = request.header("mcp-protocol-version", version);
+            }
+            if let Some(session) = session {
+                request = request.header("mcp-session-id", session);
+            }
+            request.send()
+        };
+        let initialize = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": version, "capabilities": {}, "clientInfo": {"name": "gemini-like", "version": "1"}}});
+        let response = post(None, false, initialize).await.unwrap();
+        let session = response.headers().get("mcp-session-id").map(|v| v.to_str().unwrap().to_owned());
+        let events = sse_data(&response.text().await.unwrap());
+        assert_eq!(events.iter().any(String::is_empty), primed, "{version} initialize: {events:?}");
+        assert!(events.iter().any(|e| e.contains("\"protocolVersion\"")), "{version}: {events:?}");
+        post(
+            session.clone(),
+            version != "2025-03-26",
+            json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+        )
+        .await
+        .unwrap();
+        let list = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list"});
+        let response = post(session, version != "2025-03-26", list).await.unwrap();
+        let events = sse_data(&response.text().await.unwrap());
+        assert_eq!(events.iter().any(String::is_empty), primed, "{version} tools/list: {events:?}");
+        for event in events.iter().filter(|e| !e.is_empty()) {
+            let message: Value =
+                serde_json::from_str(event).unwrap_or_else(|e| panic!("{version}: {e}: {event}"));
+            assert_eq!(message["jsonrpc"], "2.0");
+        }
+        assert!(events.iter().any(|e| e.contains("readFile")), "{version}: {events:?}");
+    }
+}

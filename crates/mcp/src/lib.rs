@@ -918,5 +918,106 @@ pub fn router(backend: Arc<dyn Backend>, name: &str, settings: HttpSettings) -> 
         Arc::new(LocalSessionManager::default()),
         config,
     );
-    axum::Router::new().route_service("/", service)
+    axum::Router::new().route_service("/", service).layer(axum::middleware::from_fn(priming_for_new_clients))
+}
+
+/// The first protocol revision whose clients expect an SSE stream to open with a priming event
+/// (an event id and an empty `data:`, SEP-1699).
+const PRIMING_SINCE: &str = "2025-11-25";
+
+/// The largest body read to find the version an `initialize` asks for (larger ones are passed
+/// on unread).
+const MAX_PEEKED_BODY: usize = 1024 * 1024;
+
+/// The protocol revision a request speaks: its `MCP-Protocol-Version` header, else (an
+/// `initialize`) the `protocolVersion` in its body; `None` when neither says.
+fn spoken_version(headers: &http::HeaderMap, body: Option<&[u8]>) -> Option<String> {
+    if let Some(version) = headers.get("mcp-protocol-version").and_then(|v| v.to_str().ok()) {
+        return Some(version.trim().to_owned());
+    }
+    let body: Value = serde_json::from_slice(body?).ok()?;
+    let first = if body.is_array() { body.get(0)? } else { &body };
+    first.pointer("/params/protocolVersion").and_then(Value::as_str).map(str::to_owned)
+}
+
+/// Streams opened for clients older than [`PRIMING_SINCE`] start without the priming event the
+/// transport puts first: such clients read every event's `data:` as JSON-RPC and drop the
+/// connection on an empty one (Gemini CLI did).
+async fn priming_for_new_clients(
+    request: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> axum::response::Response {
+    let (parts, body) = request.into_parts();
+    // Only a small body of known length is read (an `initialize` is a few hundred bytes); any
+    // other request without the header comes from a client older than the header (2025-03-26).
+    let small = parts
+        .headers
+        .get(http::header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<usize>().ok())
+        .is_some_and(|length| length <= MAX_PEEKED_BODY);
+    let (version, body) =
+        if parts.headers.contains_key("mcp-protocol-version") || parts.method != http::Method::POST || !small
+        {
+            (spoken_version(&parts.headers, None), body)
+        } else {
+            match axum::body::to_bytes(body, MAX_PEEKED_BODY).await {
+                Ok(bytes) => (spoken_version(&parts.headers, Some(&bytes)), axum::body::Body::from(bytes)),
+                Err(error) => {
+                    return axum::response::IntoResponse::into_response((
+                        http::StatusCode::BAD_REQUEST,
+                        format!("the request body could not be read: {error}"),
+                    ));
+                }
+            }
+        };
+    let response = next.run(axum::extract::Request::from_parts(parts, body)).await;
+    // Revisions are dates: they compare as text.
+    let older = version.as_deref().is_none_or(|v| v < PRIMING_SINCE);
+    let streams = response
+        .headers()
+        .get(http::header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.starts_with("text/event-stream"));
+    if !older || !streams {
+        return response;
+    }
+    let (parts, body) = response.into_parts();
+    axum::response::Response::from_parts(
+        parts,
+        axum::body::Body::from_stream(without_priming(body.into_data_stream())),
+    )
+}
+
+/// An SSE byte stream without its first event when that event has no data (a priming event).
+fn without_priming(
+    stream: impl futures::Stream<Item = Result<axum::body::Bytes, axum::Error>> + Send + 'static,
+) -> impl futures::Stream<Item = Result<axum::body::Bytes, axum::Error>> + Send + 'static {
+    use futures::StreamExt as _;
+    // Until the first event has ended: the bytes held back.
+    let mut held: Option<Vec<u8>> = Some(Vec::new());
+    stream.map(move |chunk| {
+        let chunk = chunk?;
+        let Some(buffer) = held.as_mut() else { return Ok(chunk) };
+        buffer.extend_from_slice(&chunk);
+        let ends = [&b"\n\n"[..], &b"\r\n\r\n"[..]]
+            .iter()
+            .filter_map(|end| {
+                buffer.windows(end.len()).position(|w| w == *end).map(|at| (at, at + end.len()))
+            })
+            .min();
+        let Some((end, rest)) = ends else {
+            // A priming event is a few bytes: a longer first event is a real one.
+            if buffer.len() > 4096 {
+                return Ok(axum::body::Bytes::from(held.take().unwrap_or_default()));
+            }
+            return Ok(axum::body::Bytes::new());
+        };
+        let data_empty = String::from_utf8_lossy(&buffer[..end])
+            .lines()
+            .filter_map(|line| line.strip_prefix("data:"))
+            .all(|data| data.trim().is_empty());
+        let all = held.take().unwrap_or_default();
+        Ok(axum::body::Bytes::from(if data_empty { all[rest..].to_vec() } else { all }))
+    })
 }
