@@ -21,7 +21,8 @@ fn folders() -> (tempfile::TempDir, PathBuf, PathBuf, PathBuf) {
     std::fs::create_dir_all(&data).unwrap();
     std::fs::create_dir_all(&work).unwrap();
     std::fs::write(work.join("notes.txt"), "notes for the python client\n").unwrap();
-    let long: String = (1..=3000).map(|n| format!("line {n} of a long file for the python client\n")).collect();
+    let long: String =
+        (1..=3000).map(|n| format!("line {n} of a long file for the python client\n")).collect();
     std::fs::write(work.join("long.txt"), long).unwrap();
     let outside = root.join("outside.txt");
     std::fs::write(&outside, "outside the folder\n").unwrap();
@@ -176,7 +177,11 @@ fn the_python_sdk_uses_toolhost_over_stdio() {
     // shows Toolhost's text: with where to read on, and no larger.
     let long = &seen["long"];
     let shown = long["shown"].as_str().unwrap();
-    assert!(shown.contains("offset="), "the continuation note reaches the model: {}", &shown[shown.len() - 300..]);
+    assert!(
+        shown.contains("offset="),
+        "the continuation note reaches the model: {}",
+        &shown[shown.len() - 300..]
+    );
     assert!(shown.len() <= long["text_len"].as_u64().unwrap() as usize + 64, "{long}");
     assert_eq!(long["state_lines"], 3000, "the state is in _meta: {long}");
 }
@@ -373,7 +378,7 @@ fn an_eliciting_client_is_asked_over_http() {
             &data,
             &[("TOOLHOST_API_KEYS", keys), ("TOOLHOST_WORKSPACE_ROOTS", format!("acme={}", work.display()))],
         );
-        for (answer, runs) in [("deny:not now", false), ("allow_once", true)] {
+        for (answer, runs) in [("cancel", false), ("deny:not now", false), ("allow_once", true)] {
             let output = Command::new(test_support::interop_dir().join("venv/bin/python"))
                 .arg(&script)
                 .args([answer, negotiation, "http", &format!("{base}/mcp"), "key-ann"])
@@ -385,6 +390,13 @@ fn an_eliciting_client_is_asked_over_http() {
             assert_eq!(seen["asked"].as_array().unwrap().len(), 1, "{seen}");
             assert_eq!(seen["result"]["is_error"], !runs, "{seen}");
             assert_eq!(work.join("made-by-client").exists(), runs, "{negotiation} {answer}: {seen}");
+            if answer == "cancel" {
+                // No one answered: the model is not told a person denied it, but what would let
+                // the call run.
+                let text = seen["result"]["text"].as_str().unwrap();
+                assert!(!text.contains("denied"), "{text}");
+                assert!(text.contains("Blocked") && text.contains("no one answered"), "{text}");
+            }
         }
         // Nothing waited on the approvals API, and the journal says who decided.
         let rows: Vec<Value> = {
@@ -423,6 +435,11 @@ fn an_eliciting_client_is_asked_over_http() {
         );
         assert!(executed["decided_by"].as_str().unwrap().contains("via mcp-client:"), "{executed}");
         assert!(rows.iter().any(|r| r["status"] == "denied"), "{rows:?}");
+        // The cancelled form: `no_answer`, naming no one.
+        let unanswered =
+            rows.iter().find(|r| r["decision"] == "no_answer").unwrap_or_else(|| panic!("{rows:?}"));
+        assert_eq!(unanswered["status"], "blocked", "{unanswered}");
+        assert!(unanswered["decided_by"].is_null(), "{unanswered}");
     }
 }
 

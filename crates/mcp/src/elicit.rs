@@ -261,11 +261,24 @@ pub(crate) fn decided(
     by: String,
 ) -> Decided {
     let decision = match (result, &request.question) {
+        // Cancelled (dismissed, or a client with nobody to ask) or never answered: no one
+        // decided, and no one is named.
+        (Some(result), _) if matches!(result.action, ElicitationAction::Cancel) => {
+            return no_answer("the approval form was cancelled in the MCP client: no one answered it");
+        }
+        (None, _) => return no_answer("the approval form was not answered"),
         (Some(result), Some(question)) => answer_of(question, &result.action, result.content.as_ref()),
         (Some(result), None) => decision_of(&result.action, result.content.as_ref(), session_lasts),
-        (None, _) => Decision::DenyWithMessage { message: "the form was not answered".into() },
     };
     Decided { decision, by: Some(by) }
+}
+
+/// No one answered: the pipeline journals it as `no_answer` and blocks the call with `why`.
+fn no_answer(why: &str) -> Decided {
+    Decided {
+        decision: Decision::DenyWithMessage { message: why.to_owned() },
+        by: Some(tool_executor::approval::NO_ONE.into()),
+    }
 }
 
 /// The form of a question the agent asks: a choice among its options (several, where it allows

@@ -2019,6 +2019,32 @@ impl Executor {
         }
     }
 
+    /// A call whose approval no one could answer: journalled as `no_answer` (no one named) and
+    /// blocked with the text a headless session gets, and why.
+    async fn no_answer(
+        &self,
+        session: &Arc<Session>,
+        call: &Prepared,
+        request: &ApprovalRequest,
+        reason: String,
+    ) -> Approved {
+        tracing::info!(
+            event = "approval.no_answer",
+            tenant = %request.tenant,
+            session = %request.session_id,
+            call = %request.call_id,
+            approval = %request.id,
+            reason = %reason,
+            "an approval could not be put to anyone"
+        );
+        let detail = json!({"kind": "no_answer", "reason": reason});
+        self.journal_decided(request, "no_answer", &detail, None).await;
+        session.emit(Event::Blocked { call_id: call.call_id.clone(), reason: reason.clone() });
+        let output = ToolOutput::error(ErrorKind::Blocked, BLOCKED_CONTENT)
+            .with_state(json!({"type": "blocked", "reason": reason}));
+        Err((AttemptStatus::Blocked, output, "no_answer".into(), None))
+    }
+
     /// What a person's decision (or none: expired, cancelled) does to a call that waited for it:
     /// journalled on the approval's row and, when it allows, on the call's before it runs; a
     /// grant for the session or a remembered rule as the decision says (for a command, never
@@ -2033,6 +2059,18 @@ impl Executor {
     ) -> Approved {
         let entry = self.inner.toolbox.tool(&call.tool).expect("preflight resolved the tool");
         let compiled = entry.api(&call.api).expect("preflight resolved the API");
+        // No one answered (a client with nobody to ask cancelled its form, or cannot show one):
+        // not a person's denial, and no person is named.
+        let decided = match decided {
+            Some(d) if d.by.as_deref() == Some(crate::approval::NO_ONE) && !d.decision.allows() => {
+                let reason = match d.decision {
+                    Decision::DenyWithMessage { message } => message,
+                    _ => "no one answered".to_owned(),
+                };
+                return self.no_answer(session, call, request, reason).await;
+            }
+            decided => decided,
+        };
         let status_text = match &decided {
             Some(d) => d.decision.name(),
             None if cancelled => "cancelled",

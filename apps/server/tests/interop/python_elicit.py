@@ -5,8 +5,8 @@ usage: python_elicit.py ANSWER NEGOTIATION stdio COMMAND [ARG...]
        python_elicit.py ANSWER NEGOTIATION http URL BEARER_KEY
 
 Runs `touch made-by-client` with runCommand; when Toolhost asks, answers ANSWER: `allow_once`,
-`allow_session`, `deny:REASON` (the form accepted with a denial and a reason) or `decline` (the
-form declined); or `question:LABEL`, which calls askUser with a question whose options are
+`allow_session`, `deny:REASON` (the form accepted with a denial and a reason), `decline` (the
+form declined) or `cancel` (the form dismissed: no one answered); or `question:LABEL`, which calls askUser with a question whose options are
 SQLite and Postgres instead, and answers by choosing LABEL. NEGOTIATION is `legacy` (the initialize handshake of 2025-11-25, where the server
 sends `elicitation/create` requests) or `auto` (the newest revision, 2026-07-28, where the call
 returns an input-required result and is retried with the answers). Prints one JSON object: the
@@ -40,6 +40,8 @@ async def main():
         asked.append({"message": params.message, "schema": params.requested_schema})
         if answer == "decline":
             return types.ElicitResult(action="decline")
+        if answer == "cancel":
+            return types.ElicitResult(action="cancel")
         if answer.startswith("question:"):
             return types.ElicitResult(action="accept", content={"choice": answer[9:]})
         if answer.startswith("deny:"):
