@@ -63,6 +63,10 @@ pub struct GuardArgs {
     /// The person's hooks sessions run (found for the folder by [`find_hooks`]).
     #[arg(skip)]
     pub hooks: Option<Arc<hooks::Hooks>>,
+    /// Where sessions' temp folders are made (the full code interpreter's outputs, commands'
+    /// `TMPDIR`): one private folder for the app, removed when it ends.
+    #[arg(skip)]
+    pub temp_root: Arc<TempRoot>,
     /// The largest file checkpoints keep, in MiB, before calls that change files (`toolhost
     /// rewind` puts them back); 0 keeps none.
     #[arg(long, env = "TOOLHOST_CHECKPOINT_MAX_MIB", default_value_t = 10)]
@@ -376,6 +380,29 @@ pub async fn find_hooks(guard: &mut GuardArgs, executor: &Executor, folder: &Pat
     notes
 }
 
+/// The app's own temp folder, made on first use (private, in the system's temp folder) and
+/// removed when the app ends; each session's temp folder is inside it.
+#[derive(Debug, Default)]
+pub struct TempRoot(std::sync::OnceLock<Option<tempfile::TempDir>>);
+
+impl TempRoot {
+    /// The temp folder of session `id` (made by the session when it opens), or `None` when the
+    /// app's folder cannot be made (then the full code interpreter says so).
+    pub fn session(&self, id: &str) -> Option<PathBuf> {
+        let root = self.0.get_or_init(|| match tempfile::Builder::new().prefix("toolhost-").tempdir() {
+            Ok(dir) => Some(dir),
+            Err(error) => {
+                tracing::warn!(%error, "no temp folder for sessions: the full code interpreter cannot run");
+                None
+            }
+        });
+        // Session ids are made here, but never trust a name on a path.
+        let name: String =
+            id.chars().map(|c| if c.is_ascii_alphanumeric() || c == '_' { c } else { '-' }).collect();
+        root.as_ref().map(|root| root.path().join(name))
+    }
+}
+
 /// Opens a session in `folder` with these guards; with `no_person`, whatever would ask is blocked.
 pub fn session(
     executor: &Executor,
@@ -386,6 +413,7 @@ pub fn session(
     guard: &GuardArgs,
 ) -> Arc<Session> {
     let session = executor.open_session(SessionConfig {
+        temp_directory: guard.temp_root.session(&id),
         id,
         tenant: TENANT.into(),
         working_directory: Some(folder.to_owned()),

@@ -518,6 +518,27 @@ fn one_call_runs_through_the_pipeline_without_a_model() {
     );
     let full = run(&["runCode", r#"{"language": "python", "code": "import os"}"#]);
     assert_eq!(full.status.code(), Some(3), "{}", stderr(&full));
+    // Where the policy lets it run, the full engine runs (it has a temp folder for its outputs),
+    // and the app's temp folder is gone when the call ends.
+    let full = run(&[
+        "runCode",
+        r#"{"language": "python", "code": "import os; print('pid', os.getpid() > 0)"}"#,
+        "--approval-mode",
+        "auto_run",
+    ]);
+    assert_eq!(
+        full.status.code(),
+        Some(0),
+        "{}
+{}",
+        stderr(&full),
+        String::from_utf8_lossy(&full.stdout)
+    );
+    assert!(
+        String::from_utf8_lossy(&full.stdout).contains("pid True"),
+        "{}",
+        String::from_utf8_lossy(&full.stdout)
+    );
 
     let unknown = run(&["noSuchTool"]);
     assert_eq!(unknown.status.code(), Some(1));
