@@ -3,7 +3,7 @@
 # a faster hot path measured it: one session, every connection posting one call per request.
 #
 #   apt-get install -y wrk            # not installed by .ci/run: a benchmark, not a test
-#   cargo build --release -p toolhost-server
+#   cargo build --release -p toolhost-server   # fat LTO: about 25 minutes on two cores
 #   bash apps/server/benches/wrk.sh [SECONDS]   # default 10 s per point
 #   TOOLHOST_SERVER_BIN=/path/to/older/toolhost-server bash apps/server/benches/wrk.sh   # another build
 #
