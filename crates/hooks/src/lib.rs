@@ -339,7 +339,14 @@ impl Hooks {
         let tool_name = names::claude_name(call.tool, call.api, call.arguments)
             .map_or_else(|| call.function.to_owned(), std::borrow::Cow::into_owned);
         input.insert("tool_name".into(), json!(tool_name));
-        input.insert("tool_input".into(), names::to_claude(call.tool, call.api, call.arguments));
+        let mut tool_input = names::to_claude(call.tool, call.api, call.arguments);
+        // Claude Code sends a file's path absolute: scripts compare it with their own paths.
+        if let (Some(cwd), Some(Value::String(path))) = (&place.cwd, tool_input.get_mut("file_path"))
+            && std::path::Path::new(path.as_str()).is_relative()
+        {
+            *path = cwd.join(path.as_str()).display().to_string();
+        }
+        input.insert("tool_input".into(), tool_input);
         input.insert("tool_use_id".into(), json!(call.call_id));
         input.insert(
             "toolhost".into(),

@@ -11,7 +11,10 @@ const TOOL: &str = "local-system";
 /// tools, `mcp__SERVER__TOOL` for a mounted MCP server's tool.
 pub fn claude_name(tool: &str, api: &str, arguments: &Value) -> Option<std::borrow::Cow<'static, str>> {
     if let Some(server) = tool.strip_prefix("mcp-") {
-        return Some(format!("mcp__{server}__{api}").into());
+        // A mounted tool's API is named for the model, `SERVER__TOOL`: the hook sees the tool as
+        // its server names it, once.
+        let own = api.strip_prefix(server).and_then(|rest| rest.strip_prefix("__")).unwrap_or(api);
+        return Some(format!("mcp__{server}__{own}").into());
     }
     if tool != TOOL {
         return None;
@@ -134,6 +137,11 @@ mod tests {
         assert_eq!(
             claude_name("mcp-github", "create_issue", &json!({})).as_deref(),
             Some("mcp__github__create_issue")
+        );
+        // As the mount names its APIs for the model (`SERVER__TOOL`), the server is said once.
+        assert_eq!(
+            claude_name("mcp-time", "time__get_current_time", &json!({})).as_deref(),
+            Some("mcp__time__get_current_time")
         );
         assert_eq!(to_claude("memory", "addMemory", &json!({"a": 1})), json!({"a": 1}));
         // Our names in an updated input are kept.

@@ -138,7 +138,9 @@ async fn a_hook_sees_claude_codes_names_and_fields() {
     let input: Value = serde_json::from_slice(&std::fs::read(&seen).unwrap()).unwrap();
     assert_eq!(input["hook_event_name"], "PreToolUse");
     assert_eq!(input["tool_name"], "Write");
-    assert_eq!(input["tool_input"], json!({"file_path": "notes.md", "content": "hello"}));
+    // The path absolute, as Claude Code sends it.
+    let absolute = w.work().join("notes.md").display().to_string();
+    assert_eq!(input["tool_input"], json!({"file_path": absolute, "content": "hello"}));
     assert_eq!(input["tool_use_id"], "c1");
     assert_eq!(input["session_id"], "s2");
     assert_eq!(input["cwd"], w.work().display().to_string());
