@@ -97,8 +97,15 @@ async fn a_local_client_over_stdio_gets_the_tools_behind_the_pipeline() {
     assert_eq!(outside.is_error, Some(true));
     assert!(text(&outside).contains("Blocked"), "{}", text(&outside));
 
-    let unknown = client.call_tool(CallToolRequestParams::new("nope")).await.unwrap();
-    assert_eq!(unknown.is_error, Some(true), "an unknown tool is an error result the model reads");
+    // An unknown tool is the protocol error the specification lists (-32602), with the closest
+    // names the pipeline found.
+    let unknown = client.call_tool(CallToolRequestParams::new("readFle")).await.unwrap_err();
+    let said = unknown.to_string();
+    assert!(
+        said.contains("-32602") || said.contains("Invalid params") || said.contains("InvalidParams"),
+        "{said}"
+    );
+    assert!(said.contains("readFile"), "the closest name is offered: {said}");
     client.cancel().await.unwrap();
 
     let journal = journal::open(&database).await.unwrap();

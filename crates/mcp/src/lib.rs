@@ -753,6 +753,11 @@ fn answer_of(joined: Result<Vec<CallResult>, OpenError>) -> Result<CallToolRespo
     let Some(result) = results.into_iter().next() else {
         return Err(McpError::internal_error("the pipeline returned no result", None));
     };
+    // A name the session does not have is the protocol error the specification lists for an
+    // unknown tool (-32602), with the pipeline's words (the closest names).
+    if result.output.error.as_ref().is_some_and(|e| e.kind == tool_core::ErrorKind::UnknownTool) {
+        return Err(McpError::invalid_params(result.output.content, None));
+    }
     let mut text = result.output.content.clone();
     // An MCP client shows the text, not `structuredContent`: a blocked call says why there, and
     // what would let it run.
