@@ -16,15 +16,20 @@ fn text<'a>(value: &'a Value, key: &str) -> &'a str {
     value.get(key).and_then(Value::as_str).unwrap_or_default()
 }
 
+/// At most [`PREVIEW_LINES`] of `body`: its head and its tail, with how many lines are between
+/// (a test run ends with what failed; a person must see the end as well as the start).
 fn preview(body: &str) -> String {
-    let mut lines = body.lines();
-    let shown: Vec<&str> = lines.by_ref().take(PREVIEW_LINES).collect();
-    let rest = lines.count();
-    let mut out = shown.join("\n");
-    if rest > 0 {
-        out.push_str(&format!("\n… {rest} more lines"));
+    let lines: Vec<&str> = body.lines().collect();
+    if lines.len() <= PREVIEW_LINES {
+        return lines.join("\n");
     }
-    out
+    let (head, tail) = (PREVIEW_LINES / 2, PREVIEW_LINES - PREVIEW_LINES / 2);
+    let hidden = lines.len() - head - tail;
+    format!(
+        "{}\n… {hidden} more lines …\n{}",
+        lines[..head].join("\n"),
+        lines[lines.len() - tail..].join("\n")
+    )
 }
 
 /// Title and key fields of a call from its (possibly partial) arguments.
@@ -207,6 +212,24 @@ mod tests {
             "{:?}",
             card.blocks
         );
+    }
+
+    /// A long command's card shows how it ended: 200 000 lines ending in `FAILED` show the head,
+    /// the count between, and the tail with `FAILED`.
+    #[test]
+    fn a_long_output_shows_its_head_and_its_tail() {
+        let mut output: String = (1..200_000).map(|n| format!("test case {n} ... ok\n")).collect();
+        output.push_str("test result: FAILED. 1 failed\n");
+        let card = LocalSystemRender.result(
+            "runCommand",
+            &json!({"command": "cargo test"}),
+            &ToolOutput::ok(output),
+        );
+        let Some(Block::Code { text, .. }) = card.blocks.last() else { panic!("{:?}", card.blocks) };
+        assert!(text.starts_with("test case 1 ... ok\n"), "{text}");
+        assert!(text.contains("… 199960 more lines …"), "{text}");
+        assert!(text.ends_with("test result: FAILED. 1 failed"), "{text}");
+        assert_eq!(text.lines().count(), PREVIEW_LINES + 1);
     }
 
     #[test]
