@@ -205,7 +205,10 @@ async fn the_inbox_answers_a_servers_approvals_live_with_the_apps_keys() {
     assert_eq!(result["status"], "denied", "{result}");
     assert!(result.to_string().contains("use make clean"), "{result}");
 
-    keys.send(TermEvent::Key(KeyEvent::new(KeyCode::Char('c'), KeyModifiers::CONTROL))).unwrap();
+    // Ctrl-C twice quits (once only arms it, as in the agent's screen).
+    for _ in 0..2 {
+        keys.send(TermEvent::Key(KeyEvent::new(KeyCode::Char('c'), KeyModifiers::CONTROL))).unwrap();
+    }
     let app = tokio::time::timeout(Duration::from_secs(10), inbox).await.unwrap().unwrap().unwrap();
     assert!(app.approvals.is_empty());
 }

@@ -661,6 +661,12 @@ fn keys_change_the_mode_cancel_a_turn_and_edit_the_prompt() {
     assert_eq!(app.on_key(key(KeyCode::Esc)), Some(Command::Cancel));
     assert_eq!(app.on_key(ctrl('c')), Some(Command::Cancel));
     app.running = false;
+    // One Ctrl-C on an empty prompt only says what a second does; another key disarms it.
+    assert_eq!(app.on_key(ctrl('c')), None, "one press never quits");
+    assert!(draw(&app).contains("press Ctrl-C again to quit"));
+    app.on_key(key(KeyCode::Char('x')));
+    app.on_key(key(KeyCode::Backspace));
+    assert_eq!(app.on_key(ctrl('c')), None, "a key between starts again");
     assert_eq!(app.on_key(ctrl('c')), Some(Command::Quit));
     let mut unconfigured = new_app();
     unconfigured.setup_hint = Some("no model configured: set OPENAI_API_KEY".into());
@@ -962,6 +968,13 @@ async fn wait_for(screen: &toolhost::ui::vt::ScreenHandle, what: &str) -> String
     panic!("`{what}` never showed:\n{}", screen.text());
 }
 
+/// Ctrl-C twice on an empty prompt: the app quits.
+fn quit(tx: &tokio::sync::mpsc::UnboundedSender<TermEvent>) {
+    for _ in 0..2 {
+        tx.send(TermEvent::Key(ctrl('c'))).unwrap();
+    }
+}
+
 /// Waits for one reading of the screen that shows every one of `what`.
 async fn wait_for_all(screen: &toolhost::ui::vt::ScreenHandle, what: &[&str]) -> String {
     for _ in 0..300 {
@@ -1114,7 +1127,7 @@ async fn a_question_is_answered_on_screen_and_escape_cancels_a_running_command()
     tx.send(TermEvent::Key(key(KeyCode::Esc))).unwrap();
     let cancelled = wait_for(&screen, "· cancelled").await;
     assert!(!cancelled.contains("[running]"), "{cancelled}");
-    tx.send(TermEvent::Key(ctrl('c'))).unwrap();
+    quit(&tx);
     let app = tokio::time::timeout(Duration::from_secs(10), running).await.unwrap().unwrap().unwrap();
     assert!(!app.running);
 }
@@ -1141,7 +1154,7 @@ async fn agents_md_reaches_the_model_and_is_shown_once() {
     let system = request["messages"][0]["content"].as_str().unwrap_or_default();
     assert_eq!(request["messages"][0]["role"], "system");
     assert!(system.contains("Answer in French. Run `make check` before saying done."), "{system}");
-    tx.send(TermEvent::Key(ctrl('c'))).unwrap();
+    quit(&tx);
     tokio::time::timeout(Duration::from_secs(10), running).await.unwrap().unwrap().unwrap();
 }
 
@@ -1221,7 +1234,7 @@ async fn session_commands_clear_resume_status_and_compact() {
 
     say("/model no-such-profile");
     wait_for(&screen, "no-such-profile").await;
-    tx.send(TermEvent::Key(ctrl('c'))).unwrap();
+    quit(&tx);
     tokio::time::timeout(Duration::from_secs(10), running).await.unwrap().unwrap().unwrap();
 }
 
@@ -1269,7 +1282,7 @@ async fn at_paths_complete_and_attach_and_slash_commands_complete() {
         sent.contains("<file path=\\\"src/lib.rs\\\">") && sent.contains("pub fn answer() -> u8 { 42 }"),
         "{sent}"
     );
-    tx.send(TermEvent::Key(ctrl('c'))).unwrap();
+    quit(&tx);
     tokio::time::timeout(Duration::from_secs(10), running).await.unwrap().unwrap().unwrap();
 }
 
@@ -1298,7 +1311,7 @@ async fn a_reason_typed_at_the_question_reaches_the_model() {
     let told = &server.received()[1].body["messages"];
     let result = told.as_array().unwrap().iter().find(|m| m["tool_call_id"] == "c1").unwrap();
     assert!(result["content"].as_str().unwrap().contains("skip that, we are offline"), "{result}");
-    tx.send(TermEvent::Key(ctrl('c'))).unwrap();
+    quit(&tx);
     tokio::time::timeout(Duration::from_secs(10), running).await.unwrap().unwrap().unwrap();
 }
 

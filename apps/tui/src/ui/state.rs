@@ -316,6 +316,9 @@ pub struct App {
     pub completion: Option<Completion>,
     /// When Esc or Ctrl-C was pressed over a draft: a second press soon after clears it.
     pub clear_armed: Option<std::time::Instant>,
+    /// When Ctrl-C was pressed on an empty prompt with nothing running: a second press soon after
+    /// quits (one press never does: it is also how a turn is cancelled).
+    pub quit_armed: Option<std::time::Instant>,
     /// The rewind view's state.
     pub rewind: super::panes::RewindView,
     /// The terminal tells Shift-Enter from Enter (else Alt-Enter or Ctrl-J make a new line).
@@ -821,7 +824,11 @@ impl App {
             }
             if self.input.is_empty() {
                 if ctrl {
-                    return Some(Command::Quit);
+                    if self.quit_armed.is_some_and(|at| at.elapsed() < QUIT_WINDOW) {
+                        return Some(Command::Quit);
+                    }
+                    self.quit_armed = Some(std::time::Instant::now());
+                    return None;
                 }
                 // Esc Esc on an empty prompt: the rewind view.
                 if self.view == View::Chat && self.clear_armed.is_some_and(|at| at.elapsed() < CLEAR_WINDOW) {
@@ -845,6 +852,7 @@ impl App {
             return None;
         }
         self.clear_armed = None;
+        self.quit_armed = None;
         if ctrl {
             self.completion = None;
             return match key.code {
@@ -1682,12 +1690,15 @@ write AGENTS.md at the top of the folder with what an agent needs to work here �
 the layout, the conventions to keep, and what not to touch. Keep it short and specific; do not invent what \
 you did not find. If an AGENTS.md exists, propose improvements instead of overwriting it.";
 
+/// How soon a second Ctrl-C on an empty prompt must follow the first to quit.
+pub const QUIT_WINDOW: std::time::Duration = std::time::Duration::from_millis(2000);
+
 /// How soon a second Esc (or Ctrl-C) must follow the first to clear a draft.
 pub const CLEAR_WINDOW: std::time::Duration = std::time::Duration::from_millis(1500);
 
 /// What the keys do.
 pub const HELP: &str = "F2 or /console: the tool console · F3 or /journal: the journal · F4 or /memory: what the agent remembers about you · Enter sends (during a turn: queued for its end) · \
-Shift-Enter or Alt-Enter new line (Ctrl-J in any terminal) · ↑↓ earlier prompts · Esc or Ctrl-C cancels the turn; twice clears the prompt, and on an empty prompt opens the rewind (or /rewind) · \
+Shift-Enter or Alt-Enter new line (Ctrl-J in any terminal) · ↑↓ earlier prompts · Esc or Ctrl-C cancels the turn; twice clears the prompt; Esc twice on an empty prompt opens the rewind (or /rewind) · Ctrl-C twice on an empty prompt (or Ctrl-D, /quit) quits · \
 Ctrl-U clears it · Ctrl-T approval mode · Tab selects a card · Ctrl-O folds it · Ctrl-P opens it whole (c copies, q closes) · PgUp/PgDn scroll · \
 /mode manual|auto-run|read-only · /sandbox workspace-write|read-only|off · /trust this folder (its AGENTS.md, skills and hooks) · /skills · /NAME starts a skill · \
 /init drafts an AGENTS.md · /clear a new conversation · /resume an earlier one · /compact · /model PROFILE · /status · /help · /quit";

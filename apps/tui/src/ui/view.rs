@@ -114,6 +114,9 @@ fn render_transcript(app: &App, frame: &mut Frame<'_>, area: Rect) {
             Span::styled(" (sent when this turn ends)", dim),
         ]));
     }
+    if app.quit_armed.is_some_and(|at| at.elapsed() < super::state::QUIT_WINDOW) && app.input.is_empty() {
+        tail.push(Line::styled("press Ctrl-C again to quit", Style::default().fg(Color::Yellow)));
+    }
     if app.clear_armed.is_some() && !app.input.is_empty() && !app.running {
         tail.push(Line::styled("press Esc (or Ctrl-C) again to clear the prompt; ↑ brings it back", dim));
     }
@@ -308,7 +311,7 @@ fn status_line(app: &App) -> Line<'static> {
     if let Some(status) = &app.status {
         return Line::from(vec![
             Span::styled(status.clone(), Style::default().fg(Color::Cyan)),
-            Span::styled(" · ctrl-c quits", dim),
+            Span::styled(" · ctrl-c twice quits", dim),
         ]);
     }
     let mode = app.mode.as_str().replace('_', "-");
