@@ -89,6 +89,30 @@ fn settle(app: &mut App, id: &str, name: &str, (tool, api): (&str, &str), output
 
 const RUN: (&str, &str) = ("local-system", "runCommand");
 
+/// Fifty fast calls whose events arrive after their results (the two come on different
+/// channels): no card stays `[running]`, and each keeps its tool's title.
+#[test]
+fn cards_end_with_their_results_whatever_the_order_of_events() {
+    let mut app = new_app();
+    app.running = true;
+    let calls: Vec<(String, String)> =
+        (0..50).map(|n| (format!("c{n}"), json!({"expression": format!("{n} + 1")}).to_string())).collect();
+    for (index, (id, arguments)) in calls.iter().enumerate() {
+        call(&mut app, index, id, "calculate", arguments, ("calculator", "calculate"));
+    }
+    let listed: Vec<(&str, &str, &str)> =
+        calls.iter().map(|(id, arguments)| (id.as_str(), "calculate", arguments.as_str())).collect();
+    reply(&mut app, &listed);
+    for (n, (id, _)) in calls.iter().enumerate() {
+        settle(&mut app, id, "calculate", ("calculator", "calculate"), ToolOutput::ok(format!("{}", n + 1)));
+        app.on_call(tool_executor::Event::Started { call_id: id.clone(), timeout_ms: 30_000 });
+    }
+    app.finish(&agent::Outcome::Answered { text: "done".into(), truncated: false });
+    let screen = draw_sized(&app, 400);
+    assert_eq!(screen.matches("Calculator [done]").count(), 50, "every card ended, titled: {screen}");
+    assert!(!screen.contains("[running]"), "{screen}");
+}
+
 #[test]
 fn a_conversation_with_every_card_kind() {
     let mut app = new_app();

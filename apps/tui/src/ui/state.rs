@@ -601,7 +601,9 @@ impl App {
                     cell.phase = Phase::Waiting;
                 }
             }
-            Event::Started { .. } => cell.phase = Phase::Running,
+            // The call's events and its result come on different channels: a start read after
+            // the result must not put a settled card back to running.
+            Event::Started { .. } if !matches!(cell.phase, Phase::Done(_)) => cell.phase = Phase::Running,
             Event::Progress { progress, .. } => {
                 if let Some(output) = progress.output {
                     push_live(&mut cell.output, &output);
