@@ -1627,6 +1627,18 @@ fn skills_are_listed_completed_and_started_by_name() {
     app.running = false;
     type_text(&mut app, "/status");
     assert!(matches!(app.on_key(key(KeyCode::Enter)), Some(Command::Status)));
+    // Enter runs the highlighted command, not the letters typed.
+    type_text(&mut app, "/stat");
+    assert!(matches!(app.on_key(key(KeyCode::Enter)), Some(Command::Status)));
+    // Without its argument, /mode says the mode and how to change it; an unknown command says so.
+    type_text(&mut app, "/mode");
+    app.completion = None;
+    assert_eq!(app.on_key(key(KeyCode::Enter)), None);
+    type_text(&mut app, "/frobnicate");
+    assert_eq!(app.on_key(key(KeyCode::Enter)), None);
+    let screen = draw(&app);
+    assert!(screen.contains("the approval mode is manual; /mode manual"), "{screen}");
+    assert!(screen.contains("/frobnicate is not a command here: /help lists them"), "{screen}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -968,6 +968,20 @@ impl App {
                     self.completion = None;
                     return None;
                 }
+                // A slash command being typed: Enter runs the highlighted one (`/st` runs
+                // `/status`), as Tab then Enter would.
+                KeyCode::Enter
+                    if key.modifiers.is_empty()
+                        && completion.start == 0
+                        && completion.items[completion.selected].0.starts_with('/') =>
+                {
+                    let (choice, _) = completion.items[completion.selected].clone();
+                    let rest = self.input.split_once(char::is_whitespace).map_or("", |(_, rest)| rest).to_owned();
+                    self.input = if rest.is_empty() { choice.to_owned() } else { format!("{choice} {rest}") };
+                    self.cursor = self.input.chars().count();
+                    self.completion = None;
+                    return self.submit();
+                }
                 KeyCode::Down => {
                     completion.selected = (completion.selected + 1) % completion.items.len();
                     return None;
@@ -1647,6 +1661,24 @@ impl App {
                     self.notice(HELP, false);
                     None
                 }
+                (Some("mode"), None) => {
+                    let mode = self.mode.as_str().replace('_', "-");
+                    self.notice(
+                        format!("the approval mode is {mode}; /mode manual, /mode auto-run or /mode read-only changes it (Ctrl-T cycles)"),
+                        false,
+                    );
+                    None
+                }
+                (Some("sandbox"), None) => {
+                    self.notice(
+                        format!(
+                            "commands run in the {} sandbox; /sandbox workspace-write, /sandbox read-only or /sandbox off changes it",
+                            self.sandbox
+                        ),
+                        false,
+                    );
+                    None
+                }
                 (Some("mode"), Some(mode)) => match crate::setup::parse_mode(mode) {
                     Ok(mode) => Some(Command::SetMode(mode)),
                     Err(error) => {
@@ -1661,7 +1693,16 @@ impl App {
                         None
                     }
                 },
-                _ => {
+                (Some(name @ ("model" | "compact" | "init")), _) => {
+                    let why = if self.running { "when this turn ends" } else { "once a model is set up" };
+                    self.notice(format!("/{name} can run {why}"), true);
+                    None
+                }
+                (Some(other), _) => {
+                    self.notice(format!("/{other} is not a command here: /help lists them"), true);
+                    None
+                }
+                (None, _) => {
                     self.notice(HELP, false);
                     None
                 }
