@@ -1,4 +1,5 @@
-//! The commit the binary is built from, for `--version` (`unknown` outside a git checkout).
+// The commit the binary is built from, for `--version` (`unknown` outside a git checkout); the
+// terminal app includes this file as its own build script.
 
 use std::path::Path;
 use std::process::Command;

@@ -17,6 +17,8 @@ pub mod code {
     pub const EXECUTED: u8 = 0;
     /// It ran and failed, or could not run (unknown name, invalid arguments, timeout).
     pub const FAILED: u8 = 1;
+    /// A usage error: arguments that are not a JSON object (nothing was called).
+    pub const USAGE: u8 = 2;
     /// A person or the policy did not let it run (3, apart from 2, a usage error).
     pub const NOT_RUN: u8 = 3;
     /// Cancelled (Ctrl-C).
@@ -46,8 +48,8 @@ pub struct CallArgs {
 ///
 /// # Errors
 ///
-/// Arguments that are not a JSON object, or setup failures (no journal, an invalid MCP
-/// configuration).
+/// Setup failures (no journal, an invalid MCP configuration); arguments that are not a JSON
+/// object are a usage error (exit 2).
 pub async fn run(args: CallArgs) -> anyhow::Result<u8> {
     let arguments = match args.arguments.as_deref() {
         None => "{}".to_owned(),
@@ -58,10 +60,14 @@ pub async fn run(args: CallArgs) -> anyhow::Result<u8> {
         }
         Some(text) => text.to_owned(),
     };
-    match serde_json::from_str::<serde_json::Value>(&arguments) {
-        Ok(serde_json::Value::Object(_)) => {}
-        Ok(_) => anyhow::bail!("the arguments must be a JSON object, such as '{{\"path\": \"README.md\"}}'"),
-        Err(error) => anyhow::bail!("the arguments are not JSON: {error}"),
+    let refused = match serde_json::from_str::<serde_json::Value>(&arguments) {
+        Ok(serde_json::Value::Object(_)) => None,
+        Ok(_) => Some("the arguments must be a JSON object, such as '{\"path\": \"README.md\"}'".to_owned()),
+        Err(error) => Some(format!("the arguments are not JSON: {error}")),
+    };
+    if let Some(refused) = refused {
+        eprintln!("error: {refused}");
+        return Ok(code::USAGE);
     }
     // Questions are asked here only when someone can see and answer them: stdin and stderr (where
     // questions go) terminals, and stdin not taken by the arguments.

@@ -27,7 +27,7 @@ use tool_core::provider::Provider;
 /// A local agent with any model in this folder, its tools' approvals inline, the journal of what
 /// ran, and this machine as a server's device.
 #[derive(Debug, Parser)]
-#[command(version, about, after_help = concat!(
+#[command(version = concat!(env!("CARGO_PKG_VERSION"), " (commit ", env!("TOOLHOST_COMMIT"), ")"), about, after_help = concat!(
     "Models: profiles in config.toml in the config folder ($XDG_CONFIG_HOME/toolhost/config.toml), or ",
     "OPENAI_API_KEY (with OPENAI_BASE_URL for a compatible server such as Ollama or vLLM) or ",
     "ANTHROPIC_API_KEY.\nThe journal and saved conversations live in $XDG_DATA_HOME/toolhost ",

@@ -546,7 +546,7 @@ fn one_call_runs_through_the_pipeline_without_a_model() {
     let invalid = run(&["readFile", r#"{"path": 7}"#]);
     assert_eq!(invalid.status.code(), Some(1), "the schema is checked: {}", stderr(&invalid));
     let not_an_object = run(&["readFile", "[1]"]);
-    assert_eq!(not_an_object.status.code(), Some(1));
+    assert_eq!(not_an_object.status.code(), Some(2), "a usage error, as the help says");
     assert!(stderr(&not_an_object).contains("must be a JSON object"), "{}", stderr(&not_an_object));
 
     // Each call is journalled like a model's, in this folder.
@@ -1369,4 +1369,20 @@ fn a_credential_typed_at_a_terminal_is_not_shown_and_stored_as_meant() {
     assert!(!shown.contains("typed-secre"), "the value was echoed: {shown}");
     let stored = credentials::Vault::new(home.data.path().join("credentials")).load().unwrap();
     assert_eq!(stored.get("typed").unwrap().expose(), "typed-secret-42");
+}
+
+/// `--version` names the commit the app was built from, as the server's does.
+#[test]
+fn version_names_the_commit() {
+    let out = Command::new(env!("CARGO_BIN_EXE_toolhost")).arg("--version").output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    let head = Command::new("git")
+        .args(["rev-parse", "--short=12", "HEAD"])
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .ok()
+        .filter(|out| out.status.success())
+        .map_or_else(|| "unknown".to_owned(), |out| String::from_utf8_lossy(&out.stdout).trim().to_owned());
+    assert!(text.starts_with("toolhost "), "{text}");
+    assert!(text.contains(&format!("(commit {head})")), "{text} vs {head}");
 }

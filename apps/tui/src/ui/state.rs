@@ -976,7 +976,8 @@ impl App {
                         && completion.items[completion.selected].0.starts_with('/') =>
                 {
                     let (choice, _) = completion.items[completion.selected].clone();
-                    let rest = self.input.split_once(char::is_whitespace).map_or("", |(_, rest)| rest).to_owned();
+                    let rest =
+                        self.input.split_once(char::is_whitespace).map_or("", |(_, rest)| rest).to_owned();
                     self.input = if rest.is_empty() { choice.to_owned() } else { format!("{choice} {rest}") };
                     self.cursor = self.input.chars().count();
                     self.completion = None;
