@@ -81,6 +81,11 @@ enum Command {
     /// TOOLHOST_API_KEY or `toolhost creds set toolhost-server`. Without a terminal, lists what
     /// waits and ends.
     Approvals(toolhost::inbox::InboxArgs),
+    /// Trust a folder (default: this one) from a script, as `/trust` does on the screen: its
+    /// AGENTS.md, skills and hooks are used; `--list` lists the trusted folders.
+    Trust(toolhost::trust::TrustArgs),
+    /// Take a folder's trust back (default: this one).
+    Untrust(toolhost::trust::TrustArgs),
 }
 
 #[derive(Debug, clap::Args)]
@@ -191,6 +196,8 @@ fn main() -> ExitCode {
             Some(Command::Creds(args)) => toolhost::creds::run(args).map(|()| 0),
             Some(Command::Approvals(args)) if full_screen => toolhost::inbox::screen(args).await,
             Some(Command::Approvals(args)) => toolhost::inbox::list(args).await,
+            Some(Command::Trust(args)) => toolhost::trust::run(args, true).await.map(|()| 0),
+            Some(Command::Untrust(args)) => toolhost::trust::run(args, false).await.map(|()| 0),
         }
     });
     // Commands still running in the background are not waited for.

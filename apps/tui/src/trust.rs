@@ -48,3 +48,84 @@ pub async fn trust(journal: &dyn Journal, folder: &Path) -> Result<(), JournalEr
         })
         .await
 }
+
+/// The arguments of `toolhost trust` and `toolhost untrust`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct TrustArgs {
+    /// The folder (default: the current folder); what is below it is trusted with it.
+    pub folder: Option<PathBuf>,
+    /// List the trusted folders instead (newest first).
+    #[arg(long, conflicts_with = "folder")]
+    pub list: bool,
+}
+
+/// `toolhost trust [FOLDER]` (or `--list`): trusts a folder from a script, as `/trust` does on
+/// the screen; `toolhost untrust [FOLDER]` takes its trust back.
+///
+/// # Errors
+///
+/// The folder does not exist, or the journal cannot be opened, read or written.
+pub async fn run(args: TrustArgs, trusting: bool) -> anyhow::Result<()> {
+    use anyhow::Context as _;
+    let data = crate::setup::data_dir()?;
+    let journal = crate::setup::journal(&data).await?;
+    if args.list {
+        let mut trusted: Vec<RememberedDecision> = journal
+            .remembered(crate::setup::TENANT, None)
+            .await?
+            .into_iter()
+            .filter(|d| d.tool == TOOL && d.api == API)
+            .collect();
+        trusted.sort_by_key(|d| std::cmp::Reverse(d.created_at));
+        if trusted.is_empty() {
+            crate::out::line("no folder is trusted")?;
+        }
+        for decision in trusted {
+            crate::out::line(format!(
+                "{}  since {}",
+                decision.project,
+                crate::setup::time_of(decision.created_at)
+            ))?;
+        }
+        return Ok(());
+    }
+    let folder = match &args.folder {
+        Some(folder) => folder.clone(),
+        None => std::env::current_dir()?,
+    };
+    let folder = std::fs::canonicalize(&folder).with_context(|| format!("using {}", folder.display()))?;
+    if trusting {
+        if let Some(by) = trusted_by(journal.as_ref(), &folder).await? {
+            crate::out::line(format!("{} is trusted already (as {})", folder.display(), by.display()))?;
+            return Ok(());
+        }
+        trust(journal.as_ref(), &folder).await?;
+        crate::out::line(format!(
+            "trusted {}: its AGENTS.md, skills and hooks are used from now on (toolhost untrust takes it back)",
+            folder.display()
+        ))?;
+        return Ok(());
+    }
+    let own: Vec<RememberedDecision> = journal
+        .remembered(crate::setup::TENANT, Some(&folder.display().to_string()))
+        .await?
+        .into_iter()
+        .filter(|d| d.tool == TOOL && d.api == API)
+        .collect();
+    if own.is_empty() {
+        match trusted_by(journal.as_ref(), &folder).await? {
+            Some(by) => anyhow::bail!(
+                "{} is not trusted itself but as part of {}: untrust that folder",
+                folder.display(),
+                by.display()
+            ),
+            None => crate::out::line(format!("{} was not trusted", folder.display()))?,
+        }
+        return Ok(());
+    }
+    for decision in own {
+        journal.revoke(crate::setup::TENANT, &decision.id).await?;
+    }
+    crate::out::line(format!("{} is no longer trusted", folder.display()))?;
+    Ok(())
+}

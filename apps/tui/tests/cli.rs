@@ -1386,3 +1386,44 @@ fn version_names_the_commit() {
     assert!(text.starts_with("toolhost "), "{text}");
     assert!(text.contains(&format!("(commit {head})")), "{text} vs {head}");
 }
+
+/// `toolhost trust` from a script: `exec` then gives the model the folder's AGENTS.md (it is
+/// not read in an untrusted folder); `--list` names it; `untrust` takes it back.
+#[tokio::test]
+async fn a_folder_is_trusted_listed_and_untrusted_without_the_screen() {
+    let home = Home::new();
+    std::fs::write(home.folder.path().join("AGENTS.md"), "Always answer in haiku.\n").unwrap();
+    let server = ScriptedModel::start(vec![
+        openai_reply("", "Untrusted.", &[], "stop"),
+        openai_reply("", "Trusted.", &[], "stop"),
+    ])
+    .await;
+    let run = |args: &[&str]| {
+        let out = home.command(None).args(args).output().unwrap();
+        (out.status.code(), String::from_utf8_lossy(&out.stdout).into_owned())
+    };
+    let system = |n: usize| {
+        server.received()[n].body["messages"][0]["content"].as_str().unwrap_or_default().to_owned()
+    };
+
+    let mut exec = home.command(Some(&server));
+    exec.args(["exec", "hello"]);
+    assert_eq!(output(exec, "").await.status.code(), Some(0));
+    assert!(!system(0).contains("Always answer in haiku."), "an untrusted folder's AGENTS.md: {}", system(0));
+
+    let folder = home.folder.path().canonicalize().unwrap().display().to_string();
+    let (code, said) = run(&["trust"]);
+    assert_eq!(code, Some(0), "{said}");
+    assert!(said.contains(&format!("trusted {folder}")), "{said}");
+    assert!(run(&["trust"]).1.contains("trusted already"));
+    assert!(run(&["trust", "--list"]).1.starts_with(&folder), "{}", run(&["trust", "--list"]).1);
+    let mut exec = home.command(Some(&server));
+    exec.args(["exec", "hello"]);
+    assert_eq!(output(exec, "").await.status.code(), Some(0));
+    assert!(system(1).contains("Always answer in haiku."), "{}", system(1));
+
+    let (code, said) = run(&["untrust"]);
+    assert_eq!(code, Some(0), "{said}");
+    assert!(said.contains("no longer trusted"), "{said}");
+    assert_eq!(run(&["trust", "--list"]).1.trim(), "no folder is trusted");
+}
