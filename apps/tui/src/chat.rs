@@ -453,6 +453,7 @@ pub async fn screen(args: ChatArgs) -> anyhow::Result<u8> {
         history,
         setup_hint,
         shift_enter,
+        theme: ui::theme::Theme::detect(None),
     };
     let keys = crossterm::event::EventStream::new();
     let result = ui::run::run(&mut terminal, keys, context, questions).await;

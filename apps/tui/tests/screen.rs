@@ -113,6 +113,64 @@ fn cards_end_with_their_results_whatever_the_order_of_events() {
     assert!(!screen.contains("[running]"), "{screen}");
 }
 
+/// On a white background every coloured letter of the light theme reads (WCAG contrast at least
+/// 4.5:1), and with no colour (`NO_COLOR`) none is left: a conversation with output, a diff, a
+/// failed call and an approval waiting.
+#[test]
+fn the_light_theme_reads_on_white_and_none_has_no_colour() {
+    use toolhost::ui::theme::{Theme, contrast, luminance};
+    let mut app = new_app();
+    app.running = true;
+    let build = json!({ "command": "cargo build" }).to_string();
+    call(&mut app, 0, "c1", "runCommand", &build, RUN);
+    reply(&mut app, &[("c1", "runCommand", &build)]);
+    settle(
+        &mut app,
+        "c1",
+        "runCommand",
+        RUN,
+        ToolOutput::ok("Compiling toolhost\nwarning: unused\nerror: mismatched types"),
+    );
+    let edit = json!({"path": "src/lib.rs", "oldText": "a", "newText": "b"}).to_string();
+    call(&mut app, 0, "c2", "editFile", &edit, ("local-system", "editFile"));
+    reply(&mut app, &[("c2", "editFile", &edit)]);
+    let diff = "--- a/src/lib.rs\n+++ b/src/lib.rs\n@@ -1 +1 @@\n-let a = 1;\n+let b = 1;\n";
+    settle(
+        &mut app,
+        "c2",
+        "editFile",
+        ("local-system", "editFile"),
+        ToolOutput::ok("Edited").with_state(json!({"diff": diff})),
+    );
+    app.ask(question("a1", "rm -rf target/debug"));
+    let white = luminance(255, 255, 255);
+    for theme in [Theme::Light, Theme::None] {
+        app.theme = theme;
+        let mut terminal = Terminal::new(ratatui::backend::TestBackend::new(WIDTH, HEIGHT)).unwrap();
+        terminal.draw(|frame| render(&app, frame)).unwrap();
+        let buffer = terminal.backend().buffer().clone();
+        let mut coloured = 0;
+        for cell in buffer.content.iter().filter(|c| !c.symbol().trim().is_empty()) {
+            match (theme, cell.fg) {
+                (_, ratatui::style::Color::Reset) => {}
+                (Theme::Light, ratatui::style::Color::Black) => coloured += 1,
+                (Theme::Light, ratatui::style::Color::Rgb(r, g, b)) => {
+                    coloured += 1;
+                    let ratio = contrast(luminance(r, g, b), white);
+                    assert!(ratio >= 4.5, "`{}` in {:?} is {ratio:.1}:1 on white", cell.symbol(), cell.fg);
+                }
+                (_, other) => panic!("`{}` keeps {other:?} in the {theme:?} theme", cell.symbol()),
+            }
+            if theme == Theme::None {
+                assert_eq!(cell.bg, ratatui::style::Color::Reset, "{theme:?}");
+            }
+        }
+        if theme == Theme::Light {
+            assert!(coloured > 20, "the light theme still has colours: {coloured}");
+        }
+    }
+}
+
 #[test]
 fn a_conversation_with_every_card_kind() {
     let mut app = new_app();
@@ -1079,6 +1137,7 @@ async fn context(
         history: Vec::new(),
         setup_hint: None,
         shift_enter: false,
+        theme: Default::default(),
         instructions: toolhost::instructions::Instructions::default(),
         notes: Vec::new(),
         skills: Default::default(),
@@ -1372,6 +1431,7 @@ fn context_without_a_model(
         history: Vec::new(),
         setup_hint: setup_hint.map(str::to_owned),
         shift_enter: false,
+        theme: Default::default(),
         instructions: toolhost::instructions::Instructions::default(),
         notes: Vec::new(),
         skills: Default::default(),

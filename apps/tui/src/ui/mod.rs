@@ -8,6 +8,7 @@ pub mod highlight;
 pub mod panes;
 pub mod run;
 pub mod state;
+pub mod theme;
 pub mod view;
 pub mod vt;
 

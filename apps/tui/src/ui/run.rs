@@ -53,6 +53,8 @@ pub struct Context {
     pub setup_hint: Option<String>,
     /// The terminal reports Shift-Enter apart from Enter (the keyboard protocol is on).
     pub shift_enter: bool,
+    /// The colours ([`super::theme::Theme::detect`] for a real terminal).
+    pub theme: super::theme::Theme,
     /// The `AGENTS.md` instructions found for the folder (read, or listed as untrusted).
     pub instructions: crate::instructions::Instructions,
     /// Notes shown at the start (text, and whether it is a warning).
@@ -163,6 +165,7 @@ where
     );
     app.setup_hint.clone_from(&context.setup_hint);
     app.shift_enter = context.shift_enter;
+    app.theme = context.theme;
     for (text, warning) in &context.notes {
         app.notice(text.clone(), *warning);
     }

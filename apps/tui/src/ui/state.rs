@@ -105,6 +105,7 @@ pub const COMMANDS: &[(&str, &str)] = &[
     ("/journal", "what ran in this folder"),
     ("/memory", "what the agent remembers about you"),
     ("/mode", "manual, auto-run or read-only"),
+    ("/theme", "dark, light or none (colours for the terminal's background)"),
     ("/model", "switch to a profile of config.toml"),
     ("/quit", "leave"),
     ("/resume", "continue an earlier conversation"),
@@ -278,6 +279,8 @@ pub struct App {
     pub mode: ApprovalMode,
     /// The sandbox, described.
     pub sandbox: String,
+    /// The colours, for the terminal's background (`/theme`, `TOOLHOST_THEME`, `NO_COLOR`).
+    pub theme: super::theme::Theme,
     /// Tokens used.
     pub usage: Usage,
     /// Tokens the conversation took in the latest request (what the context window holds).
@@ -1662,6 +1665,26 @@ impl App {
                     self.notice(HELP, false);
                     None
                 }
+                (Some("theme"), None) => {
+                    self.notice(
+                        format!(
+                            "the theme is {}; /theme dark, /theme light or /theme none changes it (TOOLHOST_THEME sets it at start; NO_COLOR means none)",
+                            self.theme.name()
+                        ),
+                        false,
+                    );
+                    None
+                }
+                (Some("theme"), Some(name)) => {
+                    match name.parse::<super::theme::Theme>() {
+                        Ok(theme) => {
+                            self.theme = theme;
+                            self.notice(format!("theme: {}", theme.name()), false);
+                        }
+                        Err(error) => self.notice(error, true),
+                    }
+                    None
+                }
                 (Some("mode"), None) => {
                     let mode = self.mode.as_str().replace('_', "-");
                     self.notice(
@@ -1744,7 +1767,7 @@ pub const CLEAR_WINDOW: std::time::Duration = std::time::Duration::from_millis(1
 pub const HELP: &str = "F2 or /console: the tool console · F3 or /journal: the journal · F4 or /memory: what the agent remembers about you · Enter sends (during a turn: queued for its end) · \
 Shift-Enter or Alt-Enter new line (Ctrl-J in any terminal) · ↑↓ earlier prompts · Esc or Ctrl-C cancels the turn; twice clears the prompt; Esc twice on an empty prompt opens the rewind (or /rewind) · Ctrl-C twice on an empty prompt (or Ctrl-D, /quit) quits · \
 Ctrl-U clears it · Ctrl-T approval mode · Tab selects a card · Ctrl-O folds it · Ctrl-P opens it whole (c copies, q closes) · PgUp/PgDn scroll · \
-/mode manual|auto-run|read-only · /sandbox workspace-write|read-only|off · /trust this folder (its AGENTS.md, skills and hooks) · /skills · /NAME starts a skill · \
+/mode manual|auto-run|read-only · /sandbox workspace-write|read-only|off · /theme dark|light|none · /trust this folder (its AGENTS.md, skills and hooks) · /skills · /NAME starts a skill · \
 /init drafts an AGENTS.md · /clear a new conversation · /resume an earlier one · /compact · /model PROFILE · /status · /help · /quit";
 
 /// How a call of a saved conversation ended, read from the result its model was given: the

@@ -21,6 +21,11 @@ const TAIL: usize = 6;
 
 /// Draws the whole screen.
 pub fn render(app: &App, frame: &mut Frame<'_>) {
+    render_view(app, frame);
+    app.theme.apply(frame.buffer_mut());
+}
+
+fn render_view(app: &App, frame: &mut Frame<'_>) {
     let area = frame.area();
     if let View::Pager { cell, scroll } = &app.view {
         let lines = app.cells.get(*cell).map(|c| cell_lines(c, false, false)).unwrap_or_default();
