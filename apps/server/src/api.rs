@@ -1045,22 +1045,18 @@ async fn list_approvals(
 ) -> Result<Json<Vec<ApprovalView>>, ApiError> {
     let rows = crate::approvals::pending(&state, &tenant, query.session_id.as_deref()).await?;
     let mut views = Vec::with_capacity(rows.len());
-    let mut folders: HashMap<String, Option<String>> = HashMap::new();
+    let mut sessions: HashMap<String, Option<crate::state::SessionView>> = HashMap::new();
     for row in rows {
         let question = question_of(&row);
         let scope = if question.is_some() {
             None
         } else {
-            let folder = match folders.get(&row.session_id) {
-                Some(folder) => folder.clone(),
-                None => {
-                    let folder =
-                        crate::approvals::working_directory_of(&state, &tenant, &row.session_id).await;
-                    folders.insert(row.session_id.clone(), folder.clone());
-                    folder
-                }
-            };
-            crate::approvals::scope_offer(&state, &row, folder.as_deref().map(std::path::Path::new)).flatten()
+            if !sessions.contains_key(&row.session_id) {
+                let view = crate::approvals::session_view(&state, &tenant, &row.session_id).await;
+                sessions.insert(row.session_id.clone(), view);
+            }
+            let session = sessions.get(&row.session_id).and_then(Option::as_ref);
+            crate::approvals::scope_offer(&state, &row, session).flatten()
         };
         views.push(ApprovalView {
             kind: if question.is_some() { "question" } else { "approval" },

@@ -77,22 +77,31 @@ pub fn question_of(row: &PendingApproval) -> Option<tool_core::Question> {
 }
 
 /// For a call naming files, the scope "for this session" and "always" offer (see
-/// [`tool_executor::scope`]): `Some(None)` when no folder can be offered (these files alone);
-/// `None` for a call that names no files.
+/// [`tool_executor::scope`]): `Some(None)` when no folder can be offered (these files alone, or
+/// nothing: a device's files are not this machine's to resolve); `None` for a call that names no
+/// files.
 pub fn scope_offer(
     state: &AppState,
     row: &PendingApproval,
-    working_directory: Option<&std::path::Path>,
+    session: Option<&crate::state::SessionView>,
 ) -> Option<Option<String>> {
     let api = state.executor.toolbox().tool(&row.tool)?.api(&row.api)?;
+    let working_directory = session.and_then(|s| s.working_directory.as_deref()).map(std::path::Path::new);
     let paths = tool_executor::scope::call_paths(&api.spec, &row.arguments, working_directory)?;
+    if session.is_some_and(|s| s.runs_on != crate::state::RunsOn::Server) {
+        return Some(None);
+    }
     Some(tool_executor::scope::suggest(&paths))
 }
 
-/// The working directory of a session, as the journal keeps its settings.
-pub async fn working_directory_of(state: &AppState, tenant: &str, session_id: &str) -> Option<String> {
+/// A session's settings, as the journal keeps them.
+pub async fn session_view(
+    state: &AppState,
+    tenant: &str,
+    session_id: &str,
+) -> Option<crate::state::SessionView> {
     let record = state.journal.get_session(tenant, session_id).await.ok()??;
-    serde_json::from_value::<crate::state::SessionView>(record.config).ok()?.working_directory
+    serde_json::from_value::<crate::state::SessionView>(record.config).ok()
 }
 
 /// Delivers `decision` on approval `id` of the principal's tenant, made through `via`.

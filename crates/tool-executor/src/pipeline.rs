@@ -1832,11 +1832,7 @@ impl Executor {
         if let Some(by) = said.allow_by.as_ref().filter(|_| !always) {
             return granted(session, "hook_allow", by);
         }
-        let paths = crate::scope::call_paths(
-            &compiled.spec,
-            &call.arguments,
-            session.config.working_directory.as_deref(),
-        );
+        let paths = call_paths_of(session, &compiled.spec, &call.arguments);
         if !always && said.ask.is_none() {
             let command = compiled.spec.command_in(&call.arguments);
             if session.granted(&call.tool, &call.api, command, paths.as_ref()) {
@@ -1924,7 +1920,7 @@ impl Executor {
         let decided = tokio::time::timeout(wait, self.inner.broker.wait(&request, &token, wait))
             .await
             .unwrap_or_default();
-        self.settle_decided(session, call, &request, decided, token.is_cancelled()).await
+        self.settle_decided(session, call, &request, paths.as_ref(), decided, token.is_cancelled()).await
     }
 
     /// The operator's `PermissionRequest` hooks on a call that would ask a person: `Some` when one
@@ -2054,6 +2050,7 @@ impl Executor {
         session: &Arc<Session>,
         call: &Prepared,
         request: &ApprovalRequest,
+        asked_paths: Option<&crate::scope::CallPaths>,
         decided: Option<Decided>,
         cancelled: bool,
     ) -> Approved {
@@ -2109,7 +2106,11 @@ impl Executor {
                 let working_directory = session.config.working_directory.as_deref();
                 // A call naming files: the grant or rule holds the scope shown (the file, or the
                 // folder the person chose), never the API for every path.
-                let paths = crate::scope::call_paths(&compiled.spec, &call.arguments, working_directory);
+                // The files as they resolve now must be the files the person was shown: a link
+                // swapped in while the question waited grants nothing.
+                let paths = call_paths_of(session, &compiled.spec, &call.arguments).map(|now| {
+                    if asked_paths == Some(&now) { now } else { crate::scope::CallPaths::ungrantable() }
+                });
                 let scopes = |asked: &Option<String>| {
                     paths
                         .as_ref()
@@ -2722,6 +2723,18 @@ async fn replayed(
 
 /// What a session grant of a command covers: the prefix a person named, else the command itself
 /// (with more plain arguments, never chained with another).
+/// The files a call names, resolved for grants ([`crate::scope`]); a session whose files are on
+/// another machine (a device) has none this machine can resolve, so its file calls are granted
+/// once only.
+fn call_paths_of(
+    session: &Session,
+    spec: &tool_core::ApiSpec,
+    arguments: &Value,
+) -> Option<crate::scope::CallPaths> {
+    let paths = crate::scope::call_paths(spec, arguments, session.config.working_directory.as_deref())?;
+    Some(if session.config.policy.paths_elsewhere { crate::scope::CallPaths::ungrantable() } else { paths })
+}
+
 fn grant_prefix(named: &Option<String>, command: Option<&str>) -> Option<String> {
     named.clone().or_else(|| command.map(|command| command.trim().to_owned()))
 }

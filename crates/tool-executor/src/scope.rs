@@ -27,18 +27,26 @@ pub struct CallPaths {
 }
 
 impl CallPaths {
-    /// Whether grants with these scopes cover the whole call (`None` is a legacy grant of the
-    /// API for every path).
+    /// Whether grants with these scopes cover the whole call. A scope counts only when it is an
+    /// absolute path that is not too wide ([`too_wide`]); none (a rule saved before grants had
+    /// scopes, or one an API client wrote) covers nothing: such a call asks again.
     pub fn covered_by<'a>(&self, scopes: impl Iterator<Item = Option<&'a str>> + Clone) -> bool {
-        if scopes.clone().any(|scope| scope.is_none()) {
-            return true;
-        }
+        let home = home();
+        let usable = |scope: &str| {
+            let scope = Path::new(scope);
+            scope.is_absolute() && !too_wide(scope, home.as_deref())
+        };
         self.resolved
             && !self.paths.is_empty()
             && self
                 .paths
                 .iter()
-                .all(|path| scopes.clone().any(|scope| scope.is_some_and(|s| covers(s, path))))
+                .all(|path| scopes.clone().flatten().any(|scope| usable(scope) && covers(scope, path)))
+    }
+
+    /// Paths that cannot be granted: the call may run once, and nothing is remembered.
+    pub fn ungrantable() -> Self {
+        Self { paths: Vec::new(), resolved: false }
     }
 }
 
@@ -51,7 +59,6 @@ pub fn call_paths(spec: &ApiSpec, arguments: &Value, working_directory: Option<&
     let named: Vec<&str> = spec.path_params.iter().flat_map(|param| param.select(arguments)).collect();
     let mut resolved = true;
     let mut paths = Vec::new();
-    let home = home();
     let mut add = |path: Option<PathBuf>| match path {
         Some(path) if !paths.contains(&path) => paths.push(path),
         Some(_) => {}
@@ -59,23 +66,23 @@ pub fn call_paths(spec: &ApiSpec, arguments: &Value, working_directory: Option<&
     };
     if named.is_empty() {
         // A call that names no file works in its working directory.
-        add(working_directory.and_then(|dir| resolve(dir, None, None)));
+        add(working_directory.and_then(|dir| resolve(dir, None)));
     }
     for path in named {
-        add(resolve(Path::new(path), working_directory, home.as_deref()));
+        add(resolve(Path::new(path), working_directory));
     }
     Some(CallPaths { paths, resolved })
 }
 
-/// `path` (relative to `working_directory`, `~` for the home folder) as it resolves on disk: its
+/// `path` (relative to `working_directory`) as it resolves on disk: its
 /// nearest existing ancestor's canonical form, joined with the names below it that do not exist
-/// yet. `None` when those names climb (`..`) or nothing resolves.
-pub fn resolve(path: &Path, working_directory: Option<&Path>, home: Option<&Path>) -> Option<PathBuf> {
+/// yet. `None` when those names climb (`..`), it starts with `~` (a name to the file tools, the
+/// home folder to a person), the result is not UTF-8, or nothing resolves.
+pub fn resolve(path: &Path, working_directory: Option<&Path>) -> Option<PathBuf> {
     let text = path.to_str()?;
-    let absolute = if text == "~" {
-        home?.to_path_buf()
-    } else if let Some(rest) = text.strip_prefix("~/") {
-        home?.join(rest)
+    // `~` is the shell's: the file tools take it as a name, so a grant never guesses for them.
+    let absolute = if text == "~" || text.starts_with("~/") {
+        return None;
     } else if path.is_absolute() {
         path.to_path_buf()
     } else {
@@ -84,13 +91,15 @@ pub fn resolve(path: &Path, working_directory: Option<&Path>, home: Option<&Path
     for ancestor in absolute.ancestors() {
         if let Ok(real) = ancestor.canonicalize() {
             let below = absolute.strip_prefix(ancestor).ok()?;
-            if below.as_os_str().is_empty() {
-                return Some(real);
-            }
-            if below.components().all(|c| matches!(c, Component::Normal(_))) {
-                return Some(real.join(below));
-            }
-            return None;
+            let resolved = if below.as_os_str().is_empty() {
+                real
+            } else if below.components().all(|c| matches!(c, Component::Normal(_))) {
+                real.join(below)
+            } else {
+                return None;
+            };
+            // Scopes are kept as text: a name that is not UTF-8 would be kept as another name.
+            return resolved.to_str().is_some().then_some(resolved);
         }
     }
     None
@@ -107,13 +116,23 @@ pub fn covers(scope: &str, path: &Path) -> bool {
 fn too_wide(scope: &Path, home: Option<&Path>) -> bool {
     let holds_home = |home: &Path| home.starts_with(scope);
     scope.parent().is_none()
-        || home
-            .is_some_and(|home| holds_home(home) || resolve(home, None, None).is_some_and(|h| holds_home(&h)))
+        || home.is_some_and(|home| holds_home(home) || resolve(home, None).is_some_and(|h| holds_home(&h)))
+}
+
+/// Folders whose every file is a secret or the machine's own state: never offered as a scope
+/// (the file alone is), though a person may still type one.
+fn sensitive(folder: &Path, home: Option<&Path>) -> bool {
+    const UNDER_HOME: &[&str] =
+        &[".ssh", ".gnupg", ".aws", ".config", ".kube", ".docker", ".netrc", ".azure", ".gcloud"];
+    const SYSTEM: &[&str] = &["/proc", "/sys", "/dev", "/boot", "/root", "/etc/ssh", "/etc/ssl/private"];
+    SYSTEM.iter().any(|root| folder.starts_with(root))
+        || home.is_some_and(|home| UNDER_HOME.iter().any(|name| folder.starts_with(home.join(name))))
 }
 
 /// The scope "for this session" and "always" offer for `paths`: the folder holding them (their
-/// nearest common folder), unless that is `/` or the home folder, when it is the one file itself;
-/// `None` when several files share no narrower folder (then each file alone is granted).
+/// nearest common folder), unless that is `/`, the home folder or a folder of secrets (`~/.ssh`,
+/// `/proc`…), when it is the one file itself; `None` when several files share no narrower folder
+/// (then each file alone is granted).
 pub fn suggest(paths: &CallPaths) -> Option<String> {
     if !paths.resolved {
         return None;
@@ -129,7 +148,8 @@ pub fn suggest(paths: &CallPaths) -> Option<String> {
         });
     }
     let common = common?;
-    if !too_wide(&common, home.as_deref()) {
+    let home = home.map(|h| resolve(&h, None).unwrap_or(h));
+    if !too_wide(&common, home.as_deref()) && !sensitive(&common, home.as_deref()) {
         return Some(common.display().to_string());
     }
     match paths.paths.as_slice() {
@@ -143,22 +163,29 @@ pub fn suggest(paths: &CallPaths) -> Option<String> {
 /// wide, else each of the call's own files. Empty when the call's paths did not resolve (it runs
 /// once; nothing is granted).
 pub fn chosen(paths: &CallPaths, asked: Option<&str>, working_directory: Option<&Path>) -> Vec<String> {
-    if !paths.resolved {
+    let home = home();
+    // A call on `/` or the home folder itself runs once: remembering its own path would be the
+    // widest grant of all.
+    if !paths.resolved || paths.paths.iter().any(|p| too_wide(p, home.as_deref())) {
         return Vec::new();
     }
-    let home = home();
     if let Some(asked) = asked.map(str::trim).filter(|a| !a.is_empty()) {
-        let scope = resolve(Path::new(asked), working_directory, home.as_deref());
+        let scope = resolve(Path::new(asked), working_directory);
+        // A scope shown as an absolute path must still be that path: one swapped for a link
+        // since is not the folder the person saw.
+        let as_shown =
+            |scope: &Path| !Path::new(asked).is_absolute() || scope == Path::new(asked.trim_end_matches('/'));
         match scope {
             Some(scope)
-                if !too_wide(&scope, home.as_deref())
+                if as_shown(&scope)
+                    && !too_wide(&scope, home.as_deref())
                     && paths.paths.iter().all(|p| p.starts_with(&scope)) =>
             {
                 return vec![scope.display().to_string()];
             }
             _ => tracing::info!(
                 scope = asked,
-                "the scope asked for is wider than allowed or does not cover the call; granting its files alone"
+                "the scope asked for is wider than allowed, not as shown, or does not cover the call; granting its files alone"
             ),
         }
     }
@@ -167,12 +194,14 @@ pub fn chosen(paths: &CallPaths, asked: Option<&str>, working_directory: Option<
 
 /// How a grant or rule's `argument_prefix` reads for a person, after `tool/api`: for a command
 /// "commands starting `cargo test`", for a call naming files "within /etc" (with none, a rule
-/// made before grants had scopes: "any file"), else nothing.
+/// made before grants had scopes, which covers nothing now), else nothing.
 pub fn describe(spec: Option<&ApiSpec>, prefix: Option<&str>) -> String {
     let names_files = spec.is_some_and(|spec| !spec.path_params.is_empty() && spec.command_param.is_none());
     match (prefix, names_files) {
         (Some(scope), true) => format!("within {scope}"),
-        (None, true) => "any file".to_owned(),
+        (None, true) => {
+            "with no scope (saved before grants had scopes: it covers nothing now; revoke it)".to_owned()
+        }
         (Some(prefix), false) => format!("commands starting `{prefix}`"),
         (None, false) => String::new(),
     }
@@ -239,14 +268,46 @@ mod tests {
         assert_eq!(suggest(&root_file).as_deref(), Some("/hostname"));
         assert_eq!(chosen(&root_file, Some("/"), None), ["/hostname"]);
         let in_home =
-            CallPaths { paths: vec![resolve(&home, None, None).unwrap().join(".profile")], resolved: true };
+            CallPaths { paths: vec![resolve(&home, None).unwrap().join(".profile")], resolved: true };
         let profile = in_home.paths[0].display().to_string();
         assert_eq!(suggest(&in_home).as_deref(), Some(profile.as_str()));
         assert_eq!(chosen(&in_home, Some("~"), None), std::slice::from_ref(&profile));
         // Nor a folder holding the home folder.
-        let holding = resolve(&home, None, None).unwrap().parent().unwrap().display().to_string();
+        let holding = resolve(&home, None).unwrap().parent().unwrap().display().to_string();
         assert_eq!(chosen(&in_home, Some(&holding), None), std::slice::from_ref(&profile));
         // A scope that does not hold the call is not taken either.
         assert_eq!(chosen(&in_home, Some("/usr"), None), [profile]);
+        // A call on `/` or the home folder itself grants nothing, whatever is asked: its own path
+        // would be the widest scope of all.
+        let root = CallPaths { paths: vec![PathBuf::from("/")], resolved: true };
+        assert!(chosen(&root, None, None).is_empty() && suggest(&root).is_none());
+        let home_itself = CallPaths { paths: vec![resolve(&home, None).unwrap()], resolved: true };
+        assert!(chosen(&home_itself, None, None).is_empty());
+        // Scopes too wide, relative or empty cover nothing, and a rule with none covers nothing.
+        let ssh =
+            CallPaths { paths: vec![resolve(&home, None).unwrap().join(".ssh/id_ed25519")], resolved: true };
+        for scope in ["/", "", "etc", home.to_str().unwrap()] {
+            assert!(!ssh.covered_by([Some(scope)].into_iter()), "{scope:?}");
+        }
+        assert!(!ssh.covered_by([None].into_iter()));
+        // A secret's folder is never offered: the file alone is.
+        assert_eq!(suggest(&ssh), Some(ssh.paths[0].display().to_string()));
+        // `~` is a name to the file tools: nothing is granted for it.
+        assert_eq!(resolve(Path::new("~/.profile"), Some(Path::new("/tmp"))), None);
+    }
+
+    #[test]
+    fn a_scope_shown_then_swapped_for_a_link_is_not_granted() {
+        let root = tempfile::tempdir().unwrap();
+        let base = root.path().canonicalize().unwrap();
+        std::fs::create_dir_all(base.join("shared/in")).unwrap();
+        std::fs::create_dir_all(base.join("secret")).unwrap();
+        std::fs::write(base.join("secret/key"), "k").unwrap();
+        let shown = base.join("shared/in").display().to_string();
+        // Shown `shared/in`; before the decision it became a link to `secret`.
+        std::fs::remove_dir(base.join("shared/in")).unwrap();
+        std::os::unix::fs::symlink(base.join("secret"), base.join("shared/in")).unwrap();
+        let now = call_paths(&spec(), &json!({"path": "shared/in/key"}), Some(&base)).unwrap();
+        assert_eq!(chosen(&now, Some(&shown), Some(&base)), [base.join("secret/key").display().to_string()]);
     }
 }

@@ -259,9 +259,7 @@ fn grants_of(state: &AppState, item: &Item) -> Grants {
     if let Some(command) = row.arguments.get("command").and_then(Value::as_str) {
         return Grants::Command(tool_executor::approval::suggest_prefix(command).prefix);
     }
-    let working_directory =
-        item.session.as_ref().and_then(|s| s.working_directory.as_deref()).map(std::path::Path::new);
-    match approvals::scope_offer(state, row, working_directory) {
+    match approvals::scope_offer(state, row, item.session.as_ref()) {
         Some(Some(scope)) => Grants::Within(scope),
         Some(None) => Grants::TheseFiles,
         None => Grants::Whole,
