@@ -163,6 +163,14 @@ fn from_intervention(intervention: Intervention, reason: impl Into<String>, run_
 /// in `.toolhost/`), and the person's own configuration folder (`.config/toolhost/`: models, MCP
 /// servers, hooks).
 pub fn steers(path: &str, working_directory: Option<&std::path::Path>) -> bool {
+    // As written, and as it resolves on disk: `cfg/settings.json` through a link `cfg` to
+    // `.claude` is `.claude/settings.json`.
+    steers_as_written(path, working_directory)
+        || crate::scope::resolve(std::path::Path::new(path), working_directory)
+            .is_some_and(|resolved| resolved.to_str().is_some_and(|r| steers_as_written(r, None)))
+}
+
+fn steers_as_written(path: &str, working_directory: Option<&std::path::Path>) -> bool {
     use std::path::{Component, Path, PathBuf};
     let given = Path::new(path);
     let joined = match working_directory {
@@ -785,6 +793,12 @@ mod tests {
         {
             assert!(!steers(path, dir), "{path}");
         }
+        // Through a link: `cfg` is `.claude`, so `cfg/settings.json` is its settings.
+        let repo = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(repo.path().join(".claude")).unwrap();
+        std::os::unix::fs::symlink(repo.path().join(".claude"), repo.path().join("cfg")).unwrap();
+        assert!(steers("cfg/settings.json", Some(repo.path())));
+        assert!(!steers("src/settings.json", Some(repo.path())));
     }
 
     #[test]
