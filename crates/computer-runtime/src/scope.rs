@@ -139,6 +139,17 @@ impl PathScope {
     }
 }
 
+/// The project a working directory belongs to: its repository's root (the nearest folder with a
+/// `.git`), else the folder itself. Tools keep per-project data under this name.
+pub fn project_of(working_directory: &Path) -> String {
+    working_directory
+        .ancestors()
+        .find(|dir| dir.join(".git").exists())
+        .unwrap_or(working_directory)
+        .display()
+        .to_string()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -204,15 +215,4 @@ mod tests {
         assert!(!scope.contains(&resolve("/etc/passwd", None)));
         assert!(!scope.contains(&resolve("~/.bashrc", None)));
     }
-}
-
-/// The project a working directory belongs to: its repository's root (the nearest folder with a
-/// `.git`), else the folder itself. Tools keep per-project data under this name.
-pub fn project_of(working_directory: &Path) -> String {
-    working_directory
-        .ancestors()
-        .find(|dir| dir.join(".git").exists())
-        .unwrap_or(working_directory)
-        .display()
-        .to_string()
 }

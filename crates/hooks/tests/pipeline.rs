@@ -533,10 +533,10 @@ async fn permission_request_hooks_get_the_approval_they_stand_before() {
         })
     };
     let approval = loop {
-        match tokio::time::timeout(std::time::Duration::from_secs(20), events.recv()).await.unwrap().unwrap()
+        if let Event::PermissionRequested { approval_id, .. } =
+            tokio::time::timeout(std::time::Duration::from_secs(20), events.recv()).await.unwrap().unwrap()
         {
-            Event::PermissionRequested { approval_id, .. } => break approval_id,
-            _ => {}
+            break approval_id;
         }
     };
     let payload: Value = serde_json::from_str(&std::fs::read_to_string(&seen).unwrap()).unwrap();

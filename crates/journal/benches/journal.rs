@@ -136,13 +136,13 @@ async fn fill(journal: &Arc<dyn Journal>, rows: usize) {
                         return;
                     }
                     let mut new = attempt("pages", n);
-                    if n % 10 == 0 {
+                    if n.is_multiple_of(10) {
                         new.tool = "web".into();
                         new.api = "search".into();
                     }
                     let proposed = journal.propose(&new).await.expect("propose");
                     let mut settled = settlement(n);
-                    if n % 100 == 0 {
+                    if n.is_multiple_of(100) {
                         settled.status = AttemptStatus::Denied;
                         settled.decision = Some("deny".into());
                     }
