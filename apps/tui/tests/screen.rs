@@ -553,6 +553,36 @@ fn the_agents_question_is_answered_with_keys_or_words() {
     assert!(draw(&app).contains("declined the agent's question: ask Bob"), "{}", draw(&app));
 }
 
+/// Marks pressed fast (well inside the question's grace) all count, and so does the Enter that
+/// sends them: only keys the box refuses, or typing in the prompt, start the pause again.
+#[test]
+fn several_marks_and_enter_in_quick_succession_are_all_taken() {
+    let mut app = new_app();
+    app.question_grace = Duration::from_millis(600);
+    app.running = true;
+    app.ask(asked("q1", &["lint", "test", "build"], true, false));
+    app.approvals[0].arrived -= Duration::from_secs(5);
+    app.last_typed = None;
+    assert_eq!(app.on_key(key(KeyCode::Char('1'))), None);
+    assert_eq!(app.on_key(key(KeyCode::Char('3'))), None);
+    // The cursor is on the last mark (build); up to test.
+    app.on_key(key(KeyCode::Up));
+    assert_eq!(app.on_key(key(KeyCode::Char(' '))), None);
+    assert!(draw(&app).contains("[x] build") && draw(&app).contains("[x] test"), "{}", draw(&app));
+    assert_eq!(app.on_key(key(KeyCode::Enter)), answered("q1", &["lint", "test", "build"], None));
+
+    // A refused key is typing: the Enter right after it waits for the pause.
+    app.ask(asked("q2", &["lint", "test"], true, false));
+    app.approvals[0].arrived -= Duration::from_secs(5);
+    app.last_typed = None;
+    assert_eq!(app.on_key(key(KeyCode::Char('2'))), None);
+    assert_eq!(app.on_key(key(KeyCode::Char('x'))), None, "no option x");
+    assert_eq!(app.on_key(key(KeyCode::Enter)), None, "amid typing");
+    assert!(draw(&app).contains("press it again"), "{}", draw(&app));
+    app.last_typed = None;
+    assert_eq!(app.on_key(key(KeyCode::Enter)), answered("q2", &["test"], None));
+}
+
 /// Where a question takes words of one's own, a number followed by more typing is the start of
 /// them ("2024"), never option 2; a number alone (or with Enter) still chooses.
 #[test]

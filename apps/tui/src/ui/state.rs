@@ -1261,8 +1261,10 @@ impl App {
             }
             _ => {}
         }
+        // A key the question took (a mark, a move) is the person answering, not typing: the next
+        // one may follow at once, so three marks and Enter in half a second all count. A key it
+        // refused is typing, and the pause starts again.
         let quiet = self.last_typed.is_none_or(|at| at.elapsed() >= self.question_grace);
-        self.last_typed = Some(std::time::Instant::now());
         let early = arrived.elapsed() < self.question_grace || !quiet;
         let chosen = match key.code {
             KeyCode::Enter => Some(self.option_cursor),
@@ -1275,6 +1277,7 @@ impl App {
                 return Some(None);
             }
             KeyCode::Char(_) => {
+                self.last_typed = Some(std::time::Instant::now());
                 self.question_hint =
                     Some("choose with a number or ↑↓ and Enter (Tab to decline and say why)");
                 return Some(None);
@@ -1282,6 +1285,7 @@ impl App {
             _ => return None,
         };
         if early {
+            self.last_typed = Some(std::time::Instant::now());
             self.question_hint =
                 Some("that key came as the question appeared or amid typing: press it again");
             return Some(None);
