@@ -553,6 +553,45 @@ fn the_agents_question_is_answered_with_keys_or_words() {
     assert!(draw(&app).contains("declined the agent's question: ask Bob"), "{}", draw(&app));
 }
 
+/// At 80 columns the status line still names the model, the folder, the tokens and the context
+/// left, abbreviated rather than cut; a wide terminal shows them whole.
+#[test]
+fn the_status_line_abbreviates_to_keep_every_part_at_80_columns() {
+    let mut app = App::new(
+        "claude-sonnet-4-5-20250929 (anthropic)",
+        "/srv/checkouts/customer-portal/services/billing-reconciliation",
+        ApprovalMode::Manual,
+        "commands: workspace-write, network off",
+    );
+    app.running = true;
+    app.turn_started = Some(std::time::Instant::now());
+    app.usage = Usage { input_tokens: 48_200, output_tokens: 3_100 };
+    app.context_window = 200_000;
+    app.context_used = 51_300;
+    let last = |screen: String| screen.lines().last().unwrap().trim_end().to_owned();
+    let narrow = last(draw(&app));
+    for part in ["◐ 0s", "manual", "claude", "billing", "51k tok", "74% left"] {
+        assert!(narrow.contains(part), "{part:?} in {narrow:?}");
+    }
+    assert!(narrow.chars().count() <= 80, "nothing cut: {narrow:?}");
+    assert!(!narrow.contains("(anthropic)"), "the profile's name is the first to go: {narrow:?}");
+
+    let mut terminal = Terminal::new(Vt100Backend::new(240, HEIGHT)).unwrap();
+    terminal.draw(|frame| render(&app, frame)).unwrap();
+    let wide = last(terminal.backend().text());
+    for part in [
+        "working 0s · esc cancels",
+        "manual (ctrl-t)",
+        "commands: workspace-write, network off",
+        "claude-sonnet-4-5-20250929 (anthropic)",
+        "/srv/checkouts/customer-portal/services/billing-reconciliation",
+        "48k in / 3100 out",
+        "74% context left",
+    ] {
+        assert!(wide.contains(part), "{part:?} in {wide:?}");
+    }
+}
+
 /// Marks pressed fast (well inside the question's grace) all count, and so does the Enter that
 /// sends them: only keys the box refuses, or typing in the prompt, start the pause again.
 #[test]
@@ -1099,20 +1138,27 @@ async fn wait_for_all(screen: &toolhost::ui::vt::ScreenHandle, what: &[&str]) ->
     panic!("{what:?} never showed together:\n{}", screen.text());
 }
 
-/// The screen with temp folder names replaced, so snapshots do not change from run to run.
+/// The screen with temp folder names replaced, so snapshots do not change from run to run: a
+/// whole path (`/tmp/.tmpAbC1`) or the status line's last part of one (`…/.tmpAbC1`).
 fn without_temp_paths(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    let mut rest = text;
-    while let Some(at) = rest.find("/tmp/") {
-        out.push_str(&rest[..at]);
-        out.push_str("[TEMP]");
-        let after = &rest[at + 5..];
-        let end =
-            after.find(|c: char| !(c.is_ascii_alphanumeric() || c == '.' || c == '_')).unwrap_or(after.len());
-        rest = &after[end..];
+    let mut text = text.to_owned();
+    for (pattern, keep) in [("/tmp/", ""), ("…/.tmp", "…/")] {
+        let mut out = String::with_capacity(text.len());
+        let mut rest = text.as_str();
+        while let Some(at) = rest.find(pattern) {
+            out.push_str(&rest[..at]);
+            out.push_str(keep);
+            out.push_str("[TEMP]");
+            let after = &rest[at + pattern.len()..];
+            let end = after
+                .find(|c: char| !(c.is_ascii_alphanumeric() || c == '.' || c == '_'))
+                .unwrap_or(after.len());
+            rest = &after[end..];
+        }
+        out.push_str(rest);
+        text = out;
     }
-    out.push_str(rest);
-    out
+    text
 }
 
 fn send_text(tx: &tokio::sync::mpsc::UnboundedSender<TermEvent>, text: &str) {
@@ -1304,10 +1350,8 @@ async fn session_commands_clear_resume_status_and_compact() {
     say("/resume");
     let picker = wait_for(&screen, "Earlier conversations in this folder").await;
     // The time each was saved is masked: it is now's.
-    let masked: String = picker
+    let masked: String = without_temp_paths(&picker)
         .lines()
-        // The status line ends in this run's temp folder.
-        .filter(|line| !line.contains("(ctrl-t)"))
         .map(|line| match line.get(..19) {
             Some(time) if time.len() == 19 && time.as_bytes()[4] == b'-' && time.as_bytes()[13] == b':' => {
                 format!("[SAVED AT]{}", &line[19..])

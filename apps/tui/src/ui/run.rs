@@ -164,6 +164,7 @@ where
         context.guard.label(),
     );
     app.setup_hint.clone_from(&context.setup_hint);
+    app.context_window = context.profile.as_ref().map_or(0, |p| p.context_window);
     app.shift_enter = context.shift_enter;
     app.theme = context.theme;
     for (text, warning) in &context.notes {
@@ -340,6 +341,7 @@ where
                                     match crate::setup::model(&args).and_then(|p| p.client().map(|_| p).map_err(Into::into)) {
                                         Ok(next) => {
                                             app.model = format!("{} ({})", next.model, next.name);
+                                            app.context_window = next.context_window;
                                             app.notice(format!("model: {}", app.model), false);
                                             // The skills' share of the prompt follows the new window.
                                             let budget = crate::skills::prompt_budget(next.context_window);

@@ -285,6 +285,8 @@ pub struct App {
     pub usage: Usage,
     /// Tokens the conversation took in the latest request (what the context window holds).
     pub context_used: u64,
+    /// The model's context window in tokens (0: no model, nothing said about what is left).
+    pub context_window: u64,
     /// A turn is running.
     pub running: bool,
     /// Lines scrolled up from the bottom of the transcript (0 follows it).

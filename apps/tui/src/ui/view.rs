@@ -88,7 +88,7 @@ fn render_view(app: &App, frame: &mut Frame<'_>) {
         frame.render_widget(Paragraph::new(lines).block(block), question_area);
     }
     render_input(app, frame, input_area);
-    frame.render_widget(Paragraph::new(status_line(app)), status_area);
+    frame.render_widget(Paragraph::new(status_line(app, status_area.width)), status_area);
 }
 
 fn render_transcript(app: &App, frame: &mut Frame<'_>, area: Rect) {
@@ -311,7 +311,11 @@ impl PromptLayout {
     }
 }
 
-fn status_line(app: &App) -> Line<'static> {
+/// The status line, as much as `width` holds. What it says, in order: that the agent works, what
+/// decides what runs (mode, sandbox), the model, the folder, tokens and the context left. A narrow
+/// terminal gets them abbreviated, one step at a time ([`STATUS_STEPS`]), not cut: at 80 columns
+/// every part is there.
+fn status_line(app: &App, width: u16) -> Line<'static> {
     let dim = Style::default().add_modifier(Modifier::DIM);
     if let Some(status) = &app.status {
         return Line::from(vec![
@@ -319,41 +323,130 @@ fn status_line(app: &App) -> Line<'static> {
             Span::styled(" · ctrl-c twice quits", dim),
         ]);
     }
-    let mode = app.mode.as_str().replace('_', "-");
-    let mode_style = match app.mode {
-        tool_executor::ApprovalMode::AutoRun => Style::default().fg(Color::Yellow),
-        tool_executor::ApprovalMode::ReadOnly => Style::default().fg(Color::Green),
-        _ => Style::default().fg(Color::Cyan),
-    };
-    // That the agent works comes first, then what decides what runs: a narrow terminal cuts the
-    // end.
+    let home = std::env::var("HOME").unwrap_or_default();
+    let mut line = Line::default();
+    for step in 0..=STATUS_STEPS {
+        line = status_at(app, step, &home);
+        if line.width() <= usize::from(width) {
+            break;
+        }
+    }
+    line
+}
+
+/// How many abbreviations [`status_at`] knows.
+const STATUS_STEPS: usize = 9;
+
+/// The status line with the first `step` abbreviations applied: 1 drops the token and context
+/// words, 2 the model's profile name, 3 writes the home folder as `~`, 4 keeps the folder's last
+/// part, 5 shortens the sandbox's words, 6 drops the key hints, 7 shortens the model's name to 20
+/// columns, 8 leaves out the sandbox (`/status` still says it), 9 shortens the model and the
+/// folder to 16 columns.
+fn status_at(app: &App, step: usize, home: &str) -> Line<'static> {
+    let dim = Style::default().add_modifier(Modifier::DIM);
+    let sep = || Span::styled(" · ", dim);
     let mut spans = Vec::new();
     if app.running {
         let elapsed = app.turn_started.map_or(0, |at| at.elapsed().as_secs());
         const SPINNER: [&str; 4] = ["◐", "◓", "◑", "◒"];
         let frame =
             app.turn_started.map_or(0, |at| (at.elapsed().as_millis() / 250) as usize % SPINNER.len());
-        spans.push(Span::styled(
-            format!("{} working {} · esc cancels · ", SPINNER[frame], clock(elapsed)),
-            Style::default().fg(Color::Magenta),
-        ));
+        let text = if step >= 6 {
+            format!("{} {} · ", SPINNER[frame], clock(elapsed))
+        } else {
+            format!("{} working {} · esc cancels · ", SPINNER[frame], clock(elapsed))
+        };
+        spans.push(Span::styled(text, Style::default().fg(Color::Magenta)));
     }
-    spans.extend([
-        Span::styled(mode, mode_style),
-        Span::styled(" (ctrl-t) · ", dim),
-        Span::raw(app.sandbox.clone()),
-        Span::styled(" · ", dim),
-        Span::styled(app.model.clone(), Style::default().add_modifier(Modifier::BOLD)),
-        Span::styled(" · ", dim),
-        Span::raw(app.folder.clone()),
-    ]);
+    let mode_style = match app.mode {
+        tool_executor::ApprovalMode::AutoRun => Style::default().fg(Color::Yellow),
+        tool_executor::ApprovalMode::ReadOnly => Style::default().fg(Color::Green),
+        _ => Style::default().fg(Color::Cyan),
+    };
+    spans.push(Span::styled(app.mode.as_str().replace('_', "-"), mode_style));
+    if step < 6 {
+        spans.push(Span::styled(" (ctrl-t)", dim));
+    }
+    if !app.sandbox.is_empty() && step < 8 {
+        spans.push(sep());
+        let sandbox = if step >= 5 {
+            app.sandbox
+                .trim_start_matches("commands: ")
+                .replace("workspace-write", "ws-write")
+                .replace("network ", "net ")
+                .replace("commands unsandboxed", "unsandboxed")
+        } else {
+            app.sandbox.clone()
+        };
+        spans.push(Span::raw(sandbox));
+    }
+    spans.push(sep());
+    let mut model = app.model.clone();
+    if step >= 2
+        && let Some(at) = model.rfind(" (")
+        && model.ends_with(')')
+    {
+        model.truncate(at);
+    }
+    if step >= 7 {
+        model = shorten(&model, if step >= 9 { 16 } else { 20 });
+    }
+    spans.push(Span::styled(model, Style::default().add_modifier(Modifier::BOLD)));
+    spans.push(sep());
+    spans.push(Span::raw(short_folder(&app.folder, home, step)));
     if app.usage.total() > 0 {
-        spans.push(Span::styled(
-            format!(" · {} in / {} out", tokens(app.usage.input_tokens), tokens(app.usage.output_tokens)),
-            dim,
-        ));
+        spans.push(sep());
+        let text = if step >= 1 {
+            format!("{} tok", tokens(app.usage.total()))
+        } else {
+            format!("{} in / {} out", tokens(app.usage.input_tokens), tokens(app.usage.output_tokens))
+        };
+        spans.push(Span::styled(text, dim));
+    }
+    if app.context_window > 0 && app.context_used > 0 {
+        let left = app.context_window.saturating_sub(app.context_used) * 100 / app.context_window;
+        spans.push(sep());
+        let text = if step >= 1 { format!("{left}% left") } else { format!("{left}% context left") };
+        let style = if left < 15 { Style::default().fg(Color::Yellow) } else { dim };
+        spans.push(Span::styled(text, style));
     }
     Line::from(spans)
+}
+
+/// The folder for the status line: whole, then with the home folder as `~` (step 3), then its
+/// last part (step 4).
+fn short_folder(folder: &str, home: &str, step: usize) -> String {
+    let home = home.trim_end_matches('/');
+    let mut shown = folder.to_owned();
+    if step >= 3 && !home.is_empty() {
+        if folder == home {
+            shown = "~".to_owned();
+        } else if let Some(rest) = folder.strip_prefix(home).filter(|r| r.starts_with('/')) {
+            shown = format!("~{rest}");
+        }
+    }
+    if step >= 4 {
+        let last = shown.trim_end_matches('/').rsplit('/').next().unwrap_or_default();
+        if !last.is_empty() && last != shown && last != "~" {
+            shown = format!("…/{}", shorten(last, if step >= 9 { 16 } else { 24 }));
+        }
+    }
+    shown
+}
+
+/// `text` in at most `max` columns: the start and the end, with `…` between.
+fn shorten(text: &str, max: usize) -> String {
+    let chars: Vec<char> = text.chars().collect();
+    let width: usize = chars.iter().map(|c| c.width().unwrap_or(0)).sum();
+    if width <= max || max < 3 {
+        return text.to_owned();
+    }
+    let room = max - 1;
+    let (head, tail) = (room - room / 2, room / 2);
+    let mut out: String = chars.iter().take(head).collect();
+    out.push('…');
+    out.extend(chars[chars.len().saturating_sub(tail)..].iter());
+    out
 }
 
 /// Seconds as `42s` or `2m05s`.
