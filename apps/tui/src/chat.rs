@@ -28,9 +28,10 @@ pub struct ChatArgs {
     #[arg(long)]
     pub plain: bool,
     /// `manual` (ask as policy says), `auto-run` (ask only for what policy always asks about),
-    /// `read-only` or `allow-list`.
-    #[arg(long = "approval-mode", default_value = "manual", value_parser = setup::parse_mode)]
-    pub mode: ApprovalMode,
+    /// `read-only` or `allow-list`. Default: manual, or with `--resume` the mode the
+    /// conversation was left in.
+    #[arg(long = "approval-mode", value_parser = setup::parse_mode)]
+    pub mode: Option<ApprovalMode>,
     #[command(flatten)]
     pub model: ModelArgs,
     #[command(flatten)]
@@ -46,6 +47,9 @@ pub struct Transcript {
     pub folder: PathBuf,
     /// The model.
     pub model: String,
+    /// The approval mode it was in when saved (older transcripts have none: the mode stays).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mode: Option<ApprovalMode>,
     /// The conversation.
     pub messages: Vec<Message>,
 }
@@ -192,6 +196,12 @@ pub fn last(data: &Path, folder: &Path) -> anyhow::Result<Option<Transcript>> {
     Ok(Some(serde_json::from_slice(&text).with_context(|| format!("reading {}", path.display()))?))
 }
 
+/// The mode a conversation runs in: the one asked for on the command line, else the one a resumed
+/// conversation was left in, else manual.
+fn resumed_mode(asked: Option<ApprovalMode>, resumed: Option<&Transcript>) -> ApprovalMode {
+    asked.or_else(|| resumed.and_then(|t| t.mode)).unwrap_or(ApprovalMode::Manual)
+}
+
 struct Chat {
     executor: Executor,
     profile: agent::ModelProfile,
@@ -259,9 +269,15 @@ pub async fn run(args: ChatArgs) -> anyhow::Result<u8> {
     args.guard.sub_agents = Some(setup::sub_agents(&profile));
     let executor = setup::executor(Arc::new(TerminalBroker::new(lines.clone())), &args.guard).await?;
     let resumed = if args.resume { last(&data, &folder)? } else { None };
+    let mode = resumed_mode(args.mode, resumed.as_ref());
     let (session_id, history) = match resumed {
         Some(transcript) => {
-            eprintln!("(resuming {} messages of {})", transcript.messages.len(), transcript.session_id);
+            eprintln!(
+                "(resuming {} messages of {}; approvals {})",
+                transcript.messages.len(),
+                transcript.session_id,
+                mode.as_str().replace('_', "-")
+            );
             (transcript.session_id, transcript.messages)
         }
         None => {
@@ -289,7 +305,7 @@ pub async fn run(args: ChatArgs) -> anyhow::Result<u8> {
         folder,
         data,
         guard,
-        mode: args.mode,
+        mode,
         session_id,
         instructions: instructions.prompt,
         hook_prompt: String::new(),
@@ -383,6 +399,7 @@ pub async fn run(args: ChatArgs) -> anyhow::Result<u8> {
             session_id: chat.session_id.clone(),
             folder: chat.folder.clone(),
             model: chat.profile.model.clone(),
+            mode: Some(chat.mode),
             messages: agent.messages().to_vec(),
         };
         if let Err(error) = save(&chat.data, &transcript) {
@@ -412,6 +429,7 @@ pub async fn screen(args: ChatArgs) -> anyhow::Result<u8> {
     let (executor, records) = setup::executor_and_records(Arc::new(broker), &args.guard).await?;
     let resumed = if args.resume { last(&data, &folder)? } else { None };
     let nothing_to_resume = args.resume && resumed.is_none();
+    let mode = resumed_mode(args.mode, resumed.as_ref());
     let (session_id, history) = match resumed {
         Some(transcript) => (transcript.session_id, transcript.messages),
         None => (setup::new_session_id(&folder), Vec::new()),
@@ -448,7 +466,7 @@ pub async fn screen(args: ChatArgs) -> anyhow::Result<u8> {
         folder,
         data: Some(data),
         guard,
-        mode: args.mode,
+        mode,
         session_id,
         history,
         setup_hint,

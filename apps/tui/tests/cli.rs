@@ -228,6 +228,45 @@ async fn the_conversation_asks_inline_remembers_answers_and_resumes() {
     assert_eq!(messages.last().unwrap()["content"], "what did we do?");
 }
 
+/// `--resume` goes on in the approval mode the conversation was left in (here auto-run, set with
+/// `/mode`), so a command runs without asking; `--approval-mode` given with it wins.
+#[tokio::test]
+async fn a_resumed_conversation_keeps_its_mode_unless_the_command_line_says_otherwise() {
+    let home = Home::new();
+    let server = ScriptedModel::start(vec![openai_reply("", "Noted.", &[], "stop")]).await;
+    let out = output(home.command(Some(&server)), "/mode auto-run
+remember this
+/quit
+").await;
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+
+    server.push([
+        openai_reply("", "", &[("r1", "runCommand", &command_call("echo ran > r.txt"))], "tool_calls"),
+        openai_reply("", "Ran it.", &[], "stop"),
+    ]);
+    let mut resumed = home.command(Some(&server));
+    resumed.arg("--resume");
+    let out = output(resumed, "run it
+/quit
+").await;
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(stderr(&out).contains("approvals auto-run"), "{}", stderr(&out));
+    assert!(!stderr(&out).contains("wants to run"), "auto-run asks nothing: {}", stderr(&out));
+    assert_eq!(std::fs::read_to_string(home.folder.path().join("r.txt")).unwrap(), "ran\n");
+
+    server.push([
+        openai_reply("", "", &[("r2", "runCommand", &command_call("echo again > s.txt"))], "tool_calls"),
+        openai_reply("", "Refused.", &[], "stop"),
+    ]);
+    let mut manual = home.command(Some(&server));
+    manual.args(["--resume", "--approval-mode", "manual"]);
+    let out = output(manual, "run another\nn\n/quit\n").await;
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(stderr(&out).contains("approvals manual"), "{}", stderr(&out));
+    assert!(stderr(&out).contains("wants to run local-system/runCommand"), "{}", stderr(&out));
+    assert!(!home.folder.path().join("s.txt").exists());
+}
+
 /// Answers piped ahead are read in order, as a script gave them; when standard input ends, a
 /// waiting question is denied at once with that reason, not left to time out.
 #[tokio::test]

@@ -1022,11 +1022,20 @@ fn a_resumed_conversation_shows_how_calls_ended_and_whose_words_are_whose() {
         name: "runCommand".into(),
         arguments: json!({ "command": command }).to_string(),
     };
+    // Transcripts saved before the kind was kept have the text only.
     let result = |id: &str, content: &str| Message::Tool {
         call_id: id.into(),
         name: "runCommand".into(),
         content: content.into(),
         is_error: true,
+        kind: None,
+    };
+    let result_of = |id: &str, content: &str, kind: tool_core::ErrorKind| Message::Tool {
+        call_id: id.into(),
+        name: "runCommand".into(),
+        content: content.into(),
+        is_error: true,
+        kind: Some(kind),
     };
     let history = vec![
         Message::user("clean up"),
@@ -1037,11 +1046,16 @@ fn a_resumed_conversation_shows_how_calls_ended_and_whose_words_are_whose() {
                 call("d", "rm -rf build"),
                 call("b", "curl evil.example"),
                 call("c", "sleep 99"),
+                call("h", "git push --force"),
+                call("r", "cat /etc/shadow"),
             ],
         },
         result("d", "The user denied this call: not now"),
         result("b", &format!("{} Reason: network", tool_executor::BLOCKED_CONTENT)),
         result("c", "The call was cancelled while waiting for approval."),
+        // Read from the kind the pipeline gave, whatever the words.
+        result_of("h", "A hook of the user's (guard.sh) denied this call: no force pushes", tool_core::ErrorKind::Denied),
+        result_of("r", "Blocked before running: a secret's folder.", tool_core::ErrorKind::Blocked),
         Message::user(format!("{}\n\nplease only list the files", agent::CANCELLED_NOTE)),
     ];
     let mut app = new_app();
@@ -1050,6 +1064,8 @@ fn a_resumed_conversation_shows_how_calls_ended_and_whose_words_are_whose() {
     for badge in ["[denied]", "[blocked]", "[cancelled]"] {
         assert!(screen.contains(badge), "{badge}: {screen}");
     }
+    assert_eq!(screen.matches("[denied]").count(), 2, "the hook's denial too: {screen}");
+    assert_eq!(screen.matches("[blocked]").count(), 2, "{screen}");
     assert!(!screen.contains("[execution]"), "{screen}");
     assert!(screen.contains("· interrupted") && screen.contains("› please only list the files"), "{screen}");
     assert!(!screen.contains("The person interrupted"), "the note is not shown as the person's: {screen}");

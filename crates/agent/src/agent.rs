@@ -522,6 +522,7 @@ impl Agent {
                     name: result.name.clone(),
                     content: result.output.content.clone(),
                     is_error: !result.output.success,
+                    kind: result.output.error.as_ref().map(|e| e.kind),
                 });
             }
             let _ = events.send(AgentEvent::Results(results));

@@ -33,6 +33,10 @@ pub enum Message {
         /// Whether the call failed.
         #[serde(default)]
         is_error: bool,
+        /// How it failed, as the pipeline said (kept with a saved conversation, so a resumed one
+        /// labels a blocked or denied call as such; never sent to a model).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        kind: Option<tool_core::ErrorKind>,
     },
 }
 

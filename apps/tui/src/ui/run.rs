@@ -327,6 +327,12 @@ where
                                             app.clear_conversation();
                                             app.load_history(&transcript.messages);
                                             app.notice(format!("resumed {} messages", transcript.messages.len()), false);
+                                            // The session goes on in the mode it was left in.
+                                            if let Some(mode) = transcript.mode.filter(|m| *m != app.mode) {
+                                                app.mode = mode;
+                                                app.notice(format!("approvals: {}, as this conversation was left", mode.as_str().replace('_', "-")), false);
+                                                let _ = to_agent.send(ToAgent::Reopen(mode, guard.clone()));
+                                            }
                                             let _ = to_agent.send(ToAgent::Resume(session_id.clone(), transcript.messages));
                                         }
                                         Err(error) => app.notice(format!("{error:#}"), true),
@@ -755,6 +761,7 @@ fn save_transcript(context: &Context, session_id: &str, app: &mut App, messages:
         session_id: session_id.to_owned(),
         folder: context.folder.clone(),
         model: app.model.clone(),
+        mode: Some(app.mode),
         messages,
     };
     if let Err(error) = crate::chat::save(data, &transcript) {

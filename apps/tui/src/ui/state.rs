@@ -434,12 +434,16 @@ impl App {
                         }));
                     }
                 }
-                agent::Message::Tool { call_id, content, is_error, .. } => {
+                agent::Message::Tool { call_id, content, is_error, kind, .. } => {
                     if let Some(Cell::Tool(cell)) =
                         self.calls.get(call_id).and_then(|i| self.cells.get_mut(*i))
                     {
-                        // How it ended, from what the pipeline told the model.
-                        let (kind, status) = settled_as(content, *is_error);
+                        // How it ended: as the pipeline said, or (a transcript saved before that
+                        // was kept) from what it told the model.
+                        let (kind, status) = match kind {
+                            Some(kind) if *is_error => (Some(*kind), status_of(*kind)),
+                            _ => settled_as(content, *is_error),
+                        };
                         let output = match kind {
                             Some(kind) => ToolOutput::error(kind, content.clone()),
                             None => ToolOutput::ok(content.clone()),
@@ -1778,13 +1782,23 @@ Ctrl-U clears it · Ctrl-T approval mode · Tab selects a card · Ctrl-O folds i
 
 /// How a call of a saved conversation ended, read from the result its model was given: the
 /// pipeline's own words for a denial, a block and a cancel; any other error is the tool's.
+/// The journal's status for a call that failed with `kind`.
+fn status_of(kind: tool_core::ErrorKind) -> journal::AttemptStatus {
+    match kind {
+        tool_core::ErrorKind::Blocked => journal::AttemptStatus::Blocked,
+        tool_core::ErrorKind::Denied => journal::AttemptStatus::Denied,
+        _ => journal::AttemptStatus::Failed,
+    }
+}
+
 fn settled_as(content: &str, is_error: bool) -> (Option<tool_core::ErrorKind>, journal::AttemptStatus) {
     use journal::AttemptStatus as S;
     use tool_core::ErrorKind as K;
     if !is_error {
         return (None, S::Executed);
     }
-    if content.starts_with(tool_executor::BLOCKED_CONTENT) {
+    // Every blocked text starts so (`BLOCKED_CONTENT`, "Blocked: …", "Blocked before running: …").
+    if content.starts_with("Blocked") {
         (Some(K::Blocked), S::Blocked)
     } else if content.starts_with("The user denied this call")
         || content.starts_with("No one approved this call")
