@@ -318,7 +318,17 @@ impl ToolRuntime for SubAgentRuntime {
             drop(events);
             let (calls, replies) = watcher.await.unwrap_or_default();
             let tokens = agent.usage().total();
-            let failed = calls.iter().filter(|c| c["status"] != "executed").count();
+            // How the calls that did not succeed ended, by status: a command that ran and exited 1
+            // "failed"; one a person refused was "denied"; one policy stopped was "blocked".
+            let mut ended: Vec<(String, usize)> = Vec::new();
+            for call in calls.iter().filter(|c| c["status"] != "executed") {
+                let status = call["status"].as_str().unwrap_or("failed").to_owned();
+                match ended.iter_mut().find(|(s, _)| *s == status) {
+                    Some((_, count)) => *count += 1,
+                    None => ended.push((status, 1)),
+                }
+            }
+            let ended = ended.iter().map(|(status, n)| format!("{n} {status}")).collect::<Vec<_>>().join(", ");
             let mut tally: Vec<(String, usize)> = Vec::new();
             for call in &calls {
                 let name = call["name"].as_str().unwrap_or("?").to_owned();
@@ -337,7 +347,7 @@ impl ToolRuntime for SubAgentRuntime {
                 n => format!(
                     "[sub-agent ({}): {n} calls — {made}{}; {replies} replies, {tokens} tokens]",
                     model.name,
-                    if failed > 0 { format!(" ({failed} not executed)") } else { String::new() }
+                    if ended.is_empty() { String::new() } else { format!(" ({ended})") }
                 ),
             };
             let (output, answer, how) = match outcome {

@@ -126,6 +126,34 @@ async fn two_sub_agents_run_in_parallel_through_the_pipeline_and_return_their_an
     assert!(!names.contains(&"callSubAgent") && !names.contains(&"calculate"), "{names:?}");
 }
 
+/// The summary says how calls ended: a command that ran and exited 1 "failed"; it was executed, not
+/// refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_summary_counts_a_command_that_exited_1_as_failed_not_unexecuted() {
+    let server = ScriptedModel::start(vec![
+        openai_reply(
+            "",
+            "",
+            &[("c1", "runCommand", &command("exit 1")), ("c2", "runCommand", &command("true"))],
+            "tool_calls",
+        ),
+        openai_reply("", "One check failed.", &[], "stop"),
+    ])
+    .await;
+    let world = world(&server, ApprovalMode::AutoRun, SubAgentLimits::default()).await;
+    let batch = Batch {
+        message_id: Some("m1".into()),
+        calls: vec![call("s", "callSubAgent", json!({"task": "Run the two checks."}))],
+        stopped_on_length: false,
+    };
+    let results = tokio::time::timeout(Duration::from_secs(30), world.executor.execute_batch(&world.session, batch))
+        .await
+        .unwrap();
+    let content = &results[0].output.content;
+    assert!(content.contains("2 calls — runCommand ×2 (1 failed);"), "{content}");
+    assert!(!content.contains("not executed"), "{content}");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_call_inside_a_sub_agent_asks_the_person_and_their_denial_reaches_it() {
     let server = ScriptedModel::start(vec![
@@ -167,7 +195,7 @@ async fn a_call_inside_a_sub_agent_asks_the_person_and_their_denial_reaches_it()
     let results = tokio::time::timeout(Duration::from_secs(20), waiting).await.unwrap().unwrap();
     let result = &results[0];
     assert_eq!(result.status, AttemptStatus::Executed, "{:?}", result.output);
-    assert!(result.output.content.contains("(1 not executed)"), "{}", result.output.content);
+    assert!(result.output.content.contains("runCommand (1 denied)"), "{}", result.output.content);
     assert!(!world.folder.join("made-by-sub-agent").exists());
     let told = &server.received()[1].body["messages"];
     let denial = told.as_array().unwrap().iter().find(|m| m["tool_call_id"] == "w1").unwrap();
