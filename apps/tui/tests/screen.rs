@@ -752,6 +752,44 @@ fn a_long_question_keeps_its_head_and_its_keys() {
     assert!(screen.contains("y yes, this once") && screen.contains("n no, and say why"), "{screen}");
 }
 
+/// In a small window the answer keys stay in view: what would run gives way, not the keys.
+#[test]
+fn a_small_window_keeps_every_answer_key_in_view() {
+    let mut app = new_app();
+    let content: String = (1..=60).map(|n| format!("line {n}\n")).collect();
+    app.ask(ApprovalRequest {
+        id: "w".into(),
+        tenant: "local".into(),
+        session_id: "s".into(),
+        call_id: "call-w".into(),
+        tool: "local-system".into(),
+        api: "writeFile".into(),
+        arguments: json!({ "path": "/etc/motd", "content": content }),
+        reason: "outside the folder".into(),
+        question: None,
+        scope: Some("/etc".into()),
+    });
+    for (width, height) in [(58, 15), (50, 14), (40, 12), (30, 10)] {
+        // A key and its word are held together by a no-break space.
+        let screen = draw_at(&app, width, height).replace('\u{a0}', " ");
+        // Whole words where they fit, else one line ("y once · s session … · a always … · n no").
+        for keys in [["y yes", "y once"], ["s yes", "s session"], ["a always", "a always"], ["n no", "n no"]] {
+            assert!(keys.iter().any(|k| screen.contains(k)), "{keys:?} at {width}×{height}:\n{screen}");
+        }
+        assert!(screen.contains("/etc"), "what a grant covers is shown at {width}×{height}:\n{screen}");
+    }
+    let screen = draw_at(&app, 58, 15);
+    assert!(screen.contains("Write /etc/motd"), "what would run, when there is room:\n{screen}");
+
+    // An asked question keeps its options and keys.
+    app.approvals.clear();
+    app.ask(asked("q", &["SQLite", "Postgres", "MySQL"], false, false));
+    let screen = draw_at(&app, 50, 14);
+    for part in ["1 SQLite", "3 MySQL", "a number or"] {
+        assert!(screen.contains(part), "{part:?}:\n{screen}");
+    }
+}
+
 #[test]
 fn a_question_ignores_keys_typed_as_it_appears_and_while_the_prompt_has_text() {
     let mut app = App::new("m", "/f", ApprovalMode::Manual, "s");

@@ -37,16 +37,33 @@ fn render_view(app: &App, frame: &mut Frame<'_>) {
         render_pager(lines, *scroll, "q closes", frame, area);
         return;
     }
-    let question = app.approvals.front().map(|pending| question_lines(app, pending));
-    let question_height = question.as_ref().map_or(0, |lines| {
-        (wrapped_height(lines, area.width.saturating_sub(2)) + 2).min(area.height / 2).max(3)
-    });
     // The prompt grows with its text up to a third of the screen, then scrolls.
     let input_lines = {
         let (text, cursor) = prompt_text(app);
         let rows = PromptLayout::new(text, cursor, prompt_lead(app), usize::from(area.width)).rows.len();
         (rows as u16).clamp(1, (area.height / 3).max(1))
     };
+    // A question's head (what would run) and its end (why, and the answer keys), wrapped to the box.
+    // In a window too small for the keys' words, they are said in a line or two.
+    let question = app.approvals.front().map(|pending| {
+        let width = area.width.saturating_sub(2);
+        let room = usize::from(area.height.saturating_sub(input_lines + 1 + 1 + 1 + 2));
+        let split = |compact| {
+            let (mut lines, tail) = question_lines(app, pending, compact);
+            let end = lines.split_off(lines.len() - tail.min(lines.len()));
+            (wrap_all(lines, width), wrap_all(end, width))
+        };
+        let full = split(false);
+        if full.1.len() < room { full } else { split(true) }
+    });
+    // Half the screen, or more where the keys need it (a small window): the keys and a line of
+    // what would run always fit, as long as one row is left for the transcript.
+    let question_height = question.as_ref().map_or(0, |(head, end)| {
+        let want = head.len() + end.len() + 2;
+        let room = usize::from(area.height.saturating_sub(input_lines + 1 + 1 + 1));
+        let share = usize::from(area.height / 2).max(end.len() + 2 + 2);
+        want.min(share).min(room).max(3).min(usize::from(u16::MAX)) as u16
+    });
     let [transcript, question_area, input_area, status_area] = Layout::vertical([
         Constraint::Min(1),
         Constraint::Length(question_height),
@@ -66,7 +83,7 @@ fn render_view(app: &App, frame: &mut Frame<'_>) {
     if let (Some(completion), View::Chat) = (&app.completion, &app.view) {
         render_completion(completion, frame, transcript);
     }
-    if let Some(lines) = question {
+    if let Some((head, end)) = question {
         let what = match app.approvals.front().is_some_and(|p| p.request.question.is_some()) {
             true => "the agent asks",
             false => "approval needed",
@@ -81,10 +98,7 @@ fn render_view(app: &App, frame: &mut Frame<'_>) {
             .border_style(Style::default().fg(Color::Yellow))
             .title(title);
         frame.render_widget(Clear, question_area);
-        let lines = fit_question(
-            wrap_all(lines, question_area.width.saturating_sub(2)),
-            usize::from(question_area.height.saturating_sub(2)),
-        );
+        let lines = fit_question(head, end, usize::from(question_area.height.saturating_sub(2)));
         frame.render_widget(Paragraph::new(lines).block(block), question_area);
     }
     render_input(app, frame, input_area);
@@ -472,7 +486,8 @@ fn where_to_answer(app: &App, lines: &mut Vec<Line<'static>>) {
 
 /// A question the agent asks: the question, its options (numbered, marked, the arrows' one
 /// highlighted), and the keys.
-fn asked_lines(app: &App, question: &tool_core::Question) -> Vec<Line<'static>> {
+/// An asked question's lines, and how many at the end (the options and keys) must stay in view.
+fn asked_lines(app: &App, question: &tool_core::Question) -> (Vec<Line<'static>>, usize) {
     let key = Style::default().fg(Color::Cyan).add_modifier(Modifier::BOLD);
     let dim = Style::default().add_modifier(Modifier::DIM);
     let mut lines: Vec<Line<'static>> = question
@@ -480,6 +495,7 @@ fn asked_lines(app: &App, question: &tool_core::Question) -> Vec<Line<'static>> 
         .lines()
         .map(|l| Line::styled(l.to_owned(), Style::default().add_modifier(Modifier::BOLD)))
         .collect();
+    let asked = lines.len();
     for (n, option) in question.options.iter().enumerate() {
         let mark = match (question.multiple, app.marked.contains(&n)) {
             (true, true) => "[x] ",
@@ -521,10 +537,13 @@ fn asked_lines(app: &App, question: &tool_core::Question) -> Vec<Line<'static>> 
     if let Some(hint) = app.question_hint {
         lines.push(Line::styled(hint, Style::default().fg(Color::Magenta)));
     }
-    lines
+    let tail = lines.len() - asked;
+    (lines, tail)
 }
 
-fn question_lines(app: &App, pending: &super::state::Pending) -> Vec<Line<'static>> {
+/// A question's lines, and how many at the end (why it asks, and the answer keys) must stay in
+/// view however small the window.
+fn question_lines(app: &App, pending: &super::state::Pending, compact: bool) -> (Vec<Line<'static>>, usize) {
     let request = &pending.request;
     if let Some(question) = &request.question {
         return asked_lines(app, question);
@@ -533,6 +552,7 @@ fn question_lines(app: &App, pending: &super::state::Pending) -> Vec<Line<'stati
         .render(&request.tool)
         .intervention(&request.api, &request.arguments);
     let mut lines = card_lines(&card, false, usize::MAX);
+    let card_end = lines.len();
     lines.push(Line::from(vec![
         Span::styled("why asked: ", Style::default().add_modifier(Modifier::DIM)),
         Span::styled(request.reason.clone(), Style::default().fg(Color::Yellow)),
@@ -596,6 +616,30 @@ fn question_lines(app: &App, pending: &super::state::Pending) -> Vec<Line<'stati
                 Style::default().fg(Color::Magenta),
             ));
         }
+        // Each key and what it grants (the scope or prefix too), in as few words as fit.
+        None if compact => {
+            let always = match (&suggestion, &request.scope) {
+                (Some(s), _) if s.exact_because.is_none() => format!(" (`{}`…)", s.prefix),
+                (None, Some(scope)) => format!(" (within {scope})"),
+                _ => String::new(),
+            };
+            let session = match &request.scope {
+                Some(scope) if suggestion.is_none() => format!(" (within {scope})"),
+                _ => String::new(),
+            };
+            // A key and its word never part at a wrap (a no-break space holds them).
+            lines.push(Line::from(vec![
+                Span::styled("y\u{a0}", key),
+                Span::raw("once · "),
+                Span::styled("s\u{a0}", key),
+                Span::raw(format!("session{session} · ")),
+                Span::styled("a\u{a0}", key),
+                Span::raw(format!("always{always} · ")),
+                Span::styled("n\u{a0}", key),
+                Span::raw("no"),
+            ]));
+            where_to_answer(app, &mut lines);
+        }
         None => {
             for (k, text) in [
                 ("y", "yes, this once".to_owned()),
@@ -611,24 +655,40 @@ fn question_lines(app: &App, pending: &super::state::Pending) -> Vec<Line<'stati
     if let Some(hint) = app.question_hint {
         lines.push(Line::styled(hint, Style::default().fg(Color::Magenta)));
     }
-    lines
+    let tail = lines.len() - card_end;
+    (lines, tail)
 }
 
-/// A question's lines in `height` rows: when they do not fit, the middle gives way, so the head
-/// (what would run) and the end (why, and the keys) both stay in view.
-fn fit_question(lines: Vec<Line<'static>>, height: usize) -> Vec<Line<'static>> {
-    if lines.len() <= height || height < 3 {
-        return lines;
+/// A question in `height` rows: when it does not fit, what would run gives way in its middle
+/// (its first and last lines stay), and the end (why, and the keys) stays whole; in a window too
+/// small even for that, the end's last rows (the keys) are what shows.
+fn fit_question(head: Vec<Line<'static>>, end: Vec<Line<'static>>, height: usize) -> Vec<Line<'static>> {
+    if head.len() + end.len() <= height {
+        return head.into_iter().chain(end).collect();
     }
-    let tail = (height - 1) / 2 + 1;
-    let head = height - 1 - tail;
-    let hidden = lines.len() - head - tail;
-    let mut out: Vec<Line<'static>> = lines[..head].to_vec();
-    out.push(Line::styled(
-        format!("… {hidden} more lines (Ctrl-P on the call's card shows it whole)"),
-        Style::default().add_modifier(Modifier::DIM),
-    ));
-    out.extend(lines[lines.len() - tail..].iter().cloned());
+    if end.len() >= height {
+        return end[end.len() - height..].to_vec();
+    }
+    // Rows for the head, one of them saying how much is hidden.
+    let room = height - end.len();
+    let more = |hidden: usize| {
+        Line::styled(
+            format!("… {hidden} more lines (Ctrl-P on the call's card shows it whole)"),
+            Style::default().add_modifier(Modifier::DIM),
+        )
+    };
+    let mut out: Vec<Line<'static>> = if room == 1 {
+        vec![more(head.len())]
+    } else {
+        let shown = room - 1;
+        let first = shown - shown / 2;
+        let last = shown / 2;
+        let mut out = head[..first].to_vec();
+        out.push(more(head.len() - first - last));
+        out.extend(head[head.len() - last..].iter().cloned());
+        out
+    };
+    out.extend(end);
     out
 }
 
@@ -1458,11 +1518,3 @@ fn word_rows(chars: impl Iterator<Item = char>, width: impl Fn(usize) -> usize) 
     rows
 }
 
-fn wrapped_height(lines: &[Line<'static>], width: u16) -> u16 {
-    let width = usize::from(width.max(1));
-    lines
-        .iter()
-        .map(|l| if l.width() <= width { 1 } else { wrap_all(vec![l.clone()], width as u16).len() })
-        .sum::<usize>()
-        .min(usize::from(u16::MAX)) as u16
-}
