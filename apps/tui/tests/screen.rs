@@ -773,7 +773,8 @@ fn a_small_window_keeps_every_answer_key_in_view() {
         // A key and its word are held together by a no-break space.
         let screen = draw_at(&app, width, height).replace('\u{a0}', " ");
         // Whole words where they fit, else one line ("y once · s session … · a always … · n no").
-        for keys in [["y yes", "y once"], ["s yes", "s session"], ["a always", "a always"], ["n no", "n no"]] {
+        for keys in [["y yes", "y once"], ["s yes", "s session"], ["a always", "a always"], ["n no", "n no"]]
+        {
             assert!(keys.iter().any(|k| screen.contains(k)), "{keys:?} at {width}×{height}:\n{screen}");
         }
         assert!(screen.contains("/etc"), "what a grant covers is shown at {width}×{height}:\n{screen}");
@@ -1092,7 +1093,11 @@ fn a_resumed_conversation_shows_how_calls_ended_and_whose_words_are_whose() {
         result("b", &format!("{} Reason: network", tool_executor::BLOCKED_CONTENT)),
         result("c", "The call was cancelled while waiting for approval."),
         // Read from the kind the pipeline gave, whatever the words.
-        result_of("h", "A hook of the user's (guard.sh) denied this call: no force pushes", tool_core::ErrorKind::Denied),
+        result_of(
+            "h",
+            "A hook of the user's (guard.sh) denied this call: no force pushes",
+            tool_core::ErrorKind::Denied,
+        ),
         result_of("r", "Blocked before running: a secret's folder.", tool_core::ErrorKind::Blocked),
         Message::user(format!("{}\n\nplease only list the files", agent::CANCELLED_NOTE)),
     ];

@@ -328,7 +328,8 @@ impl ToolRuntime for SubAgentRuntime {
                     None => ended.push((status, 1)),
                 }
             }
-            let ended = ended.iter().map(|(status, n)| format!("{n} {status}")).collect::<Vec<_>>().join(", ");
+            let ended =
+                ended.iter().map(|(status, n)| format!("{n} {status}")).collect::<Vec<_>>().join(", ");
             let mut tally: Vec<(String, usize)> = Vec::new();
             for call in &calls {
                 let name = call["name"].as_str().unwrap_or("?").to_owned();

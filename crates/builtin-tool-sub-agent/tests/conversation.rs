@@ -146,9 +146,10 @@ async fn the_summary_counts_a_command_that_exited_1_as_failed_not_unexecuted() {
         calls: vec![call("s", "callSubAgent", json!({"task": "Run the two checks."}))],
         stopped_on_length: false,
     };
-    let results = tokio::time::timeout(Duration::from_secs(30), world.executor.execute_batch(&world.session, batch))
-        .await
-        .unwrap();
+    let results =
+        tokio::time::timeout(Duration::from_secs(30), world.executor.execute_batch(&world.session, batch))
+            .await
+            .unwrap();
     let content = &results[0].output.content;
     assert!(content.contains("2 calls — runCommand ×2 (1 failed);"), "{content}");
     assert!(!content.contains("not executed"), "{content}");

@@ -1517,4 +1517,3 @@ fn word_rows(chars: impl Iterator<Item = char>, width: impl Fn(usize) -> usize) 
     rows.push((start, chars.len()));
     rows
 }
-
