@@ -1,6 +1,7 @@
 //! `toolhost exec "task"`: the loop without a screen. No person is asked: what would ask is
-//! blocked and the model reads why. The transcript goes to stdout as text or JSON lines; the exit
-//! code says how it ended.
+//! blocked and the model reads why. The transcript goes to stdout as text or JSON lines (the
+//! events of `docs/exec.md`, each valid against `docs/exec-events.schema.json`); the exit code
+//! says how it ended.
 
 use std::io::Write as _;
 use std::sync::Arc;
@@ -30,7 +31,7 @@ pub mod code {
 /// The arguments of `exec`.
 #[derive(Debug, Clone, clap::Args)]
 pub struct ExecArgs {
-    /// The task.
+    /// The task (`-`: read it from standard input).
     pub task: String,
     /// `headless` (default: only what needs no approval runs), `auto-run` (what the policy lets
     /// run without asking, in the sandbox; what would still ask is blocked) or `read-only`.
@@ -63,6 +64,17 @@ pub async fn run(args: ExecArgs) -> anyhow::Result<u8> {
              app asks)"
         );
     }
+    let task = if args.task == "-" {
+        let mut task = String::new();
+        std::io::Read::read_to_string(&mut std::io::stdin(), &mut task)
+            .map_err(|error| anyhow::anyhow!("reading the task from standard input: {error}"))?;
+        task
+    } else {
+        args.task.clone()
+    };
+    if task.trim().is_empty() {
+        anyhow::bail!("the task is empty: give it as an argument, or `-` and on standard input");
+    }
     let profile = setup::model(&args.model)?;
     let folder = args.guard.folder()?;
     let mut args = args;
@@ -75,8 +87,8 @@ pub async fn run(args: ExecArgs) -> anyhow::Result<u8> {
     for (text, _) in setup::find_hooks(&mut args.guard, &executor, &folder).await {
         eprintln!("({text})");
     }
-    let session =
-        setup::session(&executor, setup::new_session_id(&folder), &folder, args.mode, true, &args.guard);
+    let session_id = setup::new_session_id(&folder);
+    let session = setup::session(&executor, session_id.clone(), &folder, args.mode, true, &args.guard);
     let config = agent::AgentConfig {
         max_turns: args.max_turns,
         token_budget: args.token_budget,
@@ -104,14 +116,17 @@ pub async fn run(args: ExecArgs) -> anyhow::Result<u8> {
     });
     let (events, mut received) = mpsc::unbounded_channel();
     let json = args.json;
+    let mut out = Printer::new(json);
+    if json {
+        out.started(&session_id, &folder, &profile.model, args.mode);
+    }
     let printer = tokio::spawn(async move {
-        let mut out = Printer::new(json);
         while let Some(event) = received.recv().await {
             out.event(&event);
         }
         out
     });
-    let outcome = agent.run(&args.task, &events, &cancel).await;
+    let outcome = agent.run(&task, &events, &cancel).await;
     drop(events);
     let mut printer = printer.await?;
     printer.outcome(&outcome, agent.usage());
@@ -129,6 +144,10 @@ pub async fn run(args: ExecArgs) -> anyhow::Result<u8> {
 #[derive(Debug)]
 pub struct Printer {
     json: bool,
+    /// Reasoning streamed since the last reply (one `reasoning` item when the reply completes).
+    reasoning: String,
+    /// Messages and reasoning items so far, for their ids.
+    items: u64,
     /// Each call's arguments, by id, for its result card.
     arguments: std::collections::HashMap<String, Value>,
     /// Text was printed without its final newline.
@@ -137,7 +156,114 @@ pub struct Printer {
 
 impl Printer {
     pub fn new(json: bool) -> Self {
-        Self { json, line_open: false, arguments: std::collections::HashMap::new() }
+        Self {
+            json,
+            reasoning: String::new(),
+            items: 0,
+            line_open: false,
+            arguments: std::collections::HashMap::new(),
+        }
+    }
+
+    /// The first two JSON lines: the thread (this session) and its one turn.
+    fn started(&mut self, session_id: &str, folder: &std::path::Path, model: &str, mode: ApprovalMode) {
+        self.line(&json!({
+            "type": "thread.started",
+            "thread_id": session_id,
+            "folder": folder.display().to_string(),
+            "model": model,
+            "approval_mode": mode.as_str().replace('_', "-"),
+        }));
+        self.line(&json!({ "type": "turn.started" }));
+    }
+
+    /// An item's id: `msg_1`, `reasoning_2`…
+    fn item_id(&mut self, kind: &str) -> String {
+        self.items += 1;
+        format!("{kind}_{}", self.items)
+    }
+
+    /// An event's JSON lines (`docs/exec.md`).
+    fn json_lines(&mut self, event: &AgentEvent) -> Vec<Value> {
+        match event {
+            AgentEvent::Delta(Delta::Reasoning(text)) => {
+                self.reasoning.push_str(text);
+                Vec::new()
+            }
+            AgentEvent::Delta(Delta::Retrying { attempt, delay_ms, reason }) => {
+                vec![
+                    json!({ "type": "retrying", "attempt": attempt, "delay_ms": delay_ms, "reason": reason }),
+                ]
+            }
+            AgentEvent::Delta(_) => Vec::new(),
+            AgentEvent::Reply { content, tool_calls, usage, .. } => {
+                let mut lines = Vec::new();
+                if !self.reasoning.is_empty() {
+                    let text = std::mem::take(&mut self.reasoning);
+                    let id = self.item_id("reasoning");
+                    lines.push(json!({ "type": "item.completed", "item": { "id": id, "type": "reasoning", "text": text } }));
+                }
+                if !content.is_empty() {
+                    let id = self.item_id("msg");
+                    lines.push(json!({
+                        "type": "item.completed",
+                        "item": { "id": id, "type": "agent_message", "text": content },
+                    }));
+                }
+                lines.push(json!({ "type": "usage", "usage": usage }));
+                for call in tool_calls {
+                    // What the model sent, parsed where it is JSON (else the text as it came).
+                    let arguments = serde_json::from_str(&call.arguments)
+                        .unwrap_or_else(|_| Value::String(call.arguments.clone()));
+                    self.arguments.insert(call.id.clone(), arguments.clone());
+                    lines.push(json!({
+                        "type": "item.started",
+                        "item": { "id": call.id, "type": "tool_call", "name": call.name, "arguments": arguments },
+                    }));
+                }
+                lines
+            }
+            AgentEvent::Results(results) => results
+                .iter()
+                .map(|result| {
+                    let arguments = self.arguments.remove(&result.call_id).unwrap_or(Value::Null);
+                    let mut item = json!({
+                        "id": result.call_id,
+                        "type": "tool_call",
+                        "name": result.name,
+                        "arguments": arguments,
+                        "status": result.status.as_str(),
+                        "output": result.output.content,
+                        "duration_ms": result.duration_ms,
+                    });
+                    if let (Some(tool), Some(api)) = (&result.tool, &result.api) {
+                        item["tool"] = json!(tool);
+                        item["api"] = json!(api);
+                    }
+                    if let Some(error) = &result.output.error {
+                        item["error"] = json!({ "kind": error.kind.as_str(), "message": error.message });
+                    }
+                    json!({ "type": "item.completed", "item": item })
+                })
+                .collect(),
+            AgentEvent::Resumed { reason } => {
+                vec![json!({ "type": "notice", "kind": "resumed", "message": reason })]
+            }
+            AgentEvent::HookNote { hook, message } => {
+                vec![json!({ "type": "notice", "kind": "hook_note", "hook": hook, "message": message })]
+            }
+            AgentEvent::KeptGoing { hook, reason } => {
+                vec![json!({ "type": "notice", "kind": "kept_going", "hook": hook, "message": reason })]
+            }
+            AgentEvent::Compacted(c) => vec![json!({
+                "type": "notice",
+                "kind": "compacted",
+                "message": format!(
+                    "context compacted: ~{} → ~{} tokens; {} results elided, {} messages summarised",
+                    c.before_tokens, c.after_tokens, c.elided_results, c.summarised_messages
+                ),
+            })],
+        }
     }
 
     fn line(&mut self, value: &Value) {
@@ -161,7 +287,7 @@ impl Printer {
 
     pub fn event(&mut self, event: &AgentEvent) {
         if self.json {
-            if let Some(value) = event_json(event) {
+            for value in self.json_lines(event) {
                 self.line(&value);
             }
             return;
@@ -227,20 +353,20 @@ impl Printer {
         if self.json {
             let mut value = match outcome {
                 Outcome::Answered { text, truncated } => {
-                    json!({ "type": "outcome", "outcome": "answered", "text": text, "truncated": truncated })
+                    json!({ "type": "turn.completed", "outcome": "answered", "text": text, "truncated": truncated })
                 }
                 Outcome::TurnLimit { turns } => {
-                    json!({ "type": "outcome", "outcome": "turn_limit", "turns": turns })
+                    json!({ "type": "turn.completed", "outcome": "turn_limit", "turns": turns })
                 }
                 Outcome::BudgetSpent { used, budget } => {
-                    json!({ "type": "outcome", "outcome": "budget_spent", "used": used, "budget": budget })
+                    json!({ "type": "turn.completed", "outcome": "budget_spent", "used": used, "budget": budget })
                 }
-                Outcome::Cancelled => json!({ "type": "outcome", "outcome": "cancelled" }),
+                Outcome::Cancelled => json!({ "type": "turn.completed", "outcome": "cancelled" }),
                 Outcome::Blocked { hook, reason } => {
-                    json!({ "type": "outcome", "outcome": "blocked", "hook": hook, "reason": reason })
+                    json!({ "type": "turn.completed", "outcome": "blocked", "hook": hook, "reason": reason })
                 }
                 Outcome::Failed(error) => {
-                    json!({ "type": "outcome", "outcome": "failed", "error": error.to_string() })
+                    json!({ "type": "turn.failed", "error": { "message": error.to_string() } })
                 }
             };
             value["usage"] = json!(usage);
@@ -264,34 +390,4 @@ impl Printer {
             Outcome::Failed(error) => eprintln!("error: {error}"),
         }
     }
-}
-
-/// One event as a JSON line (argument fragments are left out: the whole call follows in `reply`).
-fn event_json(event: &AgentEvent) -> Option<Value> {
-    Some(match event {
-        AgentEvent::Delta(Delta::Text(text)) => json!({ "type": "text", "delta": text }),
-        AgentEvent::Delta(Delta::Reasoning(text)) => json!({ "type": "reasoning", "delta": text }),
-        AgentEvent::Delta(Delta::ToolCall { index, id, name }) => {
-            json!({ "type": "tool_call", "index": index, "id": id, "name": name })
-        }
-        AgentEvent::Delta(Delta::ToolArguments { .. }) => return None,
-        AgentEvent::Delta(Delta::Retrying { attempt, delay_ms, reason }) => {
-            json!({ "type": "retrying", "attempt": attempt, "delay_ms": delay_ms, "reason": reason })
-        }
-        AgentEvent::Reply { content, tool_calls, stop, usage } => {
-            json!({ "type": "reply", "content": content, "tool_calls": tool_calls, "stop": stop, "usage": usage })
-        }
-        AgentEvent::Results(results) => json!({ "type": "results", "results": results }),
-        AgentEvent::Resumed { reason } => json!({ "type": "resumed", "reason": reason }),
-        AgentEvent::HookNote { hook, message } => {
-            json!({ "type": "hook_note", "hook": hook, "message": message })
-        }
-        AgentEvent::KeptGoing { hook, reason } => {
-            json!({ "type": "kept_going", "hook": hook, "reason": reason })
-        }
-        AgentEvent::Compacted(c) => json!({
-            "type": "compacted", "before_tokens": c.before_tokens, "after_tokens": c.after_tokens,
-            "elided_results": c.elided_results, "summarised_messages": c.summarised_messages,
-        }),
-    })
 }

@@ -100,6 +100,103 @@ fn journal(home: &Home, extra: &[&str]) -> Vec<Value> {
     json_lines(&output)
 }
 
+/// `exec --json`'s lines, each checked against the schema in `docs/` (what scripts rely on).
+fn exec_events(output: &Output) -> Vec<Value> {
+    let schema: Value = serde_json::from_str(
+        &std::fs::read_to_string(
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/exec-events.schema.json"),
+        )
+        .unwrap(),
+    )
+    .unwrap();
+    let validator = jsonschema::validator_for(&schema).unwrap();
+    let lines = json_lines(output);
+    for line in &lines {
+        let errors: Vec<String> = validator.iter_errors(line).map(|e| e.to_string()).collect();
+        assert!(errors.is_empty(), "{line} does not match docs/exec-events.schema.json: {errors:?}");
+    }
+    lines
+}
+
+/// `exec --json` tells a script the thread, the turn, each item as it starts and ends (a call's
+/// arguments, status and what the model read), usage and the outcome, in lines the schema in
+/// `docs/` holds; `exec -` reads the task from standard input.
+#[tokio::test]
+async fn exec_json_is_a_documented_stream_of_items_and_dash_reads_the_task_from_stdin() {
+    let home = Home::new();
+    std::fs::write(home.folder.path().join("a.txt"), "alpha\n").unwrap();
+    let server = ScriptedModel::start(vec![
+        openai_reply(
+            "",
+            "Reading it.",
+            &[
+                ("r1", "readFile", &json!({ "path": "a.txt" }).to_string()),
+                ("r2", "readFile", &json!({ "path": "missing.txt" }).to_string()),
+            ],
+            "tool_calls",
+        ),
+        openai_reply("", "It says alpha.", &[], "stop"),
+    ])
+    .await;
+    let mut exec = home.command(Some(&server));
+    exec.args(["exec", "-", "--json"]);
+    let out = output(exec, "what does a.txt say?\n").await;
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(
+        server.received()[0].body["messages"].as_array().unwrap().last().unwrap()["content"],
+        "what does a.txt say?\n"
+    );
+    let lines = exec_events(&out);
+    let types: Vec<&str> = lines.iter().map(|l| l["type"].as_str().unwrap()).collect();
+    assert_eq!(
+        types,
+        [
+            "thread.started",
+            "turn.started",
+            "item.completed",
+            "usage",
+            "item.started",
+            "item.started",
+            "item.completed",
+            "item.completed",
+            "item.completed",
+            "usage",
+            "turn.completed"
+        ],
+        "{lines:#?}"
+    );
+    assert!(lines[0]["thread_id"].as_str().unwrap().len() > 4);
+    assert_eq!(lines[0]["approval_mode"], "headless");
+    assert_eq!(lines[2]["item"], json!({ "id": "msg_1", "type": "agent_message", "text": "Reading it." }));
+    assert_eq!(
+        lines[4]["item"],
+        json!({ "id": "r1", "type": "tool_call", "name": "readFile", "arguments": { "path": "a.txt" } })
+    );
+    let read = &lines[6]["item"];
+    assert_eq!(
+        (read["id"].as_str(), read["status"].as_str(), read["api"].as_str()),
+        (Some("r1"), Some("executed"), Some("readFile"))
+    );
+    assert!(read["output"].as_str().unwrap().contains("alpha"), "{read}");
+    let missing = &lines[7]["item"];
+    assert_eq!(
+        (missing["status"].as_str(), missing["error"]["kind"].as_str()),
+        (Some("failed"), Some("not_found")),
+        "{missing}"
+    );
+    assert_eq!(lines[8]["item"]["text"], "It says alpha.");
+    let last = lines.last().unwrap();
+    assert_eq!((last["outcome"].as_str(), last["text"].as_str()), (Some("answered"), Some("It says alpha.")));
+    assert!(last["usage"]["input_tokens"].as_u64().unwrap() > 0, "{last}");
+
+    // An empty task is refused before any model is asked.
+    let mut empty = home.command(Some(&server));
+    empty.args(["exec", "-"]);
+    let out = output(empty, "  \n").await;
+    assert_eq!(out.status.code(), Some(1));
+    assert!(stderr(&out).contains("the task is empty"), "{}", stderr(&out));
+}
+
 #[tokio::test]
 async fn exec_is_headless_by_default_and_auto_run_runs_in_the_folder() {
     let home = Home::new();
@@ -117,9 +214,10 @@ async fn exec_is_headless_by_default_and_auto_run_runs_in_the_folder() {
     let out = output(headless, "").await;
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     assert!(!home.folder.path().join("notes.txt").exists(), "a command needs approval, and no one is there");
-    let lines = json_lines(&out);
-    let results = lines.iter().find(|l| l["type"] == "results").unwrap();
-    assert_eq!(results["results"][0]["status"], "blocked");
+    let lines = exec_events(&out);
+    let call =
+        lines.iter().find(|l| l["type"] == "item.completed" && l["item"]["type"] == "tool_call").unwrap();
+    assert_eq!(call["item"]["status"], "blocked");
     assert_eq!(lines.last().unwrap()["outcome"], "answered");
     let sent = &server.received()[1].body["messages"][3];
     assert_eq!(sent["tool_call_id"], "w1");
@@ -234,10 +332,14 @@ async fn the_conversation_asks_inline_remembers_answers_and_resumes() {
 async fn a_resumed_conversation_keeps_its_mode_unless_the_command_line_says_otherwise() {
     let home = Home::new();
     let server = ScriptedModel::start(vec![openai_reply("", "Noted.", &[], "stop")]).await;
-    let out = output(home.command(Some(&server)), "/mode auto-run
+    let out = output(
+        home.command(Some(&server)),
+        "/mode auto-run
 remember this
 /quit
-").await;
+",
+    )
+    .await;
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
 
     server.push([
@@ -246,9 +348,13 @@ remember this
     ]);
     let mut resumed = home.command(Some(&server));
     resumed.arg("--resume");
-    let out = output(resumed, "run it
+    let out = output(
+        resumed,
+        "run it
 /quit
-").await;
+",
+    )
+    .await;
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     assert!(stderr(&out).contains("approvals auto-run"), "{}", stderr(&out));
     assert!(!stderr(&out).contains("wants to run"), "auto-run asks nothing: {}", stderr(&out));
