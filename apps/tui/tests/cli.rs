@@ -373,6 +373,55 @@ remember this
     assert!(!home.folder.path().join("s.txt").exists());
 }
 
+/// In manual mode a command known to only read inside the folder (`ls`, `cat` of a file there,
+/// `git status`) runs without asking, journalled with the decision `read_only_command`; the same
+/// `cat` of a file outside, or with a redirect, asks.
+#[tokio::test]
+async fn known_read_only_commands_run_without_asking_and_the_rest_still_asks() {
+    let home = Home::new();
+    std::fs::write(home.folder.path().join("a.txt"), "alpha\n").unwrap();
+    let server = ScriptedModel::start(vec![
+        openai_reply(
+            "",
+            "",
+            &[
+                ("k1", "runCommand", &command_call("ls -la")),
+                ("k2", "runCommand", &command_call("cat a.txt | head -1")),
+                ("k3", "runCommand", &command_call("cat /etc/hostname")),
+                ("k4", "runCommand", &command_call("cat a.txt > b.txt")),
+            ],
+            "tool_calls",
+        ),
+        openai_reply("", "Done.", &[], "stop"),
+    ])
+    .await;
+    let out = output(home.command(Some(&server)), "look around\nn\nn\n/quit\n").await;
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let err = stderr(&out);
+    assert_eq!(
+        err.matches("wants to run local-system/runCommand").count(),
+        2,
+        "only the last two ask: {err}"
+    );
+    assert!(!home.folder.path().join("b.txt").exists());
+    let told = &server.received()[1].body["messages"];
+    let result = |id: &str| {
+        told.as_array().unwrap().iter().find(|m| m["tool_call_id"] == id).unwrap()["content"]
+            .as_str()
+            .unwrap()
+            .to_owned()
+    };
+    assert!(result("k1").contains("a.txt"), "{}", result("k1"));
+    assert!(result("k2").contains("alpha"), "{}", result("k2"));
+    let rows = journal(&home, &[]);
+    let by = |id: &str| {
+        rows.iter().find(|r| r["call_id"] == id).map(|r| (r["status"].clone(), r["decision"].clone()))
+    };
+    assert_eq!(by("k1"), Some((json!("executed"), json!("read_only_command"))), "{rows:#?}");
+    assert_eq!(by("k2"), Some((json!("executed"), json!("read_only_command"))), "{rows:#?}");
+    assert_eq!(by("k3").map(|b| b.0), Some(json!("denied")), "{rows:#?}");
+}
+
 /// Answers piped ahead are read in order, as a script gave them; when standard input ends, a
 /// waiting question is denied at once with that reason, not left to time out.
 #[tokio::test]

@@ -9,7 +9,8 @@
 //!    flags (a `never` runs at once);
 //! 3. an overridable global audit finding: ask;
 //! 4. a static `always` (fixed, or the matching rule): ask, even in auto-run;
-//! 5. auto-run: run;
+//! 5. auto-run: run; then a command known to only read inside the folder
+//!    ([`shell_audit::known_read_only`]: `ls`, `cat src/lib.rs`, `git status`) runs in any mode;
 //! 6. allow-list mode (and headless with an allow-list): run if `tool/api` is listed, else ask
 //!    (headless falls through to the static policy instead);
 //! 7. the static policy: `never` runs, anything else asks.
@@ -160,8 +161,8 @@ fn from_intervention(intervention: Intervention, reason: impl Into<String>, run_
 
 /// Whether `path` (relative to `working_directory`) is a file whose content runs programs for the
 /// person: hook configurations and scripts (`.claude/settings*.json`, `.claude/hooks/`, anything
-/// in `.toolhost/`), and the person's own configuration folder (`.config/toolhost/`: models, MCP
-/// servers, hooks).
+/// in `.toolhost/`, a repository's `.git/hooks/` and `.git/config`), and the person's own
+/// configuration folder (`.config/toolhost/`: models, MCP servers, hooks).
 pub fn steers(path: &str, working_directory: Option<&std::path::Path>) -> bool {
     // As written, and as it resolves on disk: `cfg/settings.json` through a link `cfg` to
     // `.claude` is `.claude/settings.json`.
@@ -197,6 +198,10 @@ fn steers_as_written(path: &str, working_directory: Option<&std::path::Path>) ->
         part == ".toolhost"
             || (part == ".config" && next == Some("toolhost"))
             || (part == ".claude" && matches!(next, Some("settings.json" | "settings.local.json" | "hooks")))
+            // A repository's hooks and configuration (`core.hooksPath`, `core.fsmonitor`, a pager,
+            // an external diff) run programs the next time git is used there: by the person, or
+            // by a `git status` known to only read.
+            || (part == ".git" && matches!(next, Some("hooks" | "config")))
     })
 }
 
@@ -295,6 +300,19 @@ pub fn decide(toolbox: &Toolbox, input: &DecisionInput<'_>) -> Verdict {
     // 5: auto-run.
     if input.policy.mode == ApprovalMode::AutoRun {
         return Verdict::Run("auto_run");
+    }
+
+    // 5b: a command known to only read inside the folder (`ls`, `cat src/lib.rs`, `git status`)
+    // runs in every mode, as nothing it could do needs a person. Only the builtin runCommand: it
+    // runs in the session's folder, where another tool's command (a remote shell, a `cwd`
+    // argument) may run anywhere.
+    if tool == "local-system"
+        && spec.name == "runCommand"
+        && spec
+            .command_in(input.arguments)
+            .is_some_and(|c| shell_audit::known_read_only(c, input.working_directory))
+    {
+        return Verdict::Run("read_only_command");
     }
 
     // 6: the allow-list.
@@ -785,12 +803,20 @@ mod tests {
             "sub/../.toolhost/anything",
             "/home/me/.config/toolhost/hooks.json",
             "/home/me/.config/toolhost/mcp.toml",
+            ".git/hooks/pre-commit",
+            ".git/config",
+            "sub/.git/hooks/post-checkout",
         ] {
             assert!(steers(path, dir), "{path}");
         }
-        for path in
-            ["src/main.rs", ".claude/skills/x/SKILL.md", "docs/.claude-notes.md", "toolhost/hooks.json"]
-        {
+        for path in [
+            "src/main.rs",
+            ".claude/skills/x/SKILL.md",
+            "docs/.claude-notes.md",
+            "toolhost/hooks.json",
+            ".git/HEAD",
+            ".gitignore",
+        ] {
             assert!(!steers(path, dir), "{path}");
         }
         // Through a link: `cfg` is `.claude`, so `cfg/settings.json` is its settings.

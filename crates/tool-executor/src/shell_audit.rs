@@ -64,6 +64,9 @@ use std::path::{Component, Path};
 
 use tool_core::Intervention;
 
+pub mod read_only;
+pub use read_only::known_read_only;
+
 /// Rule id: recursive deletion of `/`, the home or working directory, or what contains them.
 pub const RECURSIVE_DELETE_ROOT: &str = "recursive-delete-root";
 /// Rule id: downloaded content executed by an interpreter.
