@@ -658,7 +658,8 @@ impl Agent {
     }
 
     /// Makes the conversation smaller now, whatever its size (the person asked, `/compact`):
-    /// the model writes a summary of all of it, which replaces it.
+    /// the model writes a summary of all of it, which replaces it — unless the summary is no
+    /// smaller, when the conversation is kept and nothing is summarised.
     ///
     /// # Errors
     ///
@@ -673,9 +674,20 @@ impl Agent {
         }
         let before_tokens = self.estimated_tokens();
         let summary = self.summarise(upto, cancel).await?;
-        self.messages = vec![Message::user(format!(
+        let summary = Message::user(format!(
             "[Summary of the conversation so far, written when the person asked to compact it]\n{summary}"
-        ))];
+        ));
+        // A conversation smaller than its summary stays as it is (nothing summarised).
+        let kept: usize = self.messages.iter().map(Message::chars).sum();
+        if summary.chars() >= kept {
+            return Ok(Some(Compaction {
+                before_tokens,
+                after_tokens: before_tokens,
+                elided_results: 0,
+                summarised_messages: 0,
+            }));
+        }
+        self.messages = vec![summary];
         Ok(Some(Compaction {
             before_tokens,
             after_tokens: self.estimated_tokens(),
@@ -739,6 +751,9 @@ pub fn declarations(
 pub fn system_prompt(executor: &Executor, session: &Session) -> String {
     let values = tool_executor::role_values(executor.toolbox(), session);
     let mut prompt = tool_core::manifest::render_template(BASE_PROMPT, &values);
+    // The base prompt gives the date; a tool's role that gives it too (for front ends without
+    // this prompt) says it once here.
+    let today = tool_core::manifest::render_template("Today is {{date}}.", &values);
     // The roles of tools the model is given from the start: a deferred tool's role would teach a
     // function the model has not seen (the prompt stays the same all session, for caching).
     for entry in executor.toolbox().tools() {
@@ -749,8 +764,19 @@ pub fn system_prompt(executor: &Executor, session: &Session) -> String {
                 .is_some_and(|name| session.exposure_of(name) == tool_core::Exposure::Direct)
         });
         if active && !entry.manifest.system_role.trim().is_empty() {
+            let role = entry.manifest.render_system_role(&values);
+            let role = role.replace(&today, "");
+            let role: Vec<&str> = role.lines().map(str::trim_end).collect();
+            let mut role = role.join("\n");
+            while role.contains("\n\n\n") {
+                role = role.replace("\n\n\n", "\n\n");
+            }
+            let role = role.trim();
+            if role.is_empty() {
+                continue;
+            }
             prompt.push_str("\n\n");
-            prompt.push_str(entry.manifest.render_system_role(&values).trim_end());
+            prompt.push_str(role);
         }
     }
     prompt

@@ -178,7 +178,9 @@ async fn anthropic_blocks_round_trip_with_thinking_and_grouped_results() {
     assert_eq!(received[0].header("x-api-key"), Some("ant-test"));
     assert_eq!(received[0].header("anthropic-version"), Some("2023-06-01"));
     let first = &received[0].body;
-    assert!(first["system"].as_str().unwrap().contains("Today is"));
+    let system = first["system"].as_str().unwrap();
+    assert_eq!(system.matches("Today is").count(), 1, "the date once, not once per tool: {system}");
+    assert!(!system.contains("\n\n\n"), "{system}");
     assert!(
         first["tools"]
             .as_array()
@@ -771,4 +773,29 @@ async fn skills_are_listed_activated_and_their_files_read() {
         "{names:?}"
     );
     assert!(!agent::system_prompt(&executor, &plain).contains("# Skills"));
+}
+
+/// `/compact` of a conversation smaller than the summary the model writes keeps the conversation:
+/// nothing is summarised, and the tokens stay as they were (it used to report growth).
+#[tokio::test]
+async fn compacting_a_conversation_smaller_than_its_summary_keeps_it() {
+    let folder = tempfile::tempdir().unwrap();
+    let server = ScriptedModel::start(vec![
+        openai_reply("", "Hi.", &[], "stop"),
+        openai_reply(
+            "",
+            "The person greeted the agent and the agent greeted them back; nothing was asked or done yet, \
+             and there is nothing left to do.",
+            &[],
+            "stop",
+        ),
+    ])
+    .await;
+    let mut agent = auto_run(openai(&server), folder.path(), AgentConfig::default());
+    run(&mut agent, "hello").await;
+    let before = agent.messages().to_vec();
+    let compaction = agent.compact_now(&CancellationToken::new()).await.unwrap().unwrap();
+    assert_eq!((compaction.summarised_messages, compaction.after_tokens), (0, compaction.before_tokens));
+    assert_eq!(agent.messages(), before.as_slice());
+    assert_eq!(server.received().len(), 2, "the summary was asked for");
 }

@@ -442,6 +442,10 @@ where
                         app.turn_started = None;
                         cancel = None;
                         match result {
+                            Ok(Some(c)) if c.summarised_messages == 0 => app.notice(format!(
+                                "kept as it is: at ~{} tokens the conversation is smaller than a summary of it",
+                                c.before_tokens
+                            ), false),
                             Ok(Some(c)) => app.notice(format!(
                                 "compacted: ~{} → ~{} tokens ({} messages summarised)",
                                 c.before_tokens, c.after_tokens, c.summarised_messages
