@@ -47,6 +47,15 @@ impl RenderHooks for CodeRender {
         }
     }
 
+    /// The question: the code as code (highlighted, line by line), not its JSON.
+    fn intervention(&self, api: &str, arguments: &Value) -> Card {
+        let mut card = self.placeholder(api, arguments);
+        card.title = format!("Allow: {}", card.title);
+        card.badge =
+            Some(tool_core::Badge { label: "approval needed".into(), tone: tool_core::Tone::Warning });
+        card
+    }
+
     fn result(&self, api: &str, arguments: &Value, output: &ToolOutput) -> Card {
         let mut card = self.placeholder(api, arguments);
         card.badge = Some(status_badge(output));
@@ -91,6 +100,20 @@ impl RenderHooks for CodeRender {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn the_question_shows_the_code_as_code_not_json() {
+        let arguments = json!({ "code": "import os\nprint(os.getcwd())", "engine": "full" });
+        let card = RENDER.intervention("runCode", &arguments);
+        assert_eq!(card.title, "Allow: Run Python");
+        assert_eq!(
+            card.blocks,
+            vec![Block::Code {
+                language: Some("python".into()),
+                text: "import os\nprint(os.getcwd())".into()
+            }]
+        );
+    }
 
     #[test]
     fn a_run_shows_its_code_output_value_and_images() {
