@@ -473,7 +473,8 @@ pub async fn screen(args: ChatArgs) -> anyhow::Result<u8> {
         shift_enter,
         theme: ui::theme::Theme::detect(None),
     };
-    let keys = crossterm::event::EventStream::new();
+    // Without bracketed paste, a paste arrives as keys: those arriving together are one paste.
+    let keys = ui::paste::PasteBursts::new(crossterm::event::EventStream::new());
     let result = ui::run::run(&mut terminal, keys, context, questions).await;
     if shift_enter {
         let _ = crossterm::execute!(std::io::stdout(), crossterm::event::PopKeyboardEnhancementFlags);

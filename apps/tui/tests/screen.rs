@@ -1386,7 +1386,13 @@ async fn session_commands_clear_resume_status_and_compact() {
     let server = ScriptedModel::start(vec![
         openai_reply("", "Answer one.", &[], "stop"),
         openai_reply("", "Answer two.", &[], "stop"),
-        openai_reply("", "Answer three.", &[], "stop"),
+        // Long enough that a summary is smaller: `/compact` replaces the conversation.
+        openai_reply(
+            "",
+            &format!("Answer three. {}", "More on the third question. ".repeat(12)),
+            &[],
+            "stop",
+        ),
         openai_reply("", "We talked about the first question.", &[], "stop"),
     ])
     .await;
@@ -1705,6 +1711,37 @@ async fn changing_the_mode_reopens_the_session_and_the_loop_keeps_going() {
     tokio::time::timeout(Duration::from_secs(10), running).await.unwrap().unwrap().unwrap();
 }
 
+/// Without bracketed paste a paste arrives as keys all at once: its newlines do not send it and its
+/// indentation stays; Enter pressed afterwards sends the whole text as one message.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_paste_without_bracketed_paste_is_one_message_with_its_indentation() {
+    let folder = tempfile::tempdir().unwrap();
+    let server = ScriptedModel::start(vec![openai_reply("", "Got both lines.", &[], "stop")]).await;
+    let (context, questions) = context(&server, folder.path(), ApprovalMode::Manual).await;
+    let (tx, stream) = keys();
+    // The terminal delivers the whole paste before the app reads any of it.
+    for c in "fn main() {\n    run();\n}".chars() {
+        let code = if c == '\n' { KeyCode::Enter } else { KeyCode::Char(c) };
+        tx.send(TermEvent::Key(key(code))).unwrap();
+    }
+    let backend = Vt100Backend::new(WIDTH, HEIGHT);
+    let screen = backend.handle();
+    let mut terminal = Terminal::new(backend).unwrap();
+    let running = tokio::spawn(async move {
+        let keys = toolhost::ui::paste::PasteBursts::new(stream);
+        toolhost::ui::run::run(&mut terminal, keys, context, questions).await
+    });
+    wait_for(&screen, "    run();").await;
+    assert!(server.received().is_empty(), "nothing sent by the paste's newlines");
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    tx.send(TermEvent::Key(key(KeyCode::Enter))).unwrap();
+    wait_for(&screen, "Got both lines.").await;
+    let sent = server.received()[0].body["messages"].as_array().unwrap().last().unwrap()["content"].clone();
+    assert_eq!(sent, "fn main() {\n    run();\n}");
+    drop(tx);
+    tokio::time::timeout(Duration::from_secs(10), running).await.unwrap().unwrap().unwrap();
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_memory_view_lists_opens_and_forgets_only_on_yes() {
     let folder = tempfile::tempdir().unwrap();
@@ -1738,7 +1775,7 @@ async fn the_memory_view_lists_opens_and_forgets_only_on_yes() {
     assert!(listed.contains("Uses the fish shell") && listed.contains("2 memories"), "{listed}");
     // The newest first: Editor. Enter shows it whole; q comes back to the list.
     tx.send(TermEvent::Key(key(KeyCode::Enter))).unwrap();
-    wait_for(&screen, "\"body\": \"Prefers Helix over Vim\"").await;
+    wait_for(&screen, "preferences · every project · saved").await;
     tx.send(TermEvent::Key(key(KeyCode::Char('q')))).unwrap();
     wait_for(&screen, "2 memories").await;
     // d asks; a key other than y keeps it; d then y forgets it.

@@ -368,7 +368,7 @@ impl MemoryView {
             KeyCode::Char('r') => return MemoryAction::Reload,
             KeyCode::Enter => {
                 if let Some(record) = self.rows.get(self.selected) {
-                    return MemoryAction::Open(serde_json::to_string_pretty(record).unwrap_or_default());
+                    return MemoryAction::Open(memory_text(record));
                 }
             }
             KeyCode::Char('d') | KeyCode::Delete => {
@@ -465,6 +465,29 @@ impl RewindView {
     }
 }
 
+/// A memory as a person reads it: its title, where it applies, when it was written, its text.
+fn memory_text(record: &tool_core::storage::Record) -> String {
+    let scope = match &record.project {
+        Some(project) => format!("this project ({project})"),
+        None => "every project".to_owned(),
+    };
+    let mut text = format!(
+        "{}\n{} · {} · saved {} UTC",
+        record.title,
+        record.tag,
+        scope,
+        crate::setup::time_of(record.created_at)
+    );
+    if record.updated_at != record.created_at {
+        text.push_str(&format!(" · changed {} UTC", crate::setup::time_of(record.updated_at)));
+    }
+    text.push_str(&format!("\n\n{}\n\nid {}", record.body.trim_end(), record.id));
+    if !record.metadata.is_null() && record.metadata != serde_json::json!({}) {
+        text.push_str(&format!("\n{}", record.metadata));
+    }
+    text
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -557,7 +580,9 @@ mod tests {
         view.on_key(key(KeyCode::Char('d')));
         assert_eq!(view.on_key(key(KeyCode::Char('y'))), MemoryAction::Forget("b".into()));
         assert!(
-            matches!(view.on_key(key(KeyCode::Enter)), MemoryAction::Open(text) if text.contains("\"b\""))
+            matches!(view.on_key(key(KeyCode::Enter)), MemoryAction::Open(text)
+                if text == "b\nnotes · every project · saved 1970-01-01 00:00:00 UTC\n\nb\n\nid b"),
+            "a memory reads as text, with its date, not as JSON with epoch milliseconds"
         );
         assert_eq!(view.on_key(key(KeyCode::Esc)), MemoryAction::Leave);
     }
