@@ -116,9 +116,17 @@ impl RenderHooks for LocalSystemRender {
             (Ok(LocalSystemApi::EditFile), true) => {
                 Some(Block::Diff { unified: text(state, "diff").to_owned() })
             }
-            // A file written over shows what changed; a new one, what was said of it.
+            // A file written over shows what changed; a new one, its content (head and tail),
+            // highlighted by its extension.
             (Ok(LocalSystemApi::WriteFile), true) if !text(state, "diff").is_empty() => {
                 Some(Block::Diff { unified: text(state, "diff").to_owned() })
+            }
+            (Ok(LocalSystemApi::WriteFile), true) if !text(arguments, "content").is_empty() => {
+                let language = std::path::Path::new(text(arguments, "path"))
+                    .extension()
+                    .and_then(|e| e.to_str())
+                    .map(str::to_owned);
+                Some(Block::Code { language, text: preview(text(arguments, "content")) })
             }
             (Ok(LocalSystemApi::SearchFiles | LocalSystemApi::GlobFiles), true) => {
                 let items: Vec<String> = state["paths"]
@@ -211,6 +219,17 @@ mod tests {
             matches!(&card.blocks[..], [Block::Diff { unified }] if unified == diff),
             "{:?}",
             card.blocks
+        );
+        // A new file (no diff): its content, highlighted by its extension.
+        let created = ToolOutput::ok("Wrote src/new.rs (2 lines)").with_state(json!({"diff": ""}));
+        let card = hooks.result(
+            "writeFile",
+            &json!({"path": "src/new.rs", "content": "fn a() {}\nfn b() {}\n"}),
+            &created,
+        );
+        assert_eq!(
+            card.blocks,
+            vec![Block::Code { language: Some("rs".into()), text: "fn a() {}\nfn b() {}".into() }]
         );
     }
 
