@@ -1159,8 +1159,80 @@ const DIFF_CONTEXT: usize = 2;
 
 /// A diff's lines with runs of unchanged lines longer than twice [`DIFF_CONTEXT`] (plus one)
 /// folded to their edges and a count; changes, hunk headers and file headers all stay.
+/// What a line of a unified diff is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum DiffRow {
+    Hunk,
+    Added,
+    Removed,
+    Unchanged,
+    Other,
+}
+
+/// A unified diff's lines as a person reads them: the file headers left out (the card's title
+/// names the file), each line of a hunk after its line number (the new file's, or the old one's
+/// for a removed line).
+fn diff_rows(unified: &str) -> Vec<(DiffRow, String)> {
+    // Lines left in the current hunk, old and new: a `---` line inside a hunk is a removed line.
+    let (mut old_left, mut new_left) = (0u64, 0u64);
+    let (mut old_at, mut new_at) = (0u64, 0u64);
+    let mut rows = Vec::new();
+    for line in unified.lines() {
+        let in_hunk = old_left > 0 || new_left > 0;
+        if !in_hunk && let Some((old, new)) = hunk_starts(line) {
+            (old_at, old_left, new_at, new_left) = (old.0, old.1, new.0, new.1);
+            rows.push((DiffRow::Hunk, line.to_owned()));
+            continue;
+        }
+        if !in_hunk {
+            if !(line.starts_with("--- ") || line.starts_with("+++ ")) {
+                rows.push((DiffRow::Other, line.to_owned()));
+            }
+            continue;
+        }
+        let (row, number) = match line.chars().next() {
+            Some('+') => {
+                new_left = new_left.saturating_sub(1);
+                new_at += 1;
+                (DiffRow::Added, new_at - 1)
+            }
+            Some('-') => {
+                old_left = old_left.saturating_sub(1);
+                old_at += 1;
+                (DiffRow::Removed, old_at - 1)
+            }
+            Some('\\') => {
+                rows.push((DiffRow::Other, line.to_owned()));
+                continue;
+            }
+            _ => {
+                old_left = old_left.saturating_sub(1);
+                new_left = new_left.saturating_sub(1);
+                (old_at, new_at) = (old_at + 1, new_at + 1);
+                (DiffRow::Unchanged, new_at - 1)
+            }
+        };
+        rows.push((row, format!("{number:>4} {line}")));
+    }
+    rows
+}
+
+/// `@@ -3,4 +3,5 @@` as ((3, 4), (3, 5)); a missing count is 1.
+fn hunk_starts(line: &str) -> Option<((u64, u64), (u64, u64))> {
+    let rest = line.strip_prefix("@@ -")?;
+    let (ranges, _) = rest.split_once(" @@")?;
+    let (old, new) = ranges.split_once(" +")?;
+    let range = |text: &str| -> Option<(u64, u64)> {
+        match text.split_once(',') {
+            Some((start, count)) => Some((start.parse().ok()?, count.parse().ok()?)),
+            None => Some((text.parse().ok()?, 1)),
+        }
+    };
+    Some((range(old)?, range(new)?))
+}
+
 fn fold_diff(unified: &str, body: Vec<Line<'static>>) -> Vec<Line<'static>> {
-    let changed: Vec<bool> = unified.lines().map(|l| !l.starts_with(' ') && !l.is_empty()).collect();
+    let changed: Vec<bool> = diff_rows(unified).iter().map(|(row, _)| *row != DiffRow::Unchanged).collect();
     let near_change = |i: usize| {
         let from = i.saturating_sub(DIFF_CONTEXT);
         let to = (i + DIFF_CONTEXT + 1).min(changed.len());
@@ -1217,21 +1289,16 @@ fn block_lines(block: &CardBlock) -> Vec<Line<'static>> {
             .lines()
             .map(|l| indent(l, Style::default().fg(Color::Gray)))
             .collect(),
-        CardBlock::Diff { unified } => unified
-            .lines()
-            .map(|line| {
-                let style = if line.starts_with("+++") || line.starts_with("---") {
-                    Style::default().add_modifier(Modifier::BOLD)
-                } else if line.starts_with('+') {
-                    Style::default().fg(Color::Green)
-                } else if line.starts_with('-') {
-                    Style::default().fg(Color::Red)
-                } else if line.starts_with("@@") {
-                    Style::default().fg(Color::Cyan)
-                } else {
-                    plain
+        CardBlock::Diff { unified } => diff_rows(unified)
+            .into_iter()
+            .map(|(row, line)| {
+                let style = match row {
+                    DiffRow::Added => Style::default().fg(Color::Green),
+                    DiffRow::Removed => Style::default().fg(Color::Red),
+                    DiffRow::Hunk => Style::default().fg(Color::Cyan),
+                    DiffRow::Unchanged | DiffRow::Other => plain,
                 };
-                indent(line, style)
+                indent(&line, style)
             })
             .collect(),
         CardBlock::Markdown { text } => markdown(text)
@@ -1516,4 +1583,31 @@ fn word_rows(chars: impl Iterator<Item = char>, width: impl Fn(usize) -> usize) 
     }
     rows.push((start, chars.len()));
     rows
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A removed line reading `-- a comment` is `--- a comment` in the diff: inside a hunk it is a
+    /// removed line with its number, not a file header; headers outside hunks are left out.
+    #[test]
+    fn diff_rows_number_lines_and_tell_headers_from_removed_lines() {
+        let unified = "--- a/x.sql\n+++ b/x.sql\n@@ -7,3 +7,2 @@\n select 1;\n--- a comment\n-select 2;\n+select 3;\n\\ No newline at end of file\n";
+        let rows = diff_rows(unified);
+        let shown: Vec<(DiffRow, &str)> = rows.iter().map(|(r, t)| (*r, t.as_str())).collect();
+        assert_eq!(
+            shown,
+            [
+                (DiffRow::Hunk, "@@ -7,3 +7,2 @@"),
+                (DiffRow::Unchanged, "   7  select 1;"),
+                (DiffRow::Removed, "   8 --- a comment"),
+                (DiffRow::Removed, "   9 -select 2;"),
+                (DiffRow::Added, "   8 +select 3;"),
+                (DiffRow::Other, "\\ No newline at end of file"),
+            ]
+        );
+        assert_eq!(hunk_starts("@@ -1 +1 @@"), Some(((1, 1), (1, 1))));
+        assert_eq!(hunk_starts("@@ nonsense"), None);
+    }
 }
