@@ -1742,6 +1742,46 @@ async fn a_paste_without_bracketed_paste_is_one_message_with_its_indentation() {
     tokio::time::timeout(Duration::from_secs(10), running).await.unwrap().unwrap().unwrap();
 }
 
+/// `!COMMAND` runs the person's own command (no model, no question for an ordinary one), shows
+/// its card, and the model reads what it printed with the next message.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_bang_runs_the_persons_command_and_the_model_reads_its_output_next() {
+    let folder = tempfile::tempdir().unwrap();
+    let server = ScriptedModel::start(vec![openai_reply("", "It printed the greeting.", &[], "stop")]).await;
+    let (context, questions) = context(&server, folder.path(), ApprovalMode::Manual).await;
+    let (screen, tx, running) = start(context, questions, HEIGHT);
+    send_text(&tx, "!echo hello-from-bang > said.txt && cat said.txt");
+    tx.send(TermEvent::Key(key(KeyCode::Enter))).unwrap();
+    let ran = wait_for(&screen, "You ran (!) [done]").await;
+    assert!(ran.contains("hello-from-bang"), "{ran}");
+    assert!(!ran.contains("approval needed"), "the person's own command is not asked about: {ran}");
+    assert!(server.received().is_empty(), "no model was asked");
+    assert!(folder.path().join("said.txt").exists());
+    send_text(&tx, "what did it print?");
+    tx.send(TermEvent::Key(key(KeyCode::Enter))).unwrap();
+    wait_for(&screen, "It printed the greeting.").await;
+    let sent = server.received()[0].body["messages"].as_array().unwrap().last().unwrap()["content"].clone();
+    let sent = sent.as_str().unwrap();
+    assert!(sent.starts_with("<person-ran-command>\n$ echo hello-from-bang"), "{sent}");
+    assert!(
+        sent.contains("hello-from-bang\n</person-ran-command>") && sent.ends_with("what did it print?"),
+        "{sent}"
+    );
+
+    // A command that always asks still asks, even typed by the person.
+    send_text(&tx, "!rm -rf ~");
+    tx.send(TermEvent::Key(key(KeyCode::Enter))).unwrap();
+    wait_for(&screen, "approval needed").await;
+    // Past the question's grace (keys typed as it appears are not answers).
+    tokio::time::sleep(toolhost::ui::state::QUESTION_GRACE + Duration::from_millis(100)).await;
+    tx.send(TermEvent::Key(key(KeyCode::Char('n')))).unwrap();
+    wait_for(&screen, "why not?").await;
+    tx.send(TermEvent::Key(key(KeyCode::Enter))).unwrap();
+    wait_for(&screen, "[denied]").await;
+    drop(tx);
+    tokio::time::timeout(Duration::from_secs(10), running).await.unwrap().unwrap().unwrap();
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_memory_view_lists_opens_and_forgets_only_on_yes() {
     let folder = tempfile::tempdir().unwrap();

@@ -95,6 +95,8 @@ type HooksFound = (Option<Arc<hooks::Hooks>>, Vec<(String, bool)>);
 /// What the console and journal tasks bring back.
 enum FromPane {
     Ran(Box<CallResult>, serde_json::Value),
+    /// A `!` command ended.
+    Shell(Box<CallResult>, String),
     /// The folder's files, for `@` completion.
     Files(Vec<String>),
     Trusted(crate::instructions::Instructions, crate::skills::Skills, HooksFound),
@@ -293,6 +295,29 @@ where
                                         }
                                     });
                                 }
+                                Command::Shell { call_id, command } => {
+                                    // The person's own command: auto-run (what always asks, such as
+                                    // `rm -rf ~`, still asks), in the sandbox, journalled.
+                                    let session = crate::setup::session(
+                                        &context.executor,
+                                        format!("{session_id}-shell"),
+                                        &context.folder,
+                                        ApprovalMode::AutoRun,
+                                        false,
+                                        &guard,
+                                    );
+                                    let executor = context.executor.clone();
+                                    let results = pane_results.clone();
+                                    let arguments = serde_json::json!({ "command": command, "description": super::state::SHELL_DESCRIPTION });
+                                    let call = RawCall { id: call_id, name: "runCommand".into(), arguments: arguments.to_string() };
+                                    tokio::spawn(async move {
+                                        let batch = Batch { message_id: None, calls: vec![call], stopped_on_length: false };
+                                        let mut settled = executor.execute_batch(&session, batch).await;
+                                        if let Some(result) = settled.pop() {
+                                            let _ = results.send(FromPane::Shell(Box::new(result), command));
+                                        }
+                                    });
+                                }
                                 Command::Trust => trust_folder(&context, &pane_results),
                                 Command::Clear => {
                                     session_id = crate::setup::new_session_id(&context.folder);
@@ -482,6 +507,7 @@ where
             Some(result) = from_pane.recv() => {
                 match result {
                     FromPane::Ran(result, arguments) => app.console.finished(*result, arguments),
+                    FromPane::Shell(result, command) => app.shell_finished(&command, *result),
                     FromPane::Journal(rows, remembered) => {
                         app.journal.rows = rows;
                         app.journal.remembered = remembered;
@@ -746,7 +772,8 @@ fn list_files(folder: &std::path::Path, results: &mpsc::UnboundedSender<FromPane
     });
 }
 
-/// The message with the files its `@path`s name attached; the screen says what was attached.
+/// The message with the files its `@path`s name attached (the screen says what was attached),
+/// after what the person's `!` commands printed since the last message.
 fn attach_files(folder: &std::path::Path, app: &mut App, text: &str) -> String {
     let attached = crate::attach::expand(folder, text);
     for (path, bytes) in &attached.files {
@@ -755,7 +782,9 @@ fn attach_files(folder: &std::path::Path, app: &mut App, text: &str) -> String {
     for skipped in &attached.skipped {
         app.notice(format!("not attached: {skipped}"), true);
     }
-    attached.text
+    // What a command printed is never read for `@path`s.
+    let ran = std::mem::take(&mut app.shell_notes);
+    if ran.is_empty() { attached.text } else { format!("{}\n\n{}", ran.join("\n"), attached.text) }
 }
 
 /// Saves the conversation under `session_id` in the data folder (when there is one).

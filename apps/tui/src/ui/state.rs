@@ -241,6 +241,13 @@ pub enum Command {
         /// Overwrite files changed since.
         force: bool,
     },
+    /// Run a command the person typed after `!` (its card is already on screen as `call_id`).
+    Shell {
+        /// The card's id.
+        call_id: String,
+        /// The command line.
+        command: String,
+    },
     /// Leave.
     Quit,
 }
@@ -313,6 +320,11 @@ pub struct App {
     pub queued: Vec<String>,
     /// Prompts sent since the event loop last saved the history.
     pub unsaved_prompts: Vec<String>,
+    /// Commands the person ran with `!` and what they printed, for the model with the next
+    /// message.
+    pub shell_notes: Vec<String>,
+    /// `!` commands run so far (their cards' ids).
+    shell_runs: u64,
     /// The folder's files, for `@` completion (listed by the event loop).
     pub files: Vec<String>,
     /// The skills found for the folder (`/skills`, `/NAME` starts one).
@@ -1513,6 +1525,50 @@ impl App {
         (from + column).min(to)
     }
 
+    /// `!COMMAND`: the person runs a command themselves. Its card shows at once; the event loop
+    /// runs it (auto-run: only what always asks, asks) and [`App::shell_finished`] settles it.
+    fn shell(&mut self, command: &str) -> Option<Command> {
+        self.input.clear();
+        self.cursor = 0;
+        self.browsing = None;
+        if command.is_empty() {
+            self.notice("! runs a command yourself, and the model reads what it printed: !git status", false);
+            return None;
+        }
+        let typed = format!("!{command}");
+        self.remember(typed.clone());
+        self.unsaved_prompts.push(typed.clone());
+        self.shell_runs += 1;
+        let call_id = format!("shell-{}", self.shell_runs);
+        self.cells.push(Cell::User(typed));
+        self.calls.insert(call_id.clone(), self.cells.len());
+        self.cells.push(Cell::Tool(ToolCell {
+            call_id: call_id.clone(),
+            name: "runCommand".into(),
+            target: Some(("local-system".into(), "runCommand".into())),
+            arguments: serde_json::json!({ "command": command, "description": SHELL_DESCRIPTION })
+                .to_string(),
+            phase: Phase::Running,
+            output: String::new(),
+            folded: false,
+        }));
+        self.scroll = 0;
+        Some(Command::Shell { call_id, command: command.to_owned() })
+    }
+
+    /// A `!` command ended: its card settles, and what it printed waits for the next message.
+    pub fn shell_finished(&mut self, command: &str, result: CallResult) {
+        let note = format!(
+            "<person-ran-command>\n$ {command}\n[{}] {}\n</person-ran-command>",
+            result.status.as_str(),
+            result.output.content.trim_end()
+        );
+        self.shell_notes.push(note);
+        if let Some(Cell::Tool(cell)) = self.calls.get(&result.call_id).and_then(|i| self.cells.get_mut(*i)) {
+            cell.phase = Phase::Done(Box::new(result));
+        }
+    }
+
     /// The turn ended: what was queued meanwhile is sent now, as one message.
     pub fn take_queued(&mut self) -> Option<Command> {
         if self.queued.is_empty() || self.running {
@@ -1603,6 +1659,9 @@ impl App {
         let text = self.input.trim().to_owned();
         if text.is_empty() {
             return None;
+        }
+        if let Some(command) = text.strip_prefix('!') {
+            return self.shell(command.trim());
         }
         if let Some(command) = text.strip_prefix('/') {
             let (name, arguments) = command.split_once(char::is_whitespace).unwrap_or((command, ""));
@@ -1761,6 +1820,9 @@ impl App {
     }
 }
 
+/// The description a `!` command's card (and its journal row) carries.
+pub const SHELL_DESCRIPTION: &str = "You ran (!)";
+
 /// What `/init` asks the model: a first `AGENTS.md` for the folder.
 pub const INIT_PROMPT: &str = "Draft an AGENTS.md for this folder: read its README, build files and layout first, then \
 write AGENTS.md at the top of the folder with what an agent needs to work here — how to build, test and lint, \
@@ -1776,7 +1838,7 @@ pub const CLEAR_WINDOW: std::time::Duration = std::time::Duration::from_millis(1
 /// What the keys do.
 pub const HELP: &str = "F2 or /console: the tool console · F3 or /journal: the journal · F4 or /memory: what the agent remembers about you · Enter sends (during a turn: queued for its end) · \
 Shift-Enter or Alt-Enter new line (Ctrl-J in any terminal) · ↑↓ earlier prompts · Esc or Ctrl-C cancels the turn; twice clears the prompt; Esc twice on an empty prompt opens the rewind (or /rewind) · Ctrl-C twice on an empty prompt (or Ctrl-D, /quit) quits · \
-Ctrl-U clears it · Ctrl-T approval mode · Tab selects a card · Ctrl-O folds it · Ctrl-P opens it whole (c copies, q closes) · PgUp/PgDn scroll · \
+Ctrl-U clears it · !COMMAND runs a command yourself (the model reads what it printed with your next message) · Ctrl-T approval mode · Tab selects a card · Ctrl-O folds it · Ctrl-P opens it whole (c copies, q closes) · PgUp/PgDn scroll · \
 /mode manual|auto-run|read-only · /sandbox workspace-write|read-only|off · /theme dark|light|none · /trust this folder (its AGENTS.md, skills and hooks) · /skills · /NAME starts a skill · \
 /init drafts an AGENTS.md · /clear a new conversation · /resume an earlier one · /compact · /model PROFILE · /status · /help · /quit";
 
