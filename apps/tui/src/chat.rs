@@ -435,6 +435,12 @@ pub async fn screen(args: ChatArgs) -> anyhow::Result<u8> {
         None => (setup::new_session_id(&folder), Vec::new()),
     };
     let mut terminal = ratatui::try_init()?;
+    // The colours: as chosen, else for the background the terminal says it has (asked before
+    // anything else reads the keyboard).
+    let configured = setup::configured_theme();
+    let theme = ui::theme::Theme::chosen(configured.as_deref()).unwrap_or_else(|| {
+        ui::theme::Theme::detect(None, ui::theme::query_background(std::time::Duration::from_millis(300)))
+    });
     let _ = crossterm::execute!(std::io::stdout(), crossterm::event::EnableBracketedPaste);
     // Where the terminal speaks the keyboard protocol, Shift-Enter is told apart from Enter.
     let shift_enter = crossterm::terminal::supports_keyboard_enhancement().unwrap_or(false)
@@ -455,6 +461,12 @@ pub async fn screen(args: ChatArgs) -> anyhow::Result<u8> {
     let window = profile.as_ref().map(|p| p.context_window);
     let skills = setup::find_skills(&mut guard, &executor, &folder, window).await;
     let mut notes = notes;
+    if let Some(unknown) = configured.filter(|t| t.parse::<ui::theme::Theme>().is_err()) {
+        notes.push((
+            format!("config.toml: theme = \"{unknown}\" is not dark, light or none; it is ignored"),
+            true,
+        ));
+    }
     notes.extend(setup::find_hooks(&mut guard, &executor, &folder).await);
     let context = ui::run::Context {
         notes,
@@ -471,7 +483,7 @@ pub async fn screen(args: ChatArgs) -> anyhow::Result<u8> {
         history,
         setup_hint,
         shift_enter,
-        theme: ui::theme::Theme::detect(None),
+        theme,
     };
     // Without bracketed paste, a paste arrives as keys: those arriving together are one paste.
     let keys = ui::paste::PasteBursts::new(crossterm::event::EventStream::new());

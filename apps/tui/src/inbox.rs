@@ -228,7 +228,7 @@ pub fn key(args: &InboxArgs) -> anyhow::Result<String> {
 pub fn app(server: &str) -> App {
     let mut app = App::new("approver inbox", server, ApprovalMode::Manual, "");
     app.status = Some(format!("approver inbox · {server} · connecting"));
-    app.theme = crate::ui::theme::Theme::detect(None);
+    app.theme = crate::ui::theme::Theme::detect(crate::setup::configured_theme().as_deref(), None);
     app
 }
 

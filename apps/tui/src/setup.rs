@@ -475,6 +475,13 @@ pub fn model(args: &ModelArgs) -> anyhow::Result<agent::ModelProfile> {
     Ok(agent::config::resolve(&file, &path.display().to_string(), &overrides, &env)?)
 }
 
+/// The `theme` config.toml names, if any (an unreadable file names none: the model's setup says
+/// what is wrong with it).
+pub fn configured_theme() -> Option<String> {
+    let path = agent::config::default_path()?;
+    agent::ConfigFile::load(&path).ok()?.theme
+}
+
 /// The model sub-agents use: the profile `config.toml` names as `sub_agent` (a cheaper one, say),
 /// else the conversation's own. A named profile that cannot be used is said, and the
 /// conversation's is used instead.

@@ -93,6 +93,9 @@ pub struct ConfigFile {
     /// Profiles by name.
     #[serde(default)]
     pub profiles: BTreeMap<String, ProfileSpec>,
+    /// The terminal app's colours: `dark`, `light` or `none` (default: from the terminal's
+    /// background).
+    pub theme: Option<String>,
 }
 
 /// Why no model could be set up.
@@ -401,5 +404,8 @@ mod tests {
         assert!(unknown.to_string().contains("claude, local"), "{unknown}");
         let bad = toml::from_str::<ConfigFile>("[profiles.x]\nmodle = \"typo\"\n").unwrap_err();
         assert!(bad.to_string().contains("modle"), "{bad}");
+        // The terminal app's colours live here too.
+        let themed = toml::from_str::<ConfigFile>("theme = \"light\"\n").unwrap();
+        assert_eq!(themed.theme.as_deref(), Some("light"));
     }
 }

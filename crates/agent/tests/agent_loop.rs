@@ -344,6 +344,7 @@ async fn a_stalled_stream_times_out_and_is_retried_or_resumed() {
     let file = agent::ConfigFile {
         profile: Some("scripted".into()),
         sub_agent: None,
+        theme: None,
         profiles: [(
             "scripted".to_owned(),
             agent::config::ProfileSpec {
