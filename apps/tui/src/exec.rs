@@ -40,6 +40,10 @@ pub struct ExecArgs {
     /// Print JSON lines (one event per line) instead of text.
     #[arg(long)]
     pub json: bool,
+    /// Trust the folder for this run only: its AGENTS.md, skills and hooks are used, as after
+    /// `toolhost trust`, and nothing is remembered.
+    #[arg(long)]
+    pub trust: bool,
     /// Model replies at most.
     #[arg(long, default_value_t = 50)]
     pub max_turns: u32,
@@ -77,6 +81,9 @@ pub async fn run(args: ExecArgs) -> anyhow::Result<u8> {
     }
     let profile = setup::model(&args.model)?;
     let folder = args.guard.folder()?;
+    if args.trust {
+        crate::trust::trust_for_this_run(&folder);
+    }
     let mut args = args;
     args.guard.sub_agents = Some(setup::sub_agents(&profile));
     let executor = setup::executor(Arc::new(client_executor::device::NoOneToAsk), &args.guard).await?;

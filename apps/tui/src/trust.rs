@@ -13,12 +13,26 @@ pub const TOOL: &str = "toolhost";
 /// The API name trust is remembered under.
 pub const API: &str = "trustFolder";
 
-/// The trusted folder that covers `folder` (itself or the nearest folder above it), if any.
+/// A folder trusted for this process only (`toolhost exec --trust`): never written anywhere, so
+/// nothing is left behind when the run ends, however it ends.
+static FOR_THIS_RUN: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+
+/// Trusts `folder` (and what is below it) until this process ends. Once per process: a second
+/// call changes nothing.
+pub fn trust_for_this_run(folder: &Path) {
+    let _ = FOR_THIS_RUN.set(folder.to_owned());
+}
+
+/// The trusted folder that covers `folder` (itself or the nearest folder above it), if any: one
+/// trusted for this run, else one the person trusted.
 ///
 /// # Errors
 ///
 /// The journal cannot be read.
 pub async fn trusted_by(journal: &dyn Journal, folder: &Path) -> Result<Option<PathBuf>, JournalError> {
+    if let Some(trusted) = FOR_THIS_RUN.get().filter(|trusted| folder.starts_with(trusted)) {
+        return Ok(Some(trusted.clone()));
+    }
     let decisions = journal.remembered(crate::setup::TENANT, None).await?;
     Ok(decisions
         .into_iter()

@@ -1582,7 +1582,8 @@ fn version_names_the_commit() {
 }
 
 /// `toolhost trust` from a script: `exec` then gives the model the folder's AGENTS.md (it is
-/// not read in an untrusted folder); `--list` names it; `untrust` takes it back.
+/// not read in an untrusted folder); `--list` names it; `untrust` takes it back; `exec --trust`
+/// trusts it for one run and remembers nothing.
 #[tokio::test]
 async fn a_folder_is_trusted_listed_and_untrusted_without_the_screen() {
     let home = Home::new();
@@ -1590,6 +1591,7 @@ async fn a_folder_is_trusted_listed_and_untrusted_without_the_screen() {
     let server = ScriptedModel::start(vec![
         openai_reply("", "Untrusted.", &[], "stop"),
         openai_reply("", "Trusted.", &[], "stop"),
+        openai_reply("", "Trusted for one run.", &[], "stop"),
     ])
     .await;
     let run = |args: &[&str]| {
@@ -1620,4 +1622,11 @@ async fn a_folder_is_trusted_listed_and_untrusted_without_the_screen() {
     assert_eq!(code, Some(0), "{said}");
     assert!(said.contains("no longer trusted"), "{said}");
     assert_eq!(run(&["trust", "--list"]).1.trim(), "no folder is trusted");
+
+    // `exec --trust`: the folder for this run only, remembered nowhere.
+    let mut exec = home.command(Some(&server));
+    exec.args(["exec", "hello", "--trust"]);
+    assert_eq!(output(exec, "").await.status.code(), Some(0));
+    assert!(system(2).contains("Always answer in haiku."), "{}", system(2));
+    assert_eq!(run(&["trust", "--list"]).1.trim(), "no folder is trusted", "nothing was remembered");
 }
