@@ -5,6 +5,7 @@
 
 use std::collections::HashMap;
 use std::io::Write;
+use std::ops::ControlFlow;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -187,7 +188,6 @@ where
         app.view = View::Console;
     }
     let (pane_results, mut from_pane) = mpsc::unbounded_channel::<FromPane>();
-    let mut console_runs = 0u64;
     list_files(&context.folder, &pane_results);
 
     let (agent_events, mut agent_stream) = mpsc::unbounded_channel::<AgentEvent>();
@@ -209,15 +209,19 @@ where
         tokio::spawn(task.run(history, mode, guard, from_screen, to_screen, agent_events));
     }
 
-    let mut guard = context.guard.clone();
-    // What changes while the app runs: the conversation's id (`/clear`, `/resume`) and the model.
-    let mut session_id = context.session_id.clone();
-    let mut profile = context.profile.clone();
+    let mut st = Running {
+        app,
+        guard: context.guard.clone(),
+        session_id: context.session_id.clone(),
+        profile: context.profile.clone(),
+        current_session: None,
+        answers: HashMap::new(),
+        cancel: None,
+        console_runs: 0,
+        to_agent,
+        pane_results,
+    };
     let mut calls: Option<broadcast::Receiver<Event>> = None;
-    // The agent's current session (whose file boundary a rewind writes beneath).
-    let mut current_session: Option<Arc<Session>> = None;
-    let mut answers: HashMap<String, oneshot::Sender<Decided>> = HashMap::new();
-    let mut cancel: Option<CancellationToken> = None;
     let mut dirty = true;
     // A key is drawn at once: input latency is one frame's drawing, not the frame pacing.
     let mut urgent = false;
@@ -225,7 +229,7 @@ where
     let mut tick = tokio::time::interval(Duration::from_millis(250));
     loop {
         if dirty && (urgent || last_frame.elapsed() >= FRAME) {
-            terminal.draw(|frame| super::view::render(&app, frame))?;
+            terminal.draw(|frame| super::view::render(&st.app, frame))?;
             last_frame = Instant::now();
             dirty = false;
             urgent = false;
@@ -236,183 +240,13 @@ where
             key = keys.next() => {
                 match key {
                     Some(Ok(TermEvent::Key(key))) => {
-                        if let Some(command) = app.on_key(key) {
-                            match command {
-                                Command::Quit => break,
-                                Command::Submit(text) => {
-                                    let token = CancellationToken::new();
-                                    cancel = Some(token.clone());
-                                    let text = attach_files(&context.folder, &mut app, &text);
-                                    let _ = to_agent.send(ToAgent::Turn(text, token));
-                                }
-                                Command::Cancel => {
-                                    if let Some(token) = &cancel {
-                                        token.cancel();
-                                    }
-                                }
-                                Command::Decide { approval_id, decision } => {
-                                    if let Some(answer) = answers.remove(&approval_id) {
-                                        let _ = answer.send(Decided { decision, by: Some("terminal".into()) });
-                                    }
-                                }
-                                Command::SetMode(mode) => {
-                                    if app.running {
-                                        app.notice("the approval mode can change when this turn ends", true);
-                                    } else {
-                                        app.mode = mode;
-                                        app.notice(format!("approvals: {}", mode.as_str().replace('_', "-")), false);
-                                        let _ = to_agent.send(ToAgent::Reopen(mode, guard.clone()));
-                                    }
-                                }
-                                Command::SetSandbox(mode) => {
-                                    if app.running {
-                                        app.notice("the sandbox can change when this turn ends", true);
-                                    } else {
-                                        guard.sandbox = mode;
-                                        app.sandbox = guard.label();
-                                        app.notice(format!("sandbox: {}", guard.sandbox().describe()), false);
-                                        let _ = to_agent.send(ToAgent::Reopen(app.mode, guard.clone()));
-                                    }
-                                }
-                                Command::RunTool { name, arguments } => {
-                                    console_runs += 1;
-                                    let session = crate::setup::session(
-                                        &context.executor,
-                                        format!("{session_id}-console"),
-                                        &context.folder,
-                                        app.mode,
-                                        false,
-                                        &guard,
-                                    );
-                                    let executor = context.executor.clone();
-                                    let results = pane_results.clone();
-                                    let call = RawCall { id: format!("console-{console_runs}"), name, arguments: arguments.to_string() };
-                                    tokio::spawn(async move {
-                                        let batch = Batch { message_id: None, calls: vec![call], stopped_on_length: false };
-                                        let mut settled = executor.execute_batch(&session, batch).await;
-                                        if let Some(result) = settled.pop() {
-                                            let _ = results.send(FromPane::Ran(Box::new(result), arguments));
-                                        }
-                                    });
-                                }
-                                Command::Shell { call_id, command } => {
-                                    // The person's own command: auto-run (what always asks, such as
-                                    // `rm -rf ~`, still asks), in the sandbox, journalled.
-                                    let session = crate::setup::session(
-                                        &context.executor,
-                                        format!("{session_id}-shell"),
-                                        &context.folder,
-                                        ApprovalMode::AutoRun,
-                                        false,
-                                        &guard,
-                                    );
-                                    let executor = context.executor.clone();
-                                    let results = pane_results.clone();
-                                    let arguments = serde_json::json!({ "command": command, "description": super::state::SHELL_DESCRIPTION });
-                                    let call = RawCall { id: call_id, name: "runCommand".into(), arguments: arguments.to_string() };
-                                    tokio::spawn(async move {
-                                        let batch = Batch { message_id: None, calls: vec![call], stopped_on_length: false };
-                                        let mut settled = executor.execute_batch(&session, batch).await;
-                                        if let Some(result) = settled.pop() {
-                                            let _ = results.send(FromPane::Shell(Box::new(result), command));
-                                        }
-                                    });
-                                }
-                                Command::Trust => trust_folder(&context, &pane_results),
-                                Command::Clear => {
-                                    session_id = crate::setup::new_session_id(&context.folder);
-                                    app.clear_conversation();
-                                    app.notice("a new conversation (/resume brings back the earlier one)", false);
-                                    let _ = to_agent.send(ToAgent::Clear(session_id.clone()));
-                                }
-                                Command::ListConversations => {
-                                    let items: Vec<crate::chat::Saved> = context
-                                        .data
-                                        .as_deref()
-                                        .map(|data| crate::chat::conversations(data, &context.folder))
-                                        .unwrap_or_default()
-                                        .into_iter()
-                                        .filter(|saved| saved.session_id != session_id)
-                                        .collect();
-                                    if items.is_empty() {
-                                        app.notice("no earlier conversation in this folder", false);
-                                    } else {
-                                        app.view = View::Resume { items, selected: 0 };
-                                    }
-                                }
-                                Command::Resume(id) => {
-                                    let loaded = context
-                                        .data
-                                        .as_deref()
-                                        .ok_or_else(|| anyhow::anyhow!("this app keeps no conversations"))
-                                        .and_then(|data| crate::chat::load(data, &context.folder, &id));
-                                    match loaded {
-                                        Ok(transcript) => {
-                                            session_id = transcript.session_id.clone();
-                                            app.clear_conversation();
-                                            app.load_history(&transcript.messages);
-                                            app.notice(format!("resumed {} messages", transcript.messages.len()), false);
-                                            // The session goes on in the mode it was left in.
-                                            if let Some(mode) = transcript.mode.filter(|m| *m != app.mode) {
-                                                app.mode = mode;
-                                                app.notice(format!("approvals: {}, as this conversation was left", mode.as_str().replace('_', "-")), false);
-                                                let _ = to_agent.send(ToAgent::Reopen(mode, guard.clone()));
-                                            }
-                                            let _ = to_agent.send(ToAgent::Resume(session_id.clone(), transcript.messages));
-                                        }
-                                        Err(error) => app.notice(format!("{error:#}"), true),
-                                    }
-                                }
-                                Command::Status => {
-                                    let text = status_text(&app, profile.as_ref(), &context, &guard);
-                                    app.notice(text, false);
-                                }
-                                Command::SwitchModel(name) => {
-                                    let args = crate::setup::ModelArgs { profile: Some(name.clone()), ..Default::default() };
-                                    match crate::setup::model(&args).and_then(|p| p.client().map(|_| p).map_err(Into::into)) {
-                                        Ok(next) => {
-                                            app.model = format!("{} ({})", next.model, next.name);
-                                            app.context_window = next.context_window;
-                                            app.notice(format!("model: {}", app.model), false);
-                                            // The skills' share of the prompt follows the new window.
-                                            let budget = crate::skills::prompt_budget(next.context_window);
-                                            guard.skills = Arc::new((*guard.skills).clone().with_prompt_budget(budget));
-                                            profile = Some(next.clone());
-                                            let _ = to_agent.send(ToAgent::Model(Box::new(next)));
-                                            let _ = to_agent.send(ToAgent::Reopen(app.mode, guard.clone()));
-                                        }
-                                        Err(error) => app.notice(format!("{error:#}"), true),
-                                    }
-                                }
-                                Command::Compact => {
-                                    let token = CancellationToken::new();
-                                    cancel = Some(token.clone());
-                                    let _ = to_agent.send(ToAgent::Compact(token));
-                                }
-                                Command::LoadJournal => load_journal(&context, &app, &pane_results, None),
-                                Command::Revoke(id) => load_journal(&context, &app, &pane_results, Some(id)),
-                                Command::LoadMemories => load_memories(&context, &pane_results, None),
-                                Command::Forget(id) => load_memories(&context, &pane_results, Some(id)),
-                                Command::LoadRewind => load_rewind(&context, &guard, &session_id, &pane_results),
-                                Command::Rewind { call_id, conversation, force } => rewind(
-                                    &context,
-                                    &guard,
-                                    current_session.clone(),
-                                    &session_id,
-                                    RewindAsk { call_id, conversation, conflicts: Vec::new() },
-                                    force,
-                                    &pane_results,
-                                ),
-                                Command::Copy(text) => {
-                                    let backend = terminal.backend_mut();
-                                    let _ = write!(backend, "\x1b]52;c;{}\x07", base64(text.as_bytes()));
-                                    let _ = Write::flush(backend);
-                                    app.notice(format!("copied {} characters", text.chars().count()), false);
-                                }
-                            }
+                        if let Some(command) = st.app.on_key(key)
+                            && st.on_command(&context, terminal.backend_mut(), command).is_break()
+                        {
+                            break;
                         }
                     }
-                    Some(Ok(TermEvent::Paste(text))) => app.paste(&text),
+                    Some(Ok(TermEvent::Paste(text))) => st.app.paste(&text),
                     Some(Ok(TermEvent::Resize(..))) => {
                         let _ = terminal.autoresize();
                     }
@@ -420,24 +254,17 @@ where
                     Some(Err(error)) => return Err(error.into()),
                     None => break,
                 }
-                if !app.unsaved_prompts.is_empty() {
-                    let prompts = std::mem::take(&mut app.unsaved_prompts);
-                    if let Some(data) = &context.data
-                        && let Err(error) = crate::chat::save_prompts(data, &context.folder, &prompts)
-                    {
-                        app.notice(format!("the prompt history could not be saved: {error:#}"), true);
-                    }
-                }
+                st.save_prompts(&context);
                 dirty = true;
                 urgent = true;
             }
             Some(event) = agent_stream.recv() => {
-                app.on_agent(event);
+                st.app.on_agent(event);
                 dirty = true;
             }
             event = async { calls.as_mut()?.recv().await.into() }, if calls.is_some() => {
                 match event {
-                    Some(Ok(event)) => app.on_call(event),
+                    Some(Ok(event)) => st.app.on_call(event),
                     // Fell behind: the cards catch up with the next events and the results.
                     Some(Err(broadcast::error::RecvError::Lagged(_))) => {}
                     // The session was replaced (a mode change); its successor arrives as
@@ -447,8 +274,8 @@ where
                 dirty = true;
             }
             Some(asked) = questions.recv() => {
-                answers.insert(asked.request.id.clone(), asked.answer);
-                app.ask(asked.request);
+                st.answers.insert(asked.request.id.clone(), asked.answer);
+                st.app.ask(asked.request);
                 // The terminal's bell, so a person in another window knows a question waits.
                 let backend = terminal.backend_mut();
                 let _ = write!(backend, "\x07");
@@ -456,128 +283,38 @@ where
                 dirty = true;
             }
             Some(message) = from_agent.recv() => {
-                match message {
-                    FromAgent::Session(session) => {
-                        calls = Some(session.subscribe());
-                        current_session = Some(session);
-                    }
-                    FromAgent::Failed(error) => app.notice(error, true),
-                    FromAgent::Compacted(result, messages) => {
-                        app.running = false;
-                        app.turn_started = None;
-                        cancel = None;
-                        match result {
-                            Ok(Some(c)) if c.summarised_messages == 0 => app.notice(format!(
-                                "kept as it is: at ~{} tokens the conversation is smaller than a summary of it",
-                                c.before_tokens
-                            ), false),
-                            Ok(Some(c)) => app.notice(format!(
-                                "compacted: ~{} → ~{} tokens ({} messages summarised)",
-                                c.before_tokens, c.after_tokens, c.summarised_messages
-                            ), false),
-                            Ok(None) => app.notice("nothing to compact yet", false),
-                            Err(error) => app.notice(format!("compacting failed, the conversation is kept: {error}"), true),
-                        }
-                        save_transcript(&context, &session_id, &mut app, messages);
-                        // What was typed meanwhile goes now, as after a turn.
-                        if let Some(Command::Submit(text)) = app.take_queued() {
-                            let token = CancellationToken::new();
-                            cancel = Some(token.clone());
-                            let text = attach_files(&context.folder, &mut app, &text);
-                            let _ = to_agent.send(ToAgent::Turn(text, token));
-                        }
-                    }
-                    FromAgent::Done(outcome, messages) => {
-                        app.finish(&outcome);
-                        cancel = None;
-                        // What was typed during the turn goes now, as the next turn.
-                        if let Some(Command::Submit(text)) = app.take_queued() {
-                            let token = CancellationToken::new();
-                            cancel = Some(token.clone());
-                            let text = attach_files(&context.folder, &mut app, &text);
-                            let _ = to_agent.send(ToAgent::Turn(text, token));
-                        }
-                        // The turn may have made or removed files.
-                        list_files(&context.folder, &pane_results);
-                        save_transcript(&context, &session_id, &mut app, messages);
-                    }
+                if let FromAgent::Session(session) = &message {
+                    calls = Some(session.subscribe());
+                    st.current_session = Some(session.clone());
                 }
+                st.on_agent_message(&context, message);
                 dirty = true;
             }
             Some(result) = from_pane.recv() => {
-                match result {
-                    FromPane::Ran(result, arguments) => app.console.finished(*result, arguments),
-                    FromPane::Shell(result, command) => app.shell_finished(&command, *result),
-                    FromPane::Journal(rows, remembered) => {
-                        app.journal.rows = rows;
-                        app.journal.remembered = remembered;
-                        let len = if app.journal.showing_remembered { app.journal.remembered.len() } else { app.journal.rows.len() };
-                        app.journal.selected = app.journal.selected.min(len.saturating_sub(1));
-                    }
-                    FromPane::Memories(rows) => {
-                        app.memory.selected = app.memory.selected.min(rows.len().saturating_sub(1));
-                        app.memory.rows = rows;
-                    }
-                    FromPane::Failed(error) => app.notice(error, true),
-                    FromPane::RewindRows(rows) => {
-                        app.rewind.selected = app.rewind.selected.min(rows.len().saturating_sub(1));
-                        app.rewind.rows = rows;
-                        app.rewind.shown = Some(Instant::now());
-                    }
-                    FromPane::RewindConflicts(ask) => {
-                        app.rewind.confirming = Some(ask);
-                        app.rewind.shown = Some(Instant::now());
-                    }
-                    FromPane::Rewound(summary, call_id, conversation) => {
-                        app.view = View::Chat;
-                        // The conversation first: the notice stays after what it took out.
-                        if conversation && app.rewind_conversation(&call_id) {
-                            let _ = to_agent.send(ToAgent::RewindTo(call_id));
-                        }
-                        app.notice(summary, false);
-                    }
-                    FromPane::Files(files) => {
-                        app.files = files;
-                        // An `@` typed before the list came is offered its files now.
-                        app.update_completion();
-                    }
-                    FromPane::Trusted(instructions, skills, (hooks, hook_notes)) => {
-                        app.notice(format!("{} is trusted from now on", context.folder.display()), false);
-                        for (text, warning) in instructions.describe().into_iter().chain(skills.describe()).chain(hook_notes) {
-                            app.notice(text, warning);
-                        }
-                        // Sessions opened from now on (the agent's, the console's) have the
-                        // project's skills and hooks too.
-                        guard.skills = skills.set.clone();
-                        guard.hooks = hooks;
-                        app.skills = skills;
-                        let _ = to_agent.send(ToAgent::Instructions(instructions.prompt));
-                        let _ = to_agent.send(ToAgent::Reopen(app.mode, guard.clone()));
-                    }
-                }
+                st.on_pane(&context, result);
                 dirty = true;
             }
             _ = tick.tick() => {
                 // The working indicator's spinner and clock move.
-                if app.running {
+                if st.app.running {
                     dirty = true;
                 }
                 // A question whose call was cancelled or timed out goes away.
-                let gone: Vec<String> = answers.iter().filter(|(_, a)| a.is_closed()).map(|(id, _)| id.clone()).collect();
+                let gone: Vec<String> = st.answers.iter().filter(|(_, a)| a.is_closed()).map(|(id, _)| id.clone()).collect();
                 for id in gone {
-                    answers.remove(&id);
-                    app.withdraw(&id);
+                    st.answers.remove(&id);
+                    st.app.withdraw(&id);
                     dirty = true;
                 }
             }
             () = async {
-                if let Some(deadline) = app.choice_deadline() {
+                if let Some(deadline) = st.app.choice_deadline() {
                     tokio::time::sleep_until(deadline.into()).await;
                 }
-            }, if app.pending_choice.is_some() => {
+            }, if st.app.pending_choice.is_some() => {
                 // A choice key nothing followed: it is the answer.
-                if let Some(Command::Decide { approval_id, decision }) = app.commit_due()
-                    && let Some(answer) = answers.remove(&approval_id)
+                if let Some(Command::Decide { approval_id, decision }) = st.app.commit_due()
+                    && let Some(answer) = st.answers.remove(&approval_id)
                 {
                     let _ = answer.send(Decided { decision, by: Some("terminal".into()) });
                 }
@@ -586,10 +323,344 @@ where
             () = next_frame, if dirty => {}
         }
     }
-    if let Some(token) = cancel {
+    if let Some(token) = st.cancel {
         token.cancel();
     }
-    Ok(app)
+    Ok(st.app)
+}
+
+/// What changes while the app runs, beside the screen's own state: the conversation's id
+/// (`/clear`, `/resume`), the model, the sandbox and skills of the sessions it opens, the
+/// questions waiting for an answer, and the way to the agent's task.
+struct Running {
+    app: App,
+    guard: GuardArgs,
+    session_id: String,
+    profile: Option<ModelProfile>,
+    /// The agent's current session (whose file boundary a rewind writes beneath).
+    current_session: Option<Arc<Session>>,
+    answers: HashMap<String, oneshot::Sender<Decided>>,
+    /// Cancels the running turn (or compaction).
+    cancel: Option<CancellationToken>,
+    console_runs: u64,
+    to_agent: mpsc::UnboundedSender<ToAgent>,
+    pane_results: mpsc::UnboundedSender<FromPane>,
+}
+
+impl Running {
+    /// Sends `text` as the next turn (with its `@` files and what `!` commands printed).
+    fn send_turn(&mut self, context: &Context, text: &str) {
+        let token = CancellationToken::new();
+        self.cancel = Some(token.clone());
+        let text = attach_files(&context.folder, &mut self.app, text);
+        let _ = self.to_agent.send(ToAgent::Turn(text, token));
+    }
+
+    /// Does what a key asked for; `Break` quits. `out` is the terminal (for OSC 52 copies).
+    fn on_command(&mut self, context: &Context, out: &mut impl Write, command: Command) -> ControlFlow<()> {
+        match command {
+            Command::Quit => return ControlFlow::Break(()),
+            Command::Submit(text) => self.send_turn(context, &text),
+            Command::Cancel => {
+                if let Some(token) = &self.cancel {
+                    token.cancel();
+                }
+            }
+            Command::Decide { approval_id, decision } => {
+                if let Some(answer) = self.answers.remove(&approval_id) {
+                    let _ = answer.send(Decided { decision, by: Some("terminal".into()) });
+                }
+            }
+            Command::SetMode(mode) => {
+                if self.app.running {
+                    self.app.notice("the approval mode can change when this turn ends", true);
+                } else {
+                    self.app.mode = mode;
+                    self.app.notice(format!("approvals: {}", mode.as_str().replace('_', "-")), false);
+                    let _ = self.to_agent.send(ToAgent::Reopen(mode, self.guard.clone()));
+                }
+            }
+            Command::SetSandbox(mode) => {
+                if self.app.running {
+                    self.app.notice("the sandbox can change when this turn ends", true);
+                } else {
+                    self.guard.sandbox = mode;
+                    self.app.sandbox = self.guard.label();
+                    self.app.notice(format!("sandbox: {}", self.guard.sandbox().describe()), false);
+                    let _ = self.to_agent.send(ToAgent::Reopen(self.app.mode, self.guard.clone()));
+                }
+            }
+            Command::RunTool { name, arguments } => {
+                self.console_runs += 1;
+                let session = crate::setup::session(
+                    &context.executor,
+                    format!("{}-console", self.session_id),
+                    &context.folder,
+                    self.app.mode,
+                    false,
+                    &self.guard,
+                );
+                let executor = context.executor.clone();
+                let results = self.pane_results.clone();
+                let call = RawCall {
+                    id: format!("console-{}", self.console_runs),
+                    name,
+                    arguments: arguments.to_string(),
+                };
+                tokio::spawn(async move {
+                    let batch = Batch { message_id: None, calls: vec![call], stopped_on_length: false };
+                    let mut settled = executor.execute_batch(&session, batch).await;
+                    if let Some(result) = settled.pop() {
+                        let _ = results.send(FromPane::Ran(Box::new(result), arguments));
+                    }
+                });
+            }
+            Command::Shell { call_id, command } => {
+                // The person's own command: auto-run (what always asks, such as
+                // `rm -rf ~`, still asks), in the sandbox, journalled.
+                let session = crate::setup::session(
+                    &context.executor,
+                    format!("{}-shell", self.session_id),
+                    &context.folder,
+                    ApprovalMode::AutoRun,
+                    false,
+                    &self.guard,
+                );
+                let executor = context.executor.clone();
+                let results = self.pane_results.clone();
+                let arguments =
+                    serde_json::json!({ "command": command, "description": super::state::SHELL_DESCRIPTION });
+                let call =
+                    RawCall { id: call_id, name: "runCommand".into(), arguments: arguments.to_string() };
+                tokio::spawn(async move {
+                    let batch = Batch { message_id: None, calls: vec![call], stopped_on_length: false };
+                    let mut settled = executor.execute_batch(&session, batch).await;
+                    if let Some(result) = settled.pop() {
+                        let _ = results.send(FromPane::Shell(Box::new(result), command));
+                    }
+                });
+            }
+            Command::Trust => trust_folder(context, &self.pane_results),
+            Command::Clear => {
+                self.session_id = crate::setup::new_session_id(&context.folder);
+                self.app.clear_conversation();
+                self.app.notice("a new conversation (/resume brings back the earlier one)", false);
+                let _ = self.to_agent.send(ToAgent::Clear(self.session_id.clone()));
+            }
+            Command::ListConversations => {
+                let items: Vec<crate::chat::Saved> = context
+                    .data
+                    .as_deref()
+                    .map(|data| crate::chat::conversations(data, &context.folder))
+                    .unwrap_or_default()
+                    .into_iter()
+                    .filter(|saved| saved.session_id != self.session_id)
+                    .collect();
+                if items.is_empty() {
+                    self.app.notice("no earlier conversation in this folder", false);
+                } else {
+                    self.app.view = View::Resume { items, selected: 0 };
+                }
+            }
+            Command::Resume(id) => {
+                let loaded = context
+                    .data
+                    .as_deref()
+                    .ok_or_else(|| anyhow::anyhow!("this app keeps no conversations"))
+                    .and_then(|data| crate::chat::load(data, &context.folder, &id));
+                match loaded {
+                    Ok(transcript) => {
+                        self.session_id = transcript.session_id.clone();
+                        self.app.clear_conversation();
+                        self.app.load_history(&transcript.messages);
+                        self.app.notice(format!("resumed {} messages", transcript.messages.len()), false);
+                        // The session goes on in the mode it was left in.
+                        if let Some(mode) = transcript.mode.filter(|m| *m != self.app.mode) {
+                            self.app.mode = mode;
+                            self.app.notice(
+                                format!(
+                                    "approvals: {}, as this conversation was left",
+                                    mode.as_str().replace('_', "-")
+                                ),
+                                false,
+                            );
+                            let _ = self.to_agent.send(ToAgent::Reopen(mode, self.guard.clone()));
+                        }
+                        let _ =
+                            self.to_agent.send(ToAgent::Resume(self.session_id.clone(), transcript.messages));
+                    }
+                    Err(error) => self.app.notice(format!("{error:#}"), true),
+                }
+            }
+            Command::Status => {
+                let text = status_text(&self.app, self.profile.as_ref(), context, &self.guard);
+                self.app.notice(text, false);
+            }
+            Command::SwitchModel(name) => {
+                let args = crate::setup::ModelArgs { profile: Some(name.clone()), ..Default::default() };
+                match crate::setup::model(&args).and_then(|p| p.client().map(|_| p).map_err(Into::into)) {
+                    Ok(next) => {
+                        self.app.model = format!("{} ({})", next.model, next.name);
+                        self.app.context_window = next.context_window;
+                        self.app.notice(format!("model: {}", self.app.model), false);
+                        // The skills' share of the prompt follows the new window.
+                        let budget = crate::skills::prompt_budget(next.context_window);
+                        self.guard.skills = Arc::new((*self.guard.skills).clone().with_prompt_budget(budget));
+                        self.profile = Some(next.clone());
+                        let _ = self.to_agent.send(ToAgent::Model(Box::new(next)));
+                        let _ = self.to_agent.send(ToAgent::Reopen(self.app.mode, self.guard.clone()));
+                    }
+                    Err(error) => self.app.notice(format!("{error:#}"), true),
+                }
+            }
+            Command::Compact => {
+                let token = CancellationToken::new();
+                self.cancel = Some(token.clone());
+                let _ = self.to_agent.send(ToAgent::Compact(token));
+            }
+            Command::LoadJournal => load_journal(context, &self.app, &self.pane_results, None),
+            Command::Revoke(id) => load_journal(context, &self.app, &self.pane_results, Some(id)),
+            Command::LoadMemories => load_memories(context, &self.pane_results, None),
+            Command::Forget(id) => load_memories(context, &self.pane_results, Some(id)),
+            Command::LoadRewind => load_rewind(context, &self.guard, &self.session_id, &self.pane_results),
+            Command::Rewind { call_id, conversation, force } => rewind(
+                context,
+                &self.guard,
+                self.current_session.clone(),
+                &self.session_id,
+                RewindAsk { call_id, conversation, conflicts: Vec::new() },
+                force,
+                &self.pane_results,
+            ),
+            Command::Copy(text) => {
+                let _ = write!(out, "\x1b]52;c;{}\x07", base64(text.as_bytes()));
+                let _ = Write::flush(out);
+                self.app.notice(format!("copied {} characters", text.chars().count()), false);
+            }
+        }
+        ControlFlow::Continue(())
+    }
+
+    /// Keeps the prompts sent since the last key in the folder's history.
+    fn save_prompts(&mut self, context: &Context) {
+        if !self.app.unsaved_prompts.is_empty() {
+            let prompts = std::mem::take(&mut self.app.unsaved_prompts);
+            if let Some(data) = &context.data
+                && let Err(error) = crate::chat::save_prompts(data, &context.folder, &prompts)
+            {
+                self.app.notice(format!("the prompt history could not be saved: {error:#}"), true);
+            }
+        }
+    }
+
+    /// A message from the agent's task (its session is taken by the loop).
+    fn on_agent_message(&mut self, context: &Context, message: FromAgent) {
+        match message {
+            FromAgent::Session(_) => {}
+            FromAgent::Failed(error) => self.app.notice(error, true),
+            FromAgent::Compacted(result, messages) => {
+                self.app.running = false;
+                self.app.turn_started = None;
+                self.cancel = None;
+                match result {
+                    Ok(Some(c)) if c.summarised_messages == 0 => self.app.notice(
+                        format!(
+                            "kept as it is: at ~{} tokens the conversation is smaller than a summary of it",
+                            c.before_tokens
+                        ),
+                        false,
+                    ),
+                    Ok(Some(c)) => self.app.notice(
+                        format!(
+                            "compacted: ~{} → ~{} tokens ({} messages summarised)",
+                            c.before_tokens, c.after_tokens, c.summarised_messages
+                        ),
+                        false,
+                    ),
+                    Ok(None) => self.app.notice("nothing to compact yet", false),
+                    Err(error) => {
+                        self.app.notice(format!("compacting failed, the conversation is kept: {error}"), true)
+                    }
+                }
+                save_transcript(context, &self.session_id, &mut self.app, messages);
+                // What was typed meanwhile goes now, as after a turn.
+                if let Some(Command::Submit(text)) = self.app.take_queued() {
+                    self.send_turn(context, &text);
+                }
+            }
+            FromAgent::Done(outcome, messages) => {
+                self.app.finish(&outcome);
+                self.cancel = None;
+                // What was typed during the turn goes now, as the next turn.
+                if let Some(Command::Submit(text)) = self.app.take_queued() {
+                    self.send_turn(context, &text);
+                }
+                // The turn may have made or removed files.
+                list_files(&context.folder, &self.pane_results);
+                save_transcript(context, &self.session_id, &mut self.app, messages);
+            }
+        }
+    }
+
+    /// A result of work done beside the loop (the console, `!`, the journal, memory, rewind…).
+    fn on_pane(&mut self, context: &Context, result: FromPane) {
+        match result {
+            FromPane::Ran(result, arguments) => self.app.console.finished(*result, arguments),
+            FromPane::Shell(result, command) => self.app.shell_finished(&command, *result),
+            FromPane::Journal(rows, remembered) => {
+                self.app.journal.rows = rows;
+                self.app.journal.remembered = remembered;
+                let len = if self.app.journal.showing_remembered {
+                    self.app.journal.remembered.len()
+                } else {
+                    self.app.journal.rows.len()
+                };
+                self.app.journal.selected = self.app.journal.selected.min(len.saturating_sub(1));
+            }
+            FromPane::Memories(rows) => {
+                self.app.memory.selected = self.app.memory.selected.min(rows.len().saturating_sub(1));
+                self.app.memory.rows = rows;
+            }
+            FromPane::Failed(error) => self.app.notice(error, true),
+            FromPane::RewindRows(rows) => {
+                self.app.rewind.selected = self.app.rewind.selected.min(rows.len().saturating_sub(1));
+                self.app.rewind.rows = rows;
+                self.app.rewind.shown = Some(Instant::now());
+            }
+            FromPane::RewindConflicts(ask) => {
+                self.app.rewind.confirming = Some(ask);
+                self.app.rewind.shown = Some(Instant::now());
+            }
+            FromPane::Rewound(summary, call_id, conversation) => {
+                self.app.view = View::Chat;
+                // The conversation first: the notice stays after what it took out.
+                if conversation && self.app.rewind_conversation(&call_id) {
+                    let _ = self.to_agent.send(ToAgent::RewindTo(call_id));
+                }
+                self.app.notice(summary, false);
+            }
+            FromPane::Files(files) => {
+                self.app.files = files;
+                // An `@` typed before the list came is offered its files now.
+                self.app.update_completion();
+            }
+            FromPane::Trusted(instructions, skills, (hooks, hook_notes)) => {
+                self.app.notice(format!("{} is trusted from now on", context.folder.display()), false);
+                for (text, warning) in
+                    instructions.describe().into_iter().chain(skills.describe()).chain(hook_notes)
+                {
+                    self.app.notice(text, warning);
+                }
+                // Sessions opened from now on (the agent's, the console's) have the
+                // project's skills and hooks too.
+                self.guard.skills = skills.set.clone();
+                self.guard.hooks = hooks;
+                self.app.skills = skills;
+                let _ = self.to_agent.send(ToAgent::Instructions(instructions.prompt));
+                let _ = self.to_agent.send(ToAgent::Reopen(self.app.mode, self.guard.clone()));
+            }
+        }
+    }
 }
 
 /// Loads the journal view's rows (this folder's, with its filters) and remembered decisions, first
