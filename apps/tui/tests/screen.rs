@@ -89,6 +89,36 @@ fn settle(app: &mut App, id: &str, name: &str, (tool, api): (&str, &str), output
 
 const RUN: (&str, &str) = ("local-system", "runCommand");
 
+/// Ctrl-P on a long command's card opens its whole output, from the file its run kept: the end
+/// (`G`) shows the `FAILED` the card's tail shows too, and `/` finds a line anywhere in it.
+#[test]
+fn the_pager_shows_a_commands_whole_output_with_search() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("cmd-1.log");
+    let mut whole: String = (1..200_000).map(|n| format!("test case {n} ... ok\n")).collect();
+    whole.push_str("test result: FAILED. 1 failed\n");
+    std::fs::write(&log, &whole).unwrap();
+    let mut app = new_app();
+    let arguments = r#"{"command": "cargo test"}"#;
+    call(&mut app, 0, "t1", "runCommand", arguments, RUN);
+    reply(&mut app, &[("t1", "runCommand", arguments)]);
+    let output = ToolOutput::ok("test case 1 ... ok\n… 199960 more lines …\ntest result: FAILED. 1 failed")
+        .with_state(json!({ "output_path": log.display().to_string(), "exit": { "code": 101 } }));
+    settle(&mut app, "t1", "runCommand", RUN, output);
+    app.on_key(ctrl('p'));
+    let first = draw(&app);
+    assert!(first.contains("test case 1 ... ok") && first.contains("/ finds"), "{first}");
+    app.on_key(key(KeyCode::Char('G')));
+    assert!(draw(&app).contains("test result: FAILED. 1 failed"), "{}", draw(&app));
+    type_text(&mut app, "/case 123456 ");
+    assert!(draw(&app).contains("find: case 123456"), "{}", draw(&app));
+    app.on_key(key(KeyCode::Enter));
+    let found = draw(&app);
+    assert!(found.lines().next().unwrap().starts_with("test case 123456 ... ok"), "{found}");
+    app.on_key(key(KeyCode::Char('q')));
+    assert!(!draw(&app).contains("/ finds"), "closed");
+}
+
 /// Fifty fast calls whose events arrive after their results (the two come on different
 /// channels): no card stays `[running]`, and each keeps its tool's title.
 #[test]

@@ -175,6 +175,19 @@ pub enum View {
         /// It is a memory (closing it goes back to the memory view, not the journal).
         memory: bool,
     },
+    /// A command's whole output, from the file its run kept (Ctrl-P on its card), with search.
+    Log {
+        /// The file, for the footer.
+        path: String,
+        /// Its text.
+        text: String,
+        /// Lines scrolled from the top.
+        scroll: usize,
+        /// What `/` looks for.
+        find: String,
+        /// `/` was pressed and the query is being typed.
+        finding: bool,
+    },
     /// What the memory tool keeps about the person.
     Memory,
     /// The session's calls that changed files, to rewind to before one (Esc Esc).
@@ -780,6 +793,54 @@ impl App {
             }
             return None;
         }
+        if let View::Log { text, scroll, find, finding, .. } = &mut self.view {
+            if *finding {
+                match key.code {
+                    KeyCode::Enter => {
+                        *finding = false;
+                        if let Some(line) = next_match(text, find, *scroll, true) {
+                            *scroll = line;
+                        }
+                    }
+                    KeyCode::Esc => {
+                        *finding = false;
+                        find.clear();
+                    }
+                    KeyCode::Backspace => {
+                        find.pop();
+                    }
+                    KeyCode::Char(c) => find.push(c),
+                    _ => {}
+                }
+                return None;
+            }
+            let lines = text.lines().count();
+            match key.code {
+                KeyCode::Esc | KeyCode::Char('q') => self.view = View::Chat,
+                KeyCode::Char('/') => {
+                    *finding = true;
+                    find.clear();
+                }
+                KeyCode::Char('n') => {
+                    if let Some(line) = next_match(text, find, *scroll + 1, true) {
+                        *scroll = line;
+                    }
+                }
+                KeyCode::Char('N') => {
+                    if let Some(line) = next_match(text, find, scroll.saturating_sub(1), false) {
+                        *scroll = line;
+                    }
+                }
+                KeyCode::Down | KeyCode::Char('j') => *scroll += 1,
+                KeyCode::Up | KeyCode::Char('k') => *scroll = scroll.saturating_sub(1),
+                KeyCode::PageDown | KeyCode::Char(' ') => *scroll += 20,
+                KeyCode::PageUp => *scroll = scroll.saturating_sub(20),
+                KeyCode::Home | KeyCode::Char('g') => *scroll = 0,
+                KeyCode::End | KeyCode::Char('G') => *scroll = lines.saturating_sub(1),
+                _ => {}
+            }
+            return None;
+        }
         if let View::Record { scroll, memory, .. } = &mut self.view {
             match key.code {
                 KeyCode::Esc | KeyCode::Char('q') => {
@@ -898,7 +959,13 @@ impl App {
                 }
                 KeyCode::Char('p') => {
                     if let Some(cell) = self.target_cell() {
-                        self.view = View::Pager { cell, scroll: 0 };
+                        // A command's whole output where its run kept it; else the card whole.
+                        self.view = match self.cells.get(cell).and_then(whole_output) {
+                            Some((path, text)) => {
+                                View::Log { path, text, scroll: 0, find: String::new(), finding: false }
+                            }
+                            None => View::Pager { cell, scroll: 0 },
+                        };
                     }
                     None
                 }
@@ -1817,6 +1884,39 @@ impl App {
         }
         self.start_turn(text.clone());
         Some(Command::Submit(text))
+    }
+}
+
+/// The most of a command's output file the pager reads.
+const LOG_MAX_BYTES: u64 = 16 * 1024 * 1024;
+
+/// A settled command's whole output, from the file its run kept (`output_path` in its state):
+/// the path and the text (colour codes out; the first 16 MiB of a larger one).
+fn whole_output(cell: &Cell) -> Option<(String, String)> {
+    let Cell::Tool(ToolCell { phase: Phase::Done(result), .. }) = cell else { return None };
+    let path = result.output.state.as_ref()?.get("output_path")?.as_str()?.to_owned();
+    let mut bytes = Vec::new();
+    std::io::Read::read_to_end(
+        &mut std::io::Read::take(std::fs::File::open(&path).ok()?, LOG_MAX_BYTES),
+        &mut bytes,
+    )
+    .ok()?;
+    let text = computer_runtime::terminal::plain(&String::from_utf8_lossy(&bytes)).into_owned();
+    Some((path, text))
+}
+
+/// The first line at or after `from` (at or before it, going back) holding `find`, going round
+/// the end.
+fn next_match(text: &str, find: &str, from: usize, forward: bool) -> Option<usize> {
+    if find.is_empty() {
+        return None;
+    }
+    let lines: Vec<&str> = text.lines().collect();
+    let from = from.min(lines.len().saturating_sub(1));
+    if forward {
+        (from..lines.len()).chain(0..from).find(|&i| lines[i].contains(find))
+    } else {
+        (0..=from).rev().chain((from + 1..lines.len()).rev()).find(|&i| lines[i].contains(find))
     }
 }
 

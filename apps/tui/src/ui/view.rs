@@ -32,6 +32,18 @@ fn render_view(app: &App, frame: &mut Frame<'_>) {
         render_pager(lines, *scroll, "c copies · q closes", frame, area);
         return;
     }
+    if let View::Log { path, text, scroll, find, finding } = &app.view {
+        let keys = if *finding {
+            format!("find: {find}▏ (Enter finds, Esc stops)")
+        } else if find.is_empty() {
+            format!("/ finds · G the end · q closes · {path}")
+        } else {
+            format!("“{find}”: n next, N back · / finds · q closes · {path}")
+        };
+        let lines = text.lines().map(|l| Line::raw(l.to_owned())).collect();
+        render_pager(lines, *scroll, &keys, frame, area);
+        return;
+    }
     if let View::Record { text, scroll, .. } = &app.view {
         let lines = text.lines().map(|l| Line::raw(l.to_owned())).collect();
         render_pager(lines, *scroll, "q closes", frame, area);
