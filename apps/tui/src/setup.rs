@@ -417,7 +417,9 @@ pub fn session(
         id,
         tenant: TENANT.into(),
         working_directory: Some(folder.to_owned()),
-        policy: SessionPolicy { mode, no_person, ..SessionPolicy::default() },
+        // The system temp folders are outside, as any other folder, unless config.toml says
+        // `temp_inside = true`.
+        policy: SessionPolicy { mode, no_person, exclude_temp: !temp_inside(), ..SessionPolicy::default() },
         sandbox: guard.sandbox(),
         project: Some(folder.display().to_string()),
         skills: guard.skills.clone(),
@@ -473,6 +475,15 @@ pub fn model(args: &ModelArgs) -> anyhow::Result<agent::ModelProfile> {
     };
     let env = |name: &str| std::env::var(name).ok();
     Ok(agent::config::resolve(&file, &path.display().to_string(), &overrides, &env)?)
+}
+
+/// Whether config.toml counts the system temp folders as inside the working folder
+/// (`temp_inside = true`); an unreadable file says no.
+pub fn temp_inside() -> bool {
+    agent::config::default_path()
+        .and_then(|path| agent::ConfigFile::load(&path).ok())
+        .and_then(|file| file.temp_inside)
+        .unwrap_or(false)
 }
 
 /// The `theme` config.toml names, if any (an unreadable file names none: the model's setup says

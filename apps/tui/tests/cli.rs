@@ -422,6 +422,35 @@ async fn known_read_only_commands_run_without_asking_and_the_rest_still_asks() {
     assert_eq!(by("k3").map(|b| b.0), Some(json!("denied")), "{rows:#?}");
 }
 
+/// A write under the system temp folder asks in manual mode, like any folder outside the working
+/// one; `temp_inside = true` in config.toml counts it as inside.
+#[tokio::test]
+async fn a_write_under_tmp_asks_unless_the_configuration_counts_it_inside() {
+    let home = Home::new();
+    let elsewhere = tempfile::tempdir().unwrap();
+    let target = elsewhere.path().canonicalize().unwrap().join("scratch.txt");
+    let write = json!({ "path": target.display().to_string(), "content": "scratch\n" }).to_string();
+    let server = ScriptedModel::start(vec![
+        openai_reply("", "", &[("w1", "writeFile", &write)], "tool_calls"),
+        openai_reply("", "Refused.", &[], "stop"),
+        openai_reply("", "", &[("w2", "writeFile", &write)], "tool_calls"),
+        openai_reply("", "Written.", &[], "stop"),
+    ])
+    .await;
+    let out = output(home.command(Some(&server)), "write the scratch file\nn\n/quit\n").await;
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(stderr(&out).contains("wants to run local-system/writeFile"), "{}", stderr(&out));
+    assert!(!target.exists());
+
+    let config = home.config.path().join("toolhost");
+    std::fs::create_dir_all(&config).unwrap();
+    std::fs::write(config.join("config.toml"), "temp_inside = true\n").unwrap();
+    let out = output(home.command(Some(&server)), "write it again\n/quit\n").await;
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(!stderr(&out).contains("wants to run"), "{}", stderr(&out));
+    assert_eq!(std::fs::read_to_string(&target).unwrap(), "scratch\n");
+}
+
 /// Answers piped ahead are read in order, as a script gave them; when standard input ends, a
 /// waiting question is denied at once with that reason, not left to time out.
 #[tokio::test]

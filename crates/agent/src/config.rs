@@ -96,6 +96,10 @@ pub struct ConfigFile {
     /// The terminal app's colours: `dark`, `light` or `none` (default: from the terminal's
     /// background).
     pub theme: Option<String>,
+    /// The terminal app counts the system temp folders (`/tmp`, `/var/tmp`) as inside the
+    /// working folder: file calls there run without asking. Default: they ask like any folder
+    /// outside it (a session's own temp folder is always inside).
+    pub temp_inside: Option<bool>,
 }
 
 /// Why no model could be set up.

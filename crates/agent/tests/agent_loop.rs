@@ -345,6 +345,7 @@ async fn a_stalled_stream_times_out_and_is_retried_or_resumed() {
         profile: Some("scripted".into()),
         sub_agent: None,
         theme: None,
+        temp_inside: None,
         profiles: [(
             "scripted".to_owned(),
             agent::config::ProfileSpec {
