@@ -499,6 +499,11 @@ fn signals() -> anyhow::Result<(impl std::future::Future<Output = ()> + Send + '
                 }
             }
         }
+        // Draining first, then the service manager is told: whoever hears STOPPING and asks
+        // `/readyz` already hears 503 (the serve loop cancels the same token on its turn).
+        if let Some(state) = state.get() {
+            state.shutdown.cancel();
+        }
         notify(b"STOPPING=1\nSTATUS=draining: finishing calls in flight\n");
     };
     Ok((stopped, slot))
