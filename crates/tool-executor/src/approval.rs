@@ -305,9 +305,11 @@ pub fn decide(toolbox: &Toolbox, input: &DecisionInput<'_>) -> Verdict {
     // 5b: a command known to only read inside the folder (`ls`, `cat src/lib.rs`, `git status`)
     // runs in every mode, as nothing it could do needs a person. Only the builtin runCommand: it
     // runs in the session's folder, where another tool's command (a remote shell, a `cwd`
-    // argument) may run anywhere.
+    // argument) may run anywhere; and only where the folder is on this machine's disk (a
+    // device's paths are for the device to judge).
     if tool == "local-system"
         && spec.name == "runCommand"
+        && !input.policy.paths_elsewhere
         && spec
             .command_in(input.arguments)
             .is_some_and(|c| shell_audit::known_read_only(c, input.working_directory))

@@ -5,33 +5,18 @@
 //! The answer is yes only when the whole command line parses and every part of it is understood:
 //! simple commands (no subshells, groups, loops, functions or `(( ))`), no variable assignments,
 //! no expansions of any kind (`$…`, `` ` ``, `~`, globs), no redirection but `2>/dev/null`-style
-//! discards and `2>&1`, and each command one of the [`COMMANDS`] with its path arguments resolving
+//! discards and `2>&1`, and each command one of a short list (`ls`, `cat`, `head`, `tail`, `wc`, `grep`, `pwd`,
+//! `git status|diff|log|show`, each with its conditions below) with its path arguments resolving
 //! (links followed) inside the working directory. Anything else, including a flag this module
 //! does not know to be harmless where it matters (`tail -f`, `grep -f`, `git diff --output`), is
 //! "not known": the command asks as any other does. Like the audit, this reads the command only;
-//! the sandbox still contains what runs.
+//! the sandbox still contains what runs. Paths are judged when the call is decided: a link
+//! swapped in before the command starts (by a background command the person let run) is the
+//! sandbox's to contain, as for any command.
 
 use std::path::{Component, Path, PathBuf};
 
 use super::{Body, Command, Quoting, RedirectKind, Script, Word, parse_script};
-
-/// The commands that can be known to only read, each with what it needs to be.
-pub const COMMANDS: &[(&str, &str)] = &[
-    ("pwd", "no arguments"),
-    ("ls", "paths inside the folder; not -L/--dereference"),
-    ("cat", "paths inside the folder"),
-    ("head", "paths inside the folder"),
-    ("tail", "paths inside the folder; not -f/-F/--follow"),
-    ("wc", "paths inside the folder; not --files0-from"),
-    (
-        "grep",
-        "a pattern, then paths inside the folder; not -e/-f/-R, --file, --regexp, --exclude-from, --dereference-recursive",
-    ),
-    (
-        "git status|diff|log|show",
-        "no -c/-C/--git-dir/--work-tree/--exec-path before the subcommand; not --output, --ext-diff, --textconv, --no-index",
-    ),
-];
 
 /// Whether `command` is known to only read inside `working_directory` (see the module docs).
 /// Without a working directory nothing is known.
@@ -66,25 +51,31 @@ fn command_reads_only(command: &Command, folder: &Path) -> bool {
     }
     let Some((name, arguments)) = texts.split_first() else { return false };
     let arguments: Vec<&str> = arguments.iter().map(String::as_str).collect();
+    let plain_reader = |long: &[&str], short: &str| {
+        !flags(&arguments).any(|f| refused(f, long, short)) && paths_inside(operands(&arguments), folder)
+    };
     match name.as_str() {
         "pwd" => arguments.is_empty(),
-        "ls" => {
-            let follows = |f: &str| f.starts_with("--dereference") || (short(f) && f.contains('L'));
-            !flags(&arguments).any(follows) && paths_inside(operands(&arguments), folder)
-        }
-        "cat" | "head" => paths_inside(operands(&arguments), folder),
-        "tail" => {
-            let follows =
-                |f: &str| f.starts_with("--follow") || (short(f) && (f.contains('f') || f.contains('F')));
-            !flags(&arguments).any(follows) && paths_inside(operands(&arguments), folder)
-        }
-        "wc" => {
-            flags(&arguments).all(|f| !f.starts_with("--files0-from"))
-                && paths_inside(operands(&arguments), folder)
-        }
+        "ls" => plain_reader(&["--dereference", "--dereference-command-line"], "L"),
+        "cat" | "head" => plain_reader(&[], ""),
+        "tail" => plain_reader(&["--follow", "--retry"], "fF"),
+        "wc" => plain_reader(&["--files0-from"], ""),
         "grep" => grep_reads_only(&arguments, folder),
-        "git" => git_reads_only(&arguments),
+        "git" => git_reads_only(&arguments, folder),
         _ => false,
+    }
+}
+
+/// Whether `flag` is one of the `long` options or holds one of the `short` letters. A long option
+/// counts by any prefix too (`--fi=x` is `--file=x`: GNU tools and git take an unambiguous
+/// abbreviation), and by its name before `=`.
+fn refused(flag: &str, long: &[&str], short: &str) -> bool {
+    match flag.strip_prefix("--") {
+        Some(rest) => {
+            let name = rest.split('=').next().unwrap_or_default();
+            !name.is_empty() && long.iter().any(|option| option[2..].starts_with(name))
+        }
+        None => flag.chars().skip(1).any(|c| short.contains(c)),
     }
 }
 
@@ -116,11 +107,6 @@ fn harmless_redirect(redirect: &super::Redirect) -> bool {
 
 fn flags<'a>(arguments: &'a [&'a str]) -> impl Iterator<Item = &'a str> + 'a {
     arguments.iter().copied().take_while(|a| *a != "--").filter(|a| a.starts_with('-') && *a != "-")
-}
-
-/// A short-option cluster (`-la`), not a long option.
-fn short(flag: &str) -> bool {
-    !flag.starts_with("--")
 }
 
 /// The arguments that are not flags (everything after `--`).
@@ -169,14 +155,9 @@ fn inside(path: &str, folder: &Path) -> bool {
 }
 
 fn grep_reads_only(arguments: &[&str], folder: &Path) -> bool {
-    let refused = |f: &str| {
-        matches!(f, "--file" | "--regexp" | "--dereference-recursive")
-            || f.starts_with("--file=")
-            || f.starts_with("--regexp=")
-            || f.starts_with("--exclude-from")
-            || (short(f) && f.chars().skip(1).any(|c| matches!(c, 'e' | 'f' | 'R')))
-    };
-    if flags(arguments).any(refused) {
+    // A pattern given by option (or read from a file) would make the first operand a file.
+    let long = ["--file", "--regexp", "--dereference-recursive", "--exclude-from"];
+    if flags(arguments).any(|f| refused(f, &long, "efR")) {
         return false;
     }
     // The first operand is the pattern; the rest are paths (none: standard input, or the
@@ -185,22 +166,20 @@ fn grep_reads_only(arguments: &[&str], folder: &Path) -> bool {
     paths_inside(operands.into_iter().skip(1).collect(), folder)
 }
 
-fn git_reads_only(arguments: &[&str]) -> bool {
+fn git_reads_only(arguments: &[&str], folder: &Path) -> bool {
+    // The repository must be the folder's own `.git` folder: its configuration and hooks are
+    // read-only to commands and ask every time through the file tools. A `.git` file pointing
+    // elsewhere (whose configuration the agent may have written, `core.fsmonitor` and all), or a
+    // repository above the folder (whose files lie outside it), is not.
+    let own = std::fs::symlink_metadata(folder.join(".git")).is_ok_and(|meta| meta.is_dir());
     // No option before the subcommand: `-c` sets configuration (a pager, an external diff),
     // `-C`/`--git-dir`/`--work-tree` point at another repository.
     let Some((subcommand, rest)) = arguments.split_first() else { return false };
-    if !matches!(*subcommand, "status" | "diff" | "log" | "show") {
+    if !own || !matches!(*subcommand, "status" | "diff" | "log" | "show") {
         return false;
     }
-    rest.iter().all(|a| {
-        !(a.starts_with("--output")
-            || a.starts_with("--ext-diff")
-            || a.starts_with("--textconv")
-            || a.starts_with("--no-index")
-            || a.starts_with("--open-files-in-pager")
-            || *a == "-O"
-            || a.starts_with("-O"))
-    })
+    let long = ["--output", "--ext-diff", "--textconv", "--no-index", "--open-files-in-pager"];
+    !rest.iter().any(|a| a.starts_with('-') && refused(a, &long, "O"))
 }
 
 #[cfg(test)]
@@ -212,6 +191,7 @@ mod tests {
         std::fs::create_dir(dir.path().join("src")).unwrap();
         std::fs::write(dir.path().join("src/lib.rs"), "fn main() {}\n").unwrap();
         std::os::unix::fs::symlink("/etc", dir.path().join("out")).unwrap();
+        std::fs::create_dir(dir.path().join(".git")).unwrap();
         dir
     }
 
@@ -273,6 +253,14 @@ mod tests {
             "grep -r --exclude-from=/etc/list main .",
             "grep main /etc/hostname",
             "wc --files0-from=/etc/list",
+            // GNU tools and git take an unambiguous abbreviation of a long option.
+            "grep --reg=x /etc/hostname",
+            "grep --fi=/etc/patterns src",
+            "wc --files0=/etc/list",
+            "ls --deref out",
+            "tail --fo src/lib.rs",
+            "git diff --out=/tmp/x",
+            "git diff --ext",
             "git -c core.pager=evil log",
             "git -C /tmp status",
             "git diff --output=/tmp/x",
@@ -296,5 +284,14 @@ mod tests {
             assert!(!known_read_only(command, Some(dir.path())), "{command}");
         }
         assert!(!known_read_only("ls", None), "no folder, nothing known");
+        // git only where the folder's own `.git` is a folder: not a `.git` file pointing at a
+        // repository whose configuration could be anyone's, not a repository above the folder.
+        let pointed = tempfile::tempdir().unwrap();
+        std::fs::write(pointed.path().join(".git"), "gitdir: elsewhere\n").unwrap();
+        let inner = dir.path().join("src");
+        for (folder, why) in [(pointed.path(), "a .git file"), (inner.as_path(), "a repository above")] {
+            assert!(!known_read_only("git status", Some(folder)), "{why}");
+            assert!(known_read_only("ls", Some(folder)), "{why}: other commands stay known");
+        }
     }
 }
