@@ -117,6 +117,16 @@ fn the_pager_shows_a_commands_whole_output_with_search() {
     assert!(found.lines().next().unwrap().starts_with("test case 123456 ... ok"), "{found}");
     app.on_key(key(KeyCode::Char('q')));
     assert!(!draw(&app).contains("/ finds"), "closed");
+
+    // Another tool's state naming a file opens nothing: only the builtin commands' does.
+    let arguments = r#"{"command": "cat"}"#;
+    call(&mut app, 0, "m1", "mounted_run", arguments, ("mounted", "run"));
+    reply(&mut app, &[("m1", "mounted_run", arguments)]);
+    let output = ToolOutput::ok("done").with_state(json!({ "output_path": log.display().to_string() }));
+    settle(&mut app, "m1", "mounted_run", ("mounted", "run"), output);
+    app.on_key(ctrl('p'));
+    let pager = draw(&app);
+    assert!(!pager.contains("/ finds") && !pager.contains("test case 1 ... ok"), "{pager}");
 }
 
 /// Fifty fast calls whose events arrive after their results (the two come on different

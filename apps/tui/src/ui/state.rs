@@ -179,8 +179,8 @@ pub enum View {
     Log {
         /// The file, for the footer.
         path: String,
-        /// Its text.
-        text: String,
+        /// Its lines (colour codes out).
+        lines: Vec<String>,
         /// Lines scrolled from the top.
         scroll: usize,
         /// What `/` looks for.
@@ -793,52 +793,8 @@ impl App {
             }
             return None;
         }
-        if let View::Log { text, scroll, find, finding, .. } = &mut self.view {
-            if *finding {
-                match key.code {
-                    KeyCode::Enter => {
-                        *finding = false;
-                        if let Some(line) = next_match(text, find, *scroll, true) {
-                            *scroll = line;
-                        }
-                    }
-                    KeyCode::Esc => {
-                        *finding = false;
-                        find.clear();
-                    }
-                    KeyCode::Backspace => {
-                        find.pop();
-                    }
-                    KeyCode::Char(c) => find.push(c),
-                    _ => {}
-                }
-                return None;
-            }
-            let lines = text.lines().count();
-            match key.code {
-                KeyCode::Esc | KeyCode::Char('q') => self.view = View::Chat,
-                KeyCode::Char('/') => {
-                    *finding = true;
-                    find.clear();
-                }
-                KeyCode::Char('n') => {
-                    if let Some(line) = next_match(text, find, *scroll + 1, true) {
-                        *scroll = line;
-                    }
-                }
-                KeyCode::Char('N') => {
-                    if let Some(line) = next_match(text, find, scroll.saturating_sub(1), false) {
-                        *scroll = line;
-                    }
-                }
-                KeyCode::Down | KeyCode::Char('j') => *scroll += 1,
-                KeyCode::Up | KeyCode::Char('k') => *scroll = scroll.saturating_sub(1),
-                KeyCode::PageDown | KeyCode::Char(' ') => *scroll += 20,
-                KeyCode::PageUp => *scroll = scroll.saturating_sub(20),
-                KeyCode::Home | KeyCode::Char('g') => *scroll = 0,
-                KeyCode::End | KeyCode::Char('G') => *scroll = lines.saturating_sub(1),
-                _ => {}
-            }
+        if matches!(self.view, View::Log { .. }) {
+            self.on_log_key(key);
             return None;
         }
         if let View::Record { scroll, memory, .. } = &mut self.view {
@@ -961,8 +917,8 @@ impl App {
                     if let Some(cell) = self.target_cell() {
                         // A command's whole output where its run kept it; else the card whole.
                         self.view = match self.cells.get(cell).and_then(whole_output) {
-                            Some((path, text)) => {
-                                View::Log { path, text, scroll: 0, find: String::new(), finding: false }
+                            Some((path, lines)) => {
+                                View::Log { path, lines, scroll: 0, find: String::new(), finding: false }
                             }
                             None => View::Pager { cell, scroll: 0 },
                         };
@@ -1592,6 +1548,48 @@ impl App {
         (from + column).min(to)
     }
 
+    /// A key in a command's whole output: `/` types what to find (Enter finds it, Esc stops),
+    /// `n`/`N` the next and previous match round the end, the usual keys scroll, `q` closes.
+    fn on_log_key(&mut self, key: KeyEvent) {
+        let View::Log { lines, scroll, find, finding, .. } = &mut self.view else { return };
+        if *finding {
+            match key.code {
+                KeyCode::Enter => {
+                    *finding = false;
+                    *scroll = next_match(lines, find, *scroll, true).unwrap_or(*scroll);
+                }
+                KeyCode::Esc => {
+                    *finding = false;
+                    find.clear();
+                }
+                KeyCode::Backspace => {
+                    find.pop();
+                }
+                KeyCode::Char(c) => find.push(c),
+                _ => {}
+            }
+            return;
+        }
+        match key.code {
+            KeyCode::Esc | KeyCode::Char('q') => self.view = View::Chat,
+            KeyCode::Char('/') => {
+                *finding = true;
+                find.clear();
+            }
+            KeyCode::Char('n') => *scroll = next_match(lines, find, *scroll + 1, true).unwrap_or(*scroll),
+            KeyCode::Char('N') => {
+                *scroll = next_match(lines, find, scroll.saturating_sub(1), false).unwrap_or(*scroll);
+            }
+            KeyCode::Down | KeyCode::Char('j') => *scroll += 1,
+            KeyCode::Up | KeyCode::Char('k') => *scroll = scroll.saturating_sub(1),
+            KeyCode::PageDown | KeyCode::Char(' ') => *scroll += 20,
+            KeyCode::PageUp => *scroll = scroll.saturating_sub(20),
+            KeyCode::Home | KeyCode::Char('g') => *scroll = 0,
+            KeyCode::End | KeyCode::Char('G') => *scroll = lines.len().saturating_sub(1),
+            _ => {}
+        }
+    }
+
     /// `!COMMAND`: the person runs a command themselves. Its card shows at once; the event loop
     /// runs it (auto-run: only what always asks, asks) and [`App::shell_finished`] settles it.
     fn shell(&mut self, command: &str) -> Option<Command> {
@@ -1891,9 +1889,16 @@ impl App {
 const LOG_MAX_BYTES: u64 = 16 * 1024 * 1024;
 
 /// A settled command's whole output, from the file its run kept (`output_path` in its state):
-/// the path and the text (colour codes out; the first 16 MiB of a larger one).
-fn whole_output(cell: &Cell) -> Option<(String, String)> {
+/// the path and the lines (colour codes out; the first 16 MiB of a larger file). Only the
+/// builtin command APIs' state names a file to open: another tool's (a mounted server's) could
+/// name any file.
+fn whole_output(cell: &Cell) -> Option<(String, Vec<String>)> {
     let Cell::Tool(ToolCell { phase: Phase::Done(result), .. }) = cell else { return None };
+    let own = result.tool.as_deref() == Some("local-system")
+        && matches!(result.api.as_deref(), Some("runCommand" | "getCommandOutput"));
+    if !own {
+        return None;
+    }
     let path = result.output.state.as_ref()?.get("output_path")?.as_str()?.to_owned();
     let mut bytes = Vec::new();
     std::io::Read::read_to_end(
@@ -1902,16 +1907,15 @@ fn whole_output(cell: &Cell) -> Option<(String, String)> {
     )
     .ok()?;
     let text = computer_runtime::terminal::plain(&String::from_utf8_lossy(&bytes)).into_owned();
-    Some((path, text))
+    Some((path, text.lines().map(str::to_owned).collect()))
 }
 
 /// The first line at or after `from` (at or before it, going back) holding `find`, going round
 /// the end.
-fn next_match(text: &str, find: &str, from: usize, forward: bool) -> Option<usize> {
+fn next_match(lines: &[String], find: &str, from: usize, forward: bool) -> Option<usize> {
     if find.is_empty() {
         return None;
     }
-    let lines: Vec<&str> = text.lines().collect();
     let from = from.min(lines.len().saturating_sub(1));
     if forward {
         (from..lines.len()).chain(0..from).find(|&i| lines[i].contains(find))

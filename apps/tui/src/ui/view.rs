@@ -32,7 +32,7 @@ fn render_view(app: &App, frame: &mut Frame<'_>) {
         render_pager(lines, *scroll, "c copies · q closes", frame, area);
         return;
     }
-    if let View::Log { path, text, scroll, find, finding } = &app.view {
+    if let View::Log { path, lines, scroll, find, finding } = &app.view {
         let keys = if *finding {
             format!("find: {find}▏ (Enter finds, Esc stops)")
         } else if find.is_empty() {
@@ -40,8 +40,7 @@ fn render_view(app: &App, frame: &mut Frame<'_>) {
         } else {
             format!("“{find}”: n next, N back · / finds · q closes · {path}")
         };
-        let lines = text.lines().map(|l| Line::raw(l.to_owned())).collect();
-        render_pager(lines, *scroll, &keys, frame, area);
+        render_log(lines, *scroll, &keys, frame, area);
         return;
     }
     if let View::Record { text, scroll, .. } = &app.view {
@@ -709,18 +708,39 @@ fn render_pager(lines: Vec<Line<'static>>, scroll: usize, keys: &str, frame: &mu
     let height = area.height.saturating_sub(1) as usize;
     let scroll = scroll.min(lines.len().saturating_sub(height));
     let visible: Vec<Line<'static>> = lines.iter().skip(scroll).take(height).cloned().collect();
+    render_paged(visible, (scroll, height, lines.len()), keys, frame, area);
+}
+
+/// A pager's screen: the `visible` lines, then a footer saying which `(from, height, of)` lines
+/// show and the `keys`.
+fn render_paged(
+    visible: Vec<Line<'static>>,
+    (scroll, height, total): (usize, usize, usize),
+    keys: &str,
+    frame: &mut Frame<'_>,
+    area: Rect,
+) {
     let [body, footer] = Layout::vertical([Constraint::Min(1), Constraint::Length(1)]).areas(area);
     frame.render_widget(Paragraph::new(visible), body);
     let footer_text = format!(
-        "lines {}-{} of {} · ↑↓ PgUp PgDn scroll · {keys}",
+        "lines {}-{} of {total} · ↑↓ PgUp PgDn scroll · {keys}",
         scroll + 1,
-        (scroll + height).min(lines.len()),
-        lines.len()
+        (scroll + height).min(total),
     );
     frame.render_widget(
         Paragraph::new(Line::styled(footer_text, Style::default().add_modifier(Modifier::REVERSED))),
         footer,
     );
+}
+
+/// A long text (a command's whole output) as the pager shows it, wrapping and drawing only the
+/// lines on screen: hundreds of thousands of lines cost a frame what a screenful does.
+fn render_log(lines: &[String], scroll: usize, keys: &str, frame: &mut Frame<'_>, area: Rect) {
+    let height = area.height.saturating_sub(1) as usize;
+    let scroll = scroll.min(lines.len().saturating_sub(height));
+    let shown = lines[scroll..].iter().take(height).map(|l| Line::raw(l.clone())).collect();
+    let visible: Vec<Line<'static>> = wrap_all(shown, area.width.max(1)).into_iter().take(height).collect();
+    render_paged(visible, (scroll, height, lines.len()), keys, frame, area);
 }
 
 fn selected_style(selected: bool) -> Style {
