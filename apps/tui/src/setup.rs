@@ -478,12 +478,16 @@ pub fn model(args: &ModelArgs) -> anyhow::Result<agent::ModelProfile> {
 }
 
 /// Whether config.toml counts the system temp folders as inside the working folder
-/// (`temp_inside = true`); an unreadable file says no.
+/// (`temp_inside = true`); an unreadable file says no. Read once per process: every session
+/// opened (the console's runs, `!` commands) asks.
 pub fn temp_inside() -> bool {
-    agent::config::default_path()
-        .and_then(|path| agent::ConfigFile::load(&path).ok())
-        .and_then(|file| file.temp_inside)
-        .unwrap_or(false)
+    static INSIDE: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *INSIDE.get_or_init(|| {
+        agent::config::default_path()
+            .and_then(|path| agent::ConfigFile::load(&path).ok())
+            .and_then(|file| file.temp_inside)
+            .unwrap_or(false)
+    })
 }
 
 /// The `theme` config.toml names, if any (an unreadable file names none: the model's setup says

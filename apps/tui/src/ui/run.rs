@@ -352,7 +352,7 @@ impl Running {
     fn send_turn(&mut self, context: &Context, text: &str) {
         let token = CancellationToken::new();
         self.cancel = Some(token.clone());
-        let text = attach_files(&context.folder, &mut self.app, text);
+        let text = outgoing(&context.folder, &mut self.app, text);
         let _ = self.to_agent.send(ToAgent::Turn(text, token));
     }
 
@@ -843,9 +843,10 @@ fn list_files(folder: &std::path::Path, results: &mpsc::UnboundedSender<FromPane
     });
 }
 
-/// The message with the files its `@path`s name attached (the screen says what was attached),
-/// after what the person's `!` commands printed since the last message.
-fn attach_files(folder: &std::path::Path, app: &mut App, text: &str) -> String {
+/// The message as the model gets it: what the person's `!` commands printed since the last
+/// message, then the text with the files its `@path`s name attached (the screen says what was
+/// attached).
+fn outgoing(folder: &std::path::Path, app: &mut App, text: &str) -> String {
     let attached = crate::attach::expand(folder, text);
     for (path, bytes) in &attached.files {
         app.notice(format!("attached {path} ({bytes} bytes)"), false);

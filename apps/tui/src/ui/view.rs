@@ -348,10 +348,12 @@ fn status_line(app: &App, width: u16) -> Line<'static> {
             Span::styled(" · ctrl-c twice quits", dim),
         ]);
     }
-    let home = std::env::var("HOME").unwrap_or_default();
+    // The home folder, read once (this runs every frame).
+    static HOME: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    let home = HOME.get_or_init(|| std::env::var("HOME").unwrap_or_default());
     let mut line = Line::default();
     for step in 0..=STATUS_STEPS {
-        line = status_at(app, step, &home);
+        line = status_at(app, step, home);
         if line.width() <= usize::from(width) {
             break;
         }
