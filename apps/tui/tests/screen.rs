@@ -769,12 +769,10 @@ fn a_choice_is_dropped_by_esc_panes_keep_their_keys_and_each_question_gets_its_g
     draw(&typing);
 }
 
-/// A question taller than its box keeps what would run at its head and the keys at its end.
-#[test]
-fn a_long_question_keeps_its_head_and_its_keys() {
-    let mut app = new_app();
+/// A question to write 60 lines to /etc/motd (taller than any question box), offering `scope`.
+fn long_write(scope: Option<&str>) -> ApprovalRequest {
     let content: String = (1..=60).map(|n| format!("line {n}\n")).collect();
-    app.ask(ApprovalRequest {
+    ApprovalRequest {
         id: "w".into(),
         tenant: "local".into(),
         session_id: "s".into(),
@@ -784,8 +782,15 @@ fn a_long_question_keeps_its_head_and_its_keys() {
         arguments: json!({ "path": "/etc/motd", "content": content }),
         reason: "outside the folder".into(),
         question: None,
-        scope: None,
-    });
+        scope: scope.map(str::to_owned),
+    }
+}
+
+/// A question taller than its box keeps what would run at its head and the keys at its end.
+#[test]
+fn a_long_question_keeps_its_head_and_its_keys() {
+    let mut app = new_app();
+    app.ask(long_write(None));
     let screen = draw(&app);
     assert!(screen.contains("Allow: Write /etc/motd"), "{screen}");
     assert!(screen.contains("more lines (Ctrl-P"), "{screen}");
@@ -796,19 +801,7 @@ fn a_long_question_keeps_its_head_and_its_keys() {
 #[test]
 fn a_small_window_keeps_every_answer_key_in_view() {
     let mut app = new_app();
-    let content: String = (1..=60).map(|n| format!("line {n}\n")).collect();
-    app.ask(ApprovalRequest {
-        id: "w".into(),
-        tenant: "local".into(),
-        session_id: "s".into(),
-        call_id: "call-w".into(),
-        tool: "local-system".into(),
-        api: "writeFile".into(),
-        arguments: json!({ "path": "/etc/motd", "content": content }),
-        reason: "outside the folder".into(),
-        question: None,
-        scope: Some("/etc".into()),
-    });
+    app.ask(long_write(Some("/etc")));
     for (width, height) in [(58, 15), (50, 14), (40, 12), (30, 10)] {
         // A key and its word are held together by a no-break space.
         let screen = draw_at(&app, width, height).replace('\u{a0}', " ");
@@ -821,6 +814,15 @@ fn a_small_window_keeps_every_answer_key_in_view() {
     }
     let screen = draw_at(&app, 58, 15);
     assert!(screen.contains("Write /etc/motd"), "what would run, when there is room:\n{screen}");
+    // The keys shown in one line are the keys that answer: `s` grants within the scope shown.
+    draw_at(&app, 30, 10);
+    assert_eq!(
+        app.on_key(key(KeyCode::Char('s'))),
+        Some(Command::Decide {
+            approval_id: "w".into(),
+            decision: Decision::AllowSession { argument_prefix: Some("/etc".into()) }
+        })
+    );
 
     // An asked question keeps its options and keys.
     app.approvals.clear();
