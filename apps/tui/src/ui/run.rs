@@ -157,57 +157,10 @@ where
     B::Error: Send + Sync + 'static,
     K: Stream<Item = std::io::Result<TermEvent>> + Unpin,
 {
-    let mut app = App::new(
-        context
-            .profile
-            .as_ref()
-            .map_or_else(|| "no model".to_owned(), |p| format!("{} ({})", p.model, p.name)),
-        context.folder.display().to_string(),
-        context.mode,
-        context.guard.label(),
-    );
-    app.setup_hint.clone_from(&context.setup_hint);
-    app.context_window = context.profile.as_ref().map_or(0, |p| p.context_window);
-    app.shift_enter = context.shift_enter;
-    app.theme = context.theme;
-    for (text, warning) in &context.notes {
-        app.notice(text.clone(), *warning);
-    }
-    // Which instructions and skills the model reads, shown once.
-    for (text, warning) in context.instructions.describe().into_iter().chain(context.skills.describe()) {
-        app.notice(text, warning);
-    }
-    app.skills = context.skills.clone();
-    if let Some(data) = &context.data {
-        app.history = crate::chat::load_prompts(data, &context.folder);
-    }
-    app.load_history(&context.history);
-    app.console.catalogue = catalogue(&context.executor);
-    if context.profile.is_none() {
-        // Nothing to talk to yet: the tools themselves are here.
-        app.view = View::Console;
-    }
+    let app = first_screen(&context);
     let (pane_results, mut from_pane) = mpsc::unbounded_channel::<FromPane>();
     list_files(&context.folder, &pane_results);
-
-    let (agent_events, mut agent_stream) = mpsc::unbounded_channel::<AgentEvent>();
-    let (to_agent, from_screen) = mpsc::unbounded_channel::<ToAgent>();
-    let (to_screen, mut from_agent) = mpsc::unbounded_channel::<FromAgent>();
-    if let Some(profile) = context.profile.clone() {
-        let client = profile.client()?;
-        let task = AgentTask {
-            executor: context.executor.clone(),
-            client,
-            profile,
-            folder: context.folder.clone(),
-            session_id: context.session_id.clone(),
-            instructions: context.instructions.prompt.clone(),
-            hook_prompt: String::new(),
-        };
-        let history = context.history.clone();
-        let (mode, guard) = (context.mode, context.guard.clone());
-        tokio::spawn(task.run(history, mode, guard, from_screen, to_screen, agent_events));
-    }
+    let (to_agent, mut agent_stream, mut from_agent) = start_agent(&context)?;
 
     let mut st = Running {
         app,
@@ -274,12 +227,7 @@ where
                 dirty = true;
             }
             Some(asked) = questions.recv() => {
-                st.answers.insert(asked.request.id.clone(), asked.answer);
-                st.app.ask(asked.request);
-                // The terminal's bell, so a person in another window knows a question waits.
-                let backend = terminal.backend_mut();
-                let _ = write!(backend, "\x07");
-                let _ = Write::flush(backend);
+                st.on_asked(asked, terminal.backend_mut());
                 dirty = true;
             }
             Some(message) = from_agent.recv() => {
@@ -295,17 +243,8 @@ where
                 dirty = true;
             }
             _ = tick.tick() => {
-                // The working indicator's spinner and clock move.
-                if st.app.running {
-                    dirty = true;
-                }
-                // A question whose call was cancelled or timed out goes away.
-                let gone: Vec<String> = st.answers.iter().filter(|(_, a)| a.is_closed()).map(|(id, _)| id.clone()).collect();
-                for id in gone {
-                    st.answers.remove(&id);
-                    st.app.withdraw(&id);
-                    dirty = true;
-                }
+                // The working indicator's spinner and clock move; questions may have gone.
+                dirty |= st.app.running | st.withdraw_gone();
             }
             () = async {
                 if let Some(deadline) = st.app.choice_deadline() {
@@ -313,10 +252,8 @@ where
                 }
             }, if st.app.pending_choice.is_some() => {
                 // A choice key nothing followed: it is the answer.
-                if let Some(Command::Decide { approval_id, decision }) = st.app.commit_due()
-                    && let Some(answer) = st.answers.remove(&approval_id)
-                {
-                    let _ = answer.send(Decided { decision, by: Some("terminal".into()) });
+                if let Some(Command::Decide { approval_id, decision }) = st.app.commit_due() {
+                    st.answer(&approval_id, decision);
                 }
                 dirty = true;
             }
@@ -327,6 +264,74 @@ where
         token.cancel();
     }
     Ok(st.app)
+}
+
+/// The screen as it opens: the model, folder, mode and sandbox in the status line, the notes and
+/// what the model reads, the earlier prompts and conversation, the console's catalogue (and the
+/// console itself when there is no model to talk to).
+fn first_screen(context: &Context) -> App {
+    let mut app = App::new(
+        context
+            .profile
+            .as_ref()
+            .map_or_else(|| "no model".to_owned(), |p| format!("{} ({})", p.model, p.name)),
+        context.folder.display().to_string(),
+        context.mode,
+        context.guard.label(),
+    );
+    app.setup_hint.clone_from(&context.setup_hint);
+    app.context_window = context.profile.as_ref().map_or(0, |p| p.context_window);
+    app.shift_enter = context.shift_enter;
+    app.theme = context.theme;
+    for (text, warning) in &context.notes {
+        app.notice(text.clone(), *warning);
+    }
+    // Which instructions and skills the model reads, shown once.
+    for (text, warning) in context.instructions.describe().into_iter().chain(context.skills.describe()) {
+        app.notice(text, warning);
+    }
+    app.skills = context.skills.clone();
+    if let Some(data) = &context.data {
+        app.history = crate::chat::load_prompts(data, &context.folder);
+    }
+    app.load_history(&context.history);
+    app.console.catalogue = catalogue(&context.executor);
+    if context.profile.is_none() {
+        // Nothing to talk to yet: the tools themselves are here.
+        app.view = View::Console;
+    }
+    app
+}
+
+/// The channels to and from the agent's task, started when there is a model (without one the
+/// channels stay quiet and the console works alone).
+#[allow(clippy::type_complexity)]
+fn start_agent(
+    context: &Context,
+) -> anyhow::Result<(
+    mpsc::UnboundedSender<ToAgent>,
+    mpsc::UnboundedReceiver<AgentEvent>,
+    mpsc::UnboundedReceiver<FromAgent>,
+)> {
+    let (agent_events, agent_stream) = mpsc::unbounded_channel::<AgentEvent>();
+    let (to_agent, from_screen) = mpsc::unbounded_channel::<ToAgent>();
+    let (to_screen, from_agent) = mpsc::unbounded_channel::<FromAgent>();
+    if let Some(profile) = context.profile.clone() {
+        let client = profile.client()?;
+        let task = AgentTask {
+            executor: context.executor.clone(),
+            client,
+            profile,
+            folder: context.folder.clone(),
+            session_id: context.session_id.clone(),
+            instructions: context.instructions.prompt.clone(),
+            hook_prompt: String::new(),
+        };
+        let history = context.history.clone();
+        let (mode, guard) = (context.mode, context.guard.clone());
+        tokio::spawn(task.run(history, mode, guard, from_screen, to_screen, agent_events));
+    }
+    Ok((to_agent, agent_stream, from_agent))
 }
 
 /// What changes while the app runs, beside the screen's own state: the conversation's id
@@ -348,12 +353,112 @@ struct Running {
 }
 
 impl Running {
+    /// A question arrived: it waits on screen, and the terminal's bell rings so a person in
+    /// another window knows.
+    fn on_asked(&mut self, asked: Asked, out: &mut impl Write) {
+        self.answers.insert(asked.request.id.clone(), asked.answer);
+        self.app.ask(asked.request);
+        let _ = write!(out, "\x07");
+        let _ = Write::flush(out);
+    }
+
+    /// The person's answer to question `approval_id`, to the call waiting for it.
+    fn answer(&mut self, approval_id: &str, decision: tool_executor::Decision) {
+        if let Some(answer) = self.answers.remove(approval_id) {
+            let _ = answer.send(Decided { decision, by: Some("terminal".into()) });
+        }
+    }
+
+    /// Takes away the questions whose calls were cancelled or timed out; whether any went.
+    fn withdraw_gone(&mut self) -> bool {
+        let gone: Vec<String> =
+            self.answers.iter().filter(|(_, a)| a.is_closed()).map(|(id, _)| id.clone()).collect();
+        for id in &gone {
+            self.answers.remove(id);
+            self.app.withdraw(id);
+        }
+        !gone.is_empty()
+    }
+
     /// Sends `text` as the next turn (with its `@` files and what `!` commands printed).
     fn send_turn(&mut self, context: &Context, text: &str) {
         let token = CancellationToken::new();
         self.cancel = Some(token.clone());
         let text = outgoing(&context.folder, &mut self.app, text);
         let _ = self.to_agent.send(ToAgent::Turn(text, token));
+    }
+
+    /// Runs one call without the model in a session of its own (`{session}-{kind}`, in `mode`),
+    /// beside the loop; `done` makes its result the loop's message.
+    fn run_beside(
+        &self,
+        context: &Context,
+        kind: &str,
+        mode: ApprovalMode,
+        call: RawCall,
+        done: impl FnOnce(CallResult) -> FromPane + Send + 'static,
+    ) {
+        let id = format!("{}-{kind}", self.session_id);
+        let session = crate::setup::session(&context.executor, id, &context.folder, mode, false, &self.guard);
+        let executor = context.executor.clone();
+        let results = self.pane_results.clone();
+        tokio::spawn(async move {
+            let batch = Batch { message_id: None, calls: vec![call], stopped_on_length: false };
+            if let Some(result) = executor.execute_batch(&session, batch).await.pop() {
+                let _ = results.send(done(result));
+            }
+        });
+    }
+
+    /// `/resume`'s choice: conversation `id` again, in the mode it was left in.
+    fn resume(&mut self, context: &Context, id: &str) {
+        let loaded = context
+            .data
+            .as_deref()
+            .ok_or_else(|| anyhow::anyhow!("this app keeps no conversations"))
+            .and_then(|data| crate::chat::load(data, &context.folder, id));
+        match loaded {
+            Ok(transcript) => {
+                self.session_id = transcript.session_id.clone();
+                self.app.clear_conversation();
+                self.app.load_history(&transcript.messages);
+                self.app.notice(format!("resumed {} messages", transcript.messages.len()), false);
+                // The session goes on in the mode it was left in.
+                if let Some(mode) = transcript.mode.filter(|m| *m != self.app.mode) {
+                    self.app.mode = mode;
+                    self.app.notice(
+                        format!(
+                            "approvals: {}, as this conversation was left",
+                            mode.as_str().replace('_', "-")
+                        ),
+                        false,
+                    );
+                    let _ = self.to_agent.send(ToAgent::Reopen(mode, self.guard.clone()));
+                }
+                let _ = self.to_agent.send(ToAgent::Resume(self.session_id.clone(), transcript.messages));
+            }
+            Err(error) => self.app.notice(format!("{error:#}"), true),
+        }
+    }
+
+    /// `/model NAME`: the profile's model from the next request on (the skills' share of the
+    /// prompt follows its window).
+    fn switch_model(&mut self, name: &str) {
+        let args = crate::setup::ModelArgs { profile: Some(name.to_owned()), ..Default::default() };
+        match crate::setup::model(&args).and_then(|p| p.client().map(|_| p).map_err(Into::into)) {
+            Ok(next) => {
+                self.app.model = format!("{} ({})", next.model, next.name);
+                self.app.context_window = next.context_window;
+                self.app.notice(format!("model: {}", self.app.model), false);
+                // The skills' share of the prompt follows the new window.
+                let budget = crate::skills::prompt_budget(next.context_window);
+                self.guard.skills = Arc::new((*self.guard.skills).clone().with_prompt_budget(budget));
+                self.profile = Some(next.clone());
+                let _ = self.to_agent.send(ToAgent::Model(Box::new(next)));
+                let _ = self.to_agent.send(ToAgent::Reopen(self.app.mode, self.guard.clone()));
+            }
+            Err(error) => self.app.notice(format!("{error:#}"), true),
+        }
     }
 
     /// Does what a key asked for; `Break` quits. `out` is the terminal (for OSC 52 copies).
@@ -366,11 +471,7 @@ impl Running {
                     token.cancel();
                 }
             }
-            Command::Decide { approval_id, decision } => {
-                if let Some(answer) = self.answers.remove(&approval_id) {
-                    let _ = answer.send(Decided { decision, by: Some("terminal".into()) });
-                }
-            }
+            Command::Decide { approval_id, decision } => self.answer(&approval_id, decision),
             Command::SetMode(mode) => {
                 if self.app.running {
                     self.app.notice("the approval mode can change when this turn ends", true);
@@ -392,52 +493,24 @@ impl Running {
             }
             Command::RunTool { name, arguments } => {
                 self.console_runs += 1;
-                let session = crate::setup::session(
-                    &context.executor,
-                    format!("{}-console", self.session_id),
-                    &context.folder,
-                    self.app.mode,
-                    false,
-                    &self.guard,
-                );
-                let executor = context.executor.clone();
-                let results = self.pane_results.clone();
                 let call = RawCall {
                     id: format!("console-{}", self.console_runs),
                     name,
                     arguments: arguments.to_string(),
                 };
-                tokio::spawn(async move {
-                    let batch = Batch { message_id: None, calls: vec![call], stopped_on_length: false };
-                    let mut settled = executor.execute_batch(&session, batch).await;
-                    if let Some(result) = settled.pop() {
-                        let _ = results.send(FromPane::Ran(Box::new(result), arguments));
-                    }
+                self.run_beside(context, "console", self.app.mode, call, |result| {
+                    FromPane::Ran(Box::new(result), arguments)
                 });
             }
             Command::Shell { call_id, command } => {
-                // The person's own command: auto-run (what always asks, such as
-                // `rm -rf ~`, still asks), in the sandbox, journalled.
-                let session = crate::setup::session(
-                    &context.executor,
-                    format!("{}-shell", self.session_id),
-                    &context.folder,
-                    ApprovalMode::AutoRun,
-                    false,
-                    &self.guard,
-                );
-                let executor = context.executor.clone();
-                let results = self.pane_results.clone();
+                // The person's own command: auto-run (what always asks, such as `rm -rf ~`,
+                // still asks), in the sandbox, journalled.
                 let arguments =
                     serde_json::json!({ "command": command, "description": super::state::SHELL_DESCRIPTION });
                 let call =
                     RawCall { id: call_id, name: "runCommand".into(), arguments: arguments.to_string() };
-                tokio::spawn(async move {
-                    let batch = Batch { message_id: None, calls: vec![call], stopped_on_length: false };
-                    let mut settled = executor.execute_batch(&session, batch).await;
-                    if let Some(result) = settled.pop() {
-                        let _ = results.send(FromPane::Shell(Box::new(result), command));
-                    }
+                self.run_beside(context, "shell", ApprovalMode::AutoRun, call, |result| {
+                    FromPane::Shell(Box::new(result), command)
                 });
             }
             Command::Trust => trust_folder(context, &self.pane_results),
@@ -462,57 +535,12 @@ impl Running {
                     self.app.view = View::Resume { items, selected: 0 };
                 }
             }
-            Command::Resume(id) => {
-                let loaded = context
-                    .data
-                    .as_deref()
-                    .ok_or_else(|| anyhow::anyhow!("this app keeps no conversations"))
-                    .and_then(|data| crate::chat::load(data, &context.folder, &id));
-                match loaded {
-                    Ok(transcript) => {
-                        self.session_id = transcript.session_id.clone();
-                        self.app.clear_conversation();
-                        self.app.load_history(&transcript.messages);
-                        self.app.notice(format!("resumed {} messages", transcript.messages.len()), false);
-                        // The session goes on in the mode it was left in.
-                        if let Some(mode) = transcript.mode.filter(|m| *m != self.app.mode) {
-                            self.app.mode = mode;
-                            self.app.notice(
-                                format!(
-                                    "approvals: {}, as this conversation was left",
-                                    mode.as_str().replace('_', "-")
-                                ),
-                                false,
-                            );
-                            let _ = self.to_agent.send(ToAgent::Reopen(mode, self.guard.clone()));
-                        }
-                        let _ =
-                            self.to_agent.send(ToAgent::Resume(self.session_id.clone(), transcript.messages));
-                    }
-                    Err(error) => self.app.notice(format!("{error:#}"), true),
-                }
-            }
+            Command::Resume(id) => self.resume(context, &id),
             Command::Status => {
                 let text = status_text(&self.app, self.profile.as_ref(), context, &self.guard);
                 self.app.notice(text, false);
             }
-            Command::SwitchModel(name) => {
-                let args = crate::setup::ModelArgs { profile: Some(name.clone()), ..Default::default() };
-                match crate::setup::model(&args).and_then(|p| p.client().map(|_| p).map_err(Into::into)) {
-                    Ok(next) => {
-                        self.app.model = format!("{} ({})", next.model, next.name);
-                        self.app.context_window = next.context_window;
-                        self.app.notice(format!("model: {}", self.app.model), false);
-                        // The skills' share of the prompt follows the new window.
-                        let budget = crate::skills::prompt_budget(next.context_window);
-                        self.guard.skills = Arc::new((*self.guard.skills).clone().with_prompt_budget(budget));
-                        self.profile = Some(next.clone());
-                        let _ = self.to_agent.send(ToAgent::Model(Box::new(next)));
-                        let _ = self.to_agent.send(ToAgent::Reopen(self.app.mode, self.guard.clone()));
-                    }
-                    Err(error) => self.app.notice(format!("{error:#}"), true),
-                }
-            }
+            Command::SwitchModel(name) => self.switch_model(&name),
             Command::Compact => {
                 let token = CancellationToken::new();
                 self.cancel = Some(token.clone());
