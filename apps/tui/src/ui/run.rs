@@ -160,7 +160,7 @@ where
     let app = first_screen(&context);
     let (pane_results, mut from_pane) = mpsc::unbounded_channel::<FromPane>();
     list_files(&context.folder, &pane_results);
-    let (to_agent, mut agent_stream, mut from_agent) = start_agent(&context)?;
+    let AgentChannels { to_agent, events: mut agent_stream, mut from_agent } = start_agent(&context)?;
 
     let mut st = Running {
         app,
@@ -303,16 +303,17 @@ fn first_screen(context: &Context) -> App {
     app
 }
 
+/// The loop's ends of the agent's task: what it sends the task, the model's stream, and the
+/// task's messages.
+struct AgentChannels {
+    to_agent: mpsc::UnboundedSender<ToAgent>,
+    events: mpsc::UnboundedReceiver<AgentEvent>,
+    from_agent: mpsc::UnboundedReceiver<FromAgent>,
+}
+
 /// The channels to and from the agent's task, started when there is a model (without one the
 /// channels stay quiet and the console works alone).
-#[allow(clippy::type_complexity)]
-fn start_agent(
-    context: &Context,
-) -> anyhow::Result<(
-    mpsc::UnboundedSender<ToAgent>,
-    mpsc::UnboundedReceiver<AgentEvent>,
-    mpsc::UnboundedReceiver<FromAgent>,
-)> {
+fn start_agent(context: &Context) -> anyhow::Result<AgentChannels> {
     let (agent_events, agent_stream) = mpsc::unbounded_channel::<AgentEvent>();
     let (to_agent, from_screen) = mpsc::unbounded_channel::<ToAgent>();
     let (to_screen, from_agent) = mpsc::unbounded_channel::<FromAgent>();
@@ -331,7 +332,7 @@ fn start_agent(
         let (mode, guard) = (context.mode, context.guard.clone());
         tokio::spawn(task.run(history, mode, guard, from_screen, to_screen, agent_events));
     }
-    Ok((to_agent, agent_stream, from_agent))
+    Ok(AgentChannels { to_agent, events: agent_stream, from_agent })
 }
 
 /// What changes while the app runs, beside the screen's own state: the conversation's id
