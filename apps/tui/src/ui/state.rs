@@ -776,7 +776,46 @@ impl App {
         if key.kind == KeyEventKind::Release {
             return None;
         }
+        if let Some(command) = self.on_page_key(key) {
+            return command;
+        }
         let ctrl = key.modifiers.contains(KeyModifiers::CONTROL);
+        let esc = key.code == KeyCode::Esc;
+        if esc && self.completion.is_some() && self.answering.is_none() {
+            self.completion = None;
+            return None;
+        }
+        let pane = matches!(self.view, View::Console | View::Journal | View::Memory | View::Rewind);
+        if ctrl && key.code == KeyCode::Char('c') || esc && (!pane || self.answering.is_some()) {
+            return self.on_interrupt(ctrl);
+        }
+        self.clear_armed = None;
+        self.quit_armed = None;
+        if ctrl {
+            self.completion = None;
+            return self.on_ctrl_key(key);
+        }
+        // Questions take keys in the conversation only: in the console and the journal, `s` or
+        // `y` are a filter or a value, never an answer (the box says to go back to answer).
+        if self.view == View::Chat
+            && let Some(command) = self.on_question_key(key)
+        {
+            return command;
+        }
+        if let Some(command) = self.on_pane_key(key) {
+            return command;
+        }
+        if let Some(command) = self.on_completion_key(key) {
+            return command;
+        }
+        let command = self.on_prompt_key(key);
+        self.update_completion();
+        command
+    }
+
+    /// A key for a view that takes the whole screen (the resume picker, a command's output, a
+    /// record, the pager) or one of the F keys that open the panes. `None`: none of these.
+    fn on_page_key(&mut self, key: KeyEvent) -> Option<Option<Command>> {
         if let View::Resume { items, selected } = &mut self.view {
             match key.code {
                 KeyCode::Esc | KeyCode::Char('q') => self.view = View::Chat,
@@ -787,15 +826,15 @@ impl App {
                 KeyCode::Enter => {
                     let chosen = items.get(*selected).map(|saved| saved.session_id.clone());
                     self.view = View::Chat;
-                    return chosen.map(Command::Resume);
+                    return Some(chosen.map(Command::Resume));
                 }
                 _ => {}
             }
-            return None;
+            return Some(None);
         }
         if matches!(self.view, View::Log { .. }) {
             self.on_log_key(key);
-            return None;
+            return Some(None);
         }
         if let View::Record { scroll, memory, .. } = &mut self.view {
             match key.code {
@@ -808,20 +847,20 @@ impl App {
                 KeyCode::PageUp => *scroll = scroll.saturating_sub(20),
                 _ => {}
             }
-            return None;
+            return Some(None);
         }
         match key.code {
             KeyCode::F(2) => {
                 self.view = View::Console;
-                return None;
+                return Some(None);
             }
             KeyCode::F(3) => {
                 self.view = View::Journal;
-                return Some(Command::LoadJournal);
+                return Some(Some(Command::LoadJournal));
             }
             KeyCode::F(4) => {
                 self.view = View::Memory;
-                return Some(Command::LoadMemories);
+                return Some(Some(Command::LoadMemories));
             }
             _ => {}
         }
@@ -835,114 +874,107 @@ impl App {
                 KeyCode::Home | KeyCode::Char('g') => *scroll = 0,
                 KeyCode::Char('c') => {
                     let text = crate::ui::view::cell_text(&self.cells[*cell]);
-                    return Some(Command::Copy(text));
+                    return Some(Some(Command::Copy(text)));
                 }
                 _ => {}
             }
+            return Some(None);
+        }
+        None
+    }
+
+    /// Ctrl-C, or Esc outside a pane: drop a choice key, leave a field, cancel the turn, or arm
+    /// (then do) the clear, the rewind view or quitting.
+    fn on_interrupt(&mut self, ctrl: bool) -> Option<Command> {
+        self.completion = None;
+        // A choice key just pressed is dropped, never taken later by the timer.
+        if self.pending_choice.take().is_some() {
             return None;
         }
-        let esc = key.code == KeyCode::Esc;
-        if esc && self.completion.is_some() && self.answering.is_none() {
-            self.completion = None;
+        // Out of a field the question box opened, back to its choices.
+        if self.answering.is_some() {
+            self.answering = None;
             return None;
         }
-        let pane = matches!(self.view, View::Console | View::Journal | View::Memory | View::Rewind);
-        if ctrl && key.code == KeyCode::Char('c') || esc && (!pane || self.answering.is_some()) {
-            self.completion = None;
-            // A choice key just pressed is dropped, never taken later by the timer.
-            if self.pending_choice.take().is_some() {
-                return None;
-            }
-            // Out of a field the question box opened, back to its choices.
-            if self.answering.is_some() {
-                self.answering = None;
-                return None;
-            }
-            if self.running {
-                // The draft stays: cancelling the turn is not clearing what is being typed.
-                return Some(Command::Cancel);
-            }
-            if self.input.is_empty() {
-                if ctrl {
-                    if self.quit_armed.is_some_and(|at| at.elapsed() < QUIT_WINDOW) {
-                        return Some(Command::Quit);
-                    }
-                    self.quit_armed = Some(std::time::Instant::now());
-                    return None;
+        if self.running {
+            // The draft stays: cancelling the turn is not clearing what is being typed.
+            return Some(Command::Cancel);
+        }
+        if self.input.is_empty() {
+            if ctrl {
+                if self.quit_armed.is_some_and(|at| at.elapsed() < QUIT_WINDOW) {
+                    return Some(Command::Quit);
                 }
-                // Esc Esc on an empty prompt: the rewind view.
-                if self.view == View::Chat && self.clear_armed.is_some_and(|at| at.elapsed() < CLEAR_WINDOW) {
-                    self.clear_armed = None;
-                    self.view = View::Rewind;
-                    return Some(Command::LoadRewind);
-                }
-                self.clear_armed = Some(std::time::Instant::now());
+                self.quit_armed = Some(std::time::Instant::now());
                 return None;
             }
-            // A draft is cleared by a second press, and even then ↑ brings it back.
-            if self.clear_armed.is_some_and(|at| at.elapsed() < CLEAR_WINDOW) {
+            // Esc Esc on an empty prompt: the rewind view.
+            if self.view == View::Chat && self.clear_armed.is_some_and(|at| at.elapsed() < CLEAR_WINDOW) {
                 self.clear_armed = None;
+                self.view = View::Rewind;
+                return Some(Command::LoadRewind);
+            }
+            self.clear_armed = Some(std::time::Instant::now());
+            return None;
+        }
+        // A draft is cleared by a second press, and even then ↑ brings it back.
+        if self.clear_armed.is_some_and(|at| at.elapsed() < CLEAR_WINDOW) {
+            self.clear_armed = None;
+            let draft = std::mem::take(&mut self.input);
+            self.remember(draft);
+            self.cursor = 0;
+            self.browsing = None;
+        } else {
+            self.clear_armed = Some(std::time::Instant::now());
+        }
+        None
+    }
+
+    /// A Ctrl key in the conversation.
+    fn on_ctrl_key(&mut self, key: KeyEvent) -> Option<Command> {
+        match key.code {
+            // A new line in every terminal (Shift-Enter needs one that reports it).
+            KeyCode::Char('j') if self.view == View::Chat => {
+                self.insert('\n');
+                None
+            }
+            KeyCode::Char('d') if self.input.is_empty() => Some(Command::Quit),
+            KeyCode::Char('t') => {
+                let next = MODES.iter().position(|m| *m == self.mode).map_or(0, |i| (i + 1) % MODES.len());
+                Some(Command::SetMode(MODES[next]))
+            }
+            KeyCode::Char('o') => {
+                if let Some(Cell::Tool(cell)) = self.target_cell().and_then(|i| self.cells.get_mut(i)) {
+                    cell.folded = !cell.folded;
+                }
+                None
+            }
+            KeyCode::Char('p') => {
+                if let Some(cell) = self.target_cell() {
+                    // A command's whole output where its run kept it; else the card whole.
+                    self.view = match self.cells.get(cell).and_then(whole_output) {
+                        Some((path, lines)) => {
+                            View::Log { path, lines, scroll: 0, find: String::new(), finding: false }
+                        }
+                        None => View::Pager { cell, scroll: 0 },
+                    };
+                }
+                None
+            }
+            KeyCode::Char('u') => {
                 let draft = std::mem::take(&mut self.input);
                 self.remember(draft);
                 self.cursor = 0;
-                self.browsing = None;
-            } else {
-                self.clear_armed = Some(std::time::Instant::now());
+                None
             }
-            return None;
+            _ => None,
         }
-        self.clear_armed = None;
-        self.quit_armed = None;
-        if ctrl {
-            self.completion = None;
-            return match key.code {
-                // A new line in every terminal (Shift-Enter needs one that reports it).
-                KeyCode::Char('j') if self.view == View::Chat => {
-                    self.insert('\n');
-                    None
-                }
-                KeyCode::Char('d') if self.input.is_empty() => Some(Command::Quit),
-                KeyCode::Char('t') => {
-                    let next =
-                        MODES.iter().position(|m| *m == self.mode).map_or(0, |i| (i + 1) % MODES.len());
-                    Some(Command::SetMode(MODES[next]))
-                }
-                KeyCode::Char('o') => {
-                    if let Some(Cell::Tool(cell)) = self.target_cell().and_then(|i| self.cells.get_mut(i)) {
-                        cell.folded = !cell.folded;
-                    }
-                    None
-                }
-                KeyCode::Char('p') => {
-                    if let Some(cell) = self.target_cell() {
-                        // A command's whole output where its run kept it; else the card whole.
-                        self.view = match self.cells.get(cell).and_then(whole_output) {
-                            Some((path, lines)) => {
-                                View::Log { path, lines, scroll: 0, find: String::new(), finding: false }
-                            }
-                            None => View::Pager { cell, scroll: 0 },
-                        };
-                    }
-                    None
-                }
-                KeyCode::Char('u') => {
-                    let draft = std::mem::take(&mut self.input);
-                    self.remember(draft);
-                    self.cursor = 0;
-                    None
-                }
-                _ => None,
-            };
-        }
-        // Questions take keys in the conversation only: in the console and the journal, `s` or
-        // `y` are a filter or a value, never an answer (the box says to go back to answer).
-        if self.view == View::Chat
-            && let Some(command) = self.on_question_key(key)
-        {
-            return command;
-        }
+    }
+
+    /// A key for the pane on screen (console, journal, memory, rewind). `None`: no pane is.
+    fn on_pane_key(&mut self, key: KeyEvent) -> Option<Option<Command>> {
         if self.view == View::Console {
-            return match self.console.on_key(key) {
+            return Some(match self.console.on_key(key) {
                 super::panes::ConsoleAction::None => None,
                 super::panes::ConsoleAction::Leave => {
                     self.view = View::Chat;
@@ -951,12 +983,12 @@ impl App {
                 super::panes::ConsoleAction::Run { name, arguments } => {
                     Some(Command::RunTool { name, arguments })
                 }
-            };
+            });
         }
         if self.view == View::Journal {
             let mut tools: Vec<String> = self.console.catalogue.iter().map(|e| e.tool.clone()).collect();
             tools.dedup();
-            return match self.journal.on_key(key, &tools) {
+            return Some(match self.journal.on_key(key, &tools) {
                 super::panes::JournalAction::None => None,
                 super::panes::JournalAction::Leave => {
                     self.view = View::Chat;
@@ -968,10 +1000,10 @@ impl App {
                     None
                 }
                 super::panes::JournalAction::Revoke(id) => Some(Command::Revoke(id)),
-            };
+            });
         }
         if self.view == View::Memory {
-            return match self.memory.on_key(key) {
+            return Some(match self.memory.on_key(key) {
                 super::panes::MemoryAction::None => None,
                 super::panes::MemoryAction::Leave => {
                     self.view = View::Chat;
@@ -983,10 +1015,10 @@ impl App {
                     None
                 }
                 super::panes::MemoryAction::Forget(id) => Some(Command::Forget(id)),
-            };
+            });
         }
         if self.view == View::Rewind {
-            return match self.rewind.on_key(key) {
+            return Some(match self.rewind.on_key(key) {
                 super::panes::RewindAction::None => None,
                 super::panes::RewindAction::Leave => {
                     self.view = View::Chat;
@@ -996,52 +1028,53 @@ impl App {
                 super::panes::RewindAction::Rewind { call_id, conversation, force } => {
                     Some(Command::Rewind { call_id, conversation, force })
                 }
-            };
+            });
         }
-        if let Some(completion) = &mut self.completion {
-            match key.code {
-                KeyCode::Tab => {
-                    let (choice, _) = completion.items[completion.selected].clone();
-                    let length = self.input.chars().count();
-                    self.cursor = self.cursor.min(length);
-                    let start = completion.start.min(self.cursor);
-                    let (from, to) = (self.byte_at(start), self.byte_at(self.cursor));
-                    let replacement = format!("{choice} ");
-                    self.input.replace_range(from..to, &replacement);
-                    self.cursor = start + replacement.chars().count();
-                    self.completion = None;
-                    return None;
-                }
-                // A slash command being typed: Enter runs the highlighted one (`/st` runs
-                // `/status`), as Tab then Enter would.
-                KeyCode::Enter
-                    if key.modifiers.is_empty()
-                        && completion.start == 0
-                        && completion.items[completion.selected].0.starts_with('/') =>
-                {
-                    let (choice, _) = completion.items[completion.selected].clone();
-                    let rest =
-                        self.input.split_once(char::is_whitespace).map_or("", |(_, rest)| rest).to_owned();
-                    self.input = if rest.is_empty() { choice.to_owned() } else { format!("{choice} {rest}") };
-                    self.cursor = self.input.chars().count();
-                    self.completion = None;
-                    return self.submit();
-                }
-                KeyCode::Down => {
-                    completion.selected = (completion.selected + 1) % completion.items.len();
-                    return None;
-                }
-                KeyCode::Up => {
-                    completion.selected =
-                        completion.selected.checked_sub(1).unwrap_or(completion.items.len() - 1);
-                    return None;
-                }
-                _ => {}
+        None
+    }
+
+    /// A key for the completion list, when one is open. `None`: it does not take the key.
+    fn on_completion_key(&mut self, key: KeyEvent) -> Option<Option<Command>> {
+        let completion = self.completion.as_mut()?;
+        match key.code {
+            KeyCode::Tab => {
+                let (choice, _) = completion.items[completion.selected].clone();
+                let length = self.input.chars().count();
+                self.cursor = self.cursor.min(length);
+                let start = completion.start.min(self.cursor);
+                let (from, to) = (self.byte_at(start), self.byte_at(self.cursor));
+                let replacement = format!("{choice} ");
+                self.input.replace_range(from..to, &replacement);
+                self.cursor = start + replacement.chars().count();
+                self.completion = None;
+                return Some(None);
             }
+            // A slash command being typed: Enter runs the highlighted one (`/st` runs
+            // `/status`), as Tab then Enter would.
+            KeyCode::Enter
+                if key.modifiers.is_empty()
+                    && completion.start == 0
+                    && completion.items[completion.selected].0.starts_with('/') =>
+            {
+                let (choice, _) = completion.items[completion.selected].clone();
+                let rest = self.input.split_once(char::is_whitespace).map_or("", |(_, rest)| rest).to_owned();
+                self.input = if rest.is_empty() { choice.to_owned() } else { format!("{choice} {rest}") };
+                self.cursor = self.input.chars().count();
+                self.completion = None;
+                return Some(self.submit());
+            }
+            KeyCode::Down => {
+                completion.selected = (completion.selected + 1) % completion.items.len();
+                return Some(None);
+            }
+            KeyCode::Up => {
+                completion.selected =
+                    completion.selected.checked_sub(1).unwrap_or(completion.items.len() - 1);
+                return Some(None);
+            }
+            _ => {}
         }
-        let command = self.on_prompt_key(key);
-        self.update_completion();
-        command
+        None
     }
 
     /// A key for the prompt itself (no question, pane or completion took it).
@@ -1231,26 +1264,7 @@ impl App {
                 KeyCode::Enter => {
                     let text = std::mem::take(text).trim().to_owned();
                     self.answering = None;
-                    let choices = self.marked_labels(&question);
-                    let decision = if text.is_empty() && choices.is_empty() {
-                        Decision::Deny
-                    } else if !question.takes_text() {
-                        if text.is_empty() {
-                            Decision::Deny
-                        } else {
-                            Decision::DenyWithMessage { message: text }
-                        }
-                    } else {
-                        let text = Some(text).filter(|t| !t.is_empty());
-                        let choices = if question.multiple {
-                            choices
-                        } else if text.is_some() {
-                            Vec::new()
-                        } else {
-                            choices
-                        };
-                        Decision::Answer { answer: tool_core::Answer { choices, text } }
-                    };
+                    let decision = self.in_words(&question, text);
                     return Some(Some(self.decided(id, decision)));
                 }
                 KeyCode::Backspace => {
@@ -1332,10 +1346,23 @@ impl App {
             return Some(None);
         }
         self.question_hint = None;
+        Some(self.take_chosen(key, chosen, &question, id))
+    }
+
+    /// The key chose option `chosen` (a number, Space or Enter on the cursor's): marked, taken,
+    /// or — where words are an answer too — the start of them.
+    fn take_chosen(
+        &mut self,
+        key: KeyEvent,
+        chosen: Option<usize>,
+        question: &tool_core::Question,
+        id: String,
+    ) -> Option<Command> {
         let digit = match key.code {
             KeyCode::Char(c @ '1'..='9') => Some(c),
             _ => None,
         };
+        let count = question.options.len();
         let Some(index) = chosen.filter(|i| *i < count) else {
             match digit {
                 // Where words are an answer, a number that is no option starts one ("2024").
@@ -1343,7 +1370,7 @@ impl App {
                 _ if count == 0 => self.answering = Some(Answering::Answer(String::new())),
                 _ => self.question_hint = Some("there is no option with that number"),
             }
-            return Some(None);
+            return None;
         };
         // Where words are an answer too, a number followed by more typing is the start of them:
         // it is taken as an option only once no key follows it within the choice window.
@@ -1352,20 +1379,36 @@ impl App {
         {
             self.pending_choice = Some((c, std::time::Instant::now()));
             if self.choice_window.is_zero() {
-                return Some(self.commit_due());
+                return self.commit_due();
             }
-            return Some(None);
+            return None;
         }
         if key.code == KeyCode::Enter && question.multiple {
-            let choices = self.marked_labels(&question);
+            let choices = self.marked_labels(question);
             if choices.is_empty() {
                 self.question_hint = Some("mark options with their numbers or Space first (Tab to decline)");
-                return Some(None);
+                return None;
             }
             let answer = tool_core::Answer { choices, text: None };
-            return Some(Some(self.decided(id, Decision::Answer { answer })));
+            return Some(self.decided(id, Decision::Answer { answer }));
         }
-        Some(self.take_option(index, &question, id))
+        self.take_option(index, question, id)
+    }
+
+    /// What Enter in the words field answers: `text` with the options marked where the question
+    /// takes words (one's own words replace a single choice), else a decline with `text` as why;
+    /// nothing typed and nothing marked declines.
+    fn in_words(&self, question: &tool_core::Question, text: String) -> Decision {
+        let choices = self.marked_labels(question);
+        if text.is_empty() && choices.is_empty() {
+            Decision::Deny
+        } else if !question.takes_text() {
+            if text.is_empty() { Decision::Deny } else { Decision::DenyWithMessage { message: text } }
+        } else {
+            let text = Some(text).filter(|t| !t.is_empty());
+            let choices = if !question.multiple && text.is_some() { Vec::new() } else { choices };
+            Decision::Answer { answer: tool_core::Answer { choices, text } }
+        }
     }
 
     /// Option `index` of the question: marked (or unmarked) where several may be chosen, else
@@ -1720,6 +1763,151 @@ impl App {
         }
     }
 
+    /// `/theme`, `/mode`, `/sandbox`: with a value, change it; without, say what is in force.
+    fn setting(&mut self, setting: &str, value: Option<&str>) -> Option<Command> {
+        match (setting, value) {
+            ("theme", None) => {
+                self.notice(
+                format!(
+                    "the theme is {}; /theme dark, /theme light or /theme none changes it (TOOLHOST_THEME sets it at start; NO_COLOR means none)",
+                    self.theme.name()
+                ),
+                false,
+            );
+                None
+            }
+            ("theme", Some(name)) => {
+                match name.parse::<super::theme::Theme>() {
+                    Ok(theme) => {
+                        self.theme = theme;
+                        self.notice(format!("theme: {}", theme.name()), false);
+                    }
+                    Err(error) => self.notice(error, true),
+                }
+                None
+            }
+            ("mode", None) => {
+                let mode = self.mode.as_str().replace('_', "-");
+                self.notice(
+                format!("the approval mode is {mode}; /mode manual, /mode auto-run or /mode read-only changes it (Ctrl-T cycles)"),
+                false,
+            );
+                None
+            }
+            ("sandbox", None) => {
+                self.notice(
+                format!(
+                    "commands run in the {} sandbox; /sandbox workspace-write, /sandbox read-only or /sandbox off changes it",
+                    self.sandbox
+                ),
+                false,
+            );
+                None
+            }
+            ("mode", Some(mode)) => match crate::setup::parse_mode(mode) {
+                Ok(mode) => Some(Command::SetMode(mode)),
+                Err(error) => {
+                    self.notice(error, true);
+                    None
+                }
+            },
+            ("sandbox", Some(mode)) => match mode.parse::<tool_core::SandboxMode>() {
+                Ok(mode) => Some(Command::SetSandbox(mode)),
+                Err(error) => {
+                    self.notice(error.to_string(), true);
+                    None
+                }
+            },
+            _ => None,
+        }
+    }
+
+    /// `/COMMAND …`, one of the app's own (the prompt is emptied; an unknown one says so).
+    fn own_command(&mut self, command: &str) -> Option<Command> {
+        self.input.clear();
+        self.cursor = 0;
+        let mut words = command.split_whitespace();
+        match (words.next(), words.next()) {
+            (Some("quit" | "exit"), _) => Some(Command::Quit),
+            (Some("skills"), _) => {
+                self.notice(self.skills.listing(), false);
+                None
+            }
+            (Some("console"), _) => {
+                self.view = View::Console;
+                None
+            }
+            (Some("journal"), _) => {
+                self.view = View::Journal;
+                Some(Command::LoadJournal)
+            }
+            (Some("memory"), _) => {
+                self.view = View::Memory;
+                Some(Command::LoadMemories)
+            }
+            (Some("rewind"), _) if self.running => {
+                self.notice("rewinding can start when this turn ends (Esc cancels it)", true);
+                None
+            }
+            (Some("rewind"), _) => {
+                self.view = View::Rewind;
+                Some(Command::LoadRewind)
+            }
+            (Some("trust"), _) => Some(Command::Trust),
+            (Some("clear" | "new"), _) if self.running => {
+                self.notice("a new conversation can start when this turn ends (Esc cancels it)", true);
+                None
+            }
+            (Some("clear" | "new"), _) => Some(Command::Clear),
+            (Some("status"), _) => Some(Command::Status),
+            (Some("resume"), _) if self.running => {
+                self.notice("an earlier conversation can be resumed when this turn ends", true);
+                None
+            }
+            (Some("resume"), _) => Some(Command::ListConversations),
+            (Some("model"), Some(name)) if !self.running => Some(Command::SwitchModel(name.to_owned())),
+            (Some("model"), None) => {
+                self.notice(
+                    format!(
+                        "the model is {}; /model PROFILE switches to a profile of config.toml",
+                        self.model
+                    ),
+                    false,
+                );
+                None
+            }
+            (Some("compact"), _) if !self.running && self.setup_hint.is_none() => {
+                self.running = true;
+                self.turn_started = Some(std::time::Instant::now());
+                Some(Command::Compact)
+            }
+            (Some("init"), _) if !self.running && self.setup_hint.is_none() => {
+                self.start_turn(INIT_PROMPT.to_owned());
+                Some(Command::Submit(INIT_PROMPT.to_owned()))
+            }
+            (Some("help"), _) => {
+                self.notice(HELP, false);
+                None
+            }
+            (Some(setting @ ("theme" | "mode" | "sandbox")), value) => self.setting(setting, value),
+            (Some(name @ ("model" | "compact" | "init")), _) => {
+                let why = if self.running { "when this turn ends" } else { "once a model is set up" };
+                self.notice(format!("/{name} can run {why}"), true);
+                None
+            }
+            (Some(other), _) => {
+                self.notice(format!("/{other} is not a command here: /help lists them"), true);
+                None
+            }
+            (None, _) => {
+                self.notice(HELP, false);
+                None
+            }
+        }
+    }
+
+    /// Enter on the prompt: `!` runs a command, `/` one of the app's commands or a skill, anything
+    /// else is the next message (queued while a turn runs).
     fn submit(&mut self) -> Option<Command> {
         let text = self.input.trim().to_owned();
         if text.is_empty() {
@@ -1734,137 +1922,7 @@ impl App {
             if !own && self.skills.set.get(name).is_some() {
                 return self.start_skill(&text, name, arguments);
             }
-            self.input.clear();
-            self.cursor = 0;
-            let mut words = command.split_whitespace();
-            return match (words.next(), words.next()) {
-                (Some("quit" | "exit"), _) => Some(Command::Quit),
-                (Some("skills"), _) => {
-                    self.notice(self.skills.listing(), false);
-                    None
-                }
-                (Some("console"), _) => {
-                    self.view = View::Console;
-                    None
-                }
-                (Some("journal"), _) => {
-                    self.view = View::Journal;
-                    Some(Command::LoadJournal)
-                }
-                (Some("memory"), _) => {
-                    self.view = View::Memory;
-                    Some(Command::LoadMemories)
-                }
-                (Some("rewind"), _) if self.running => {
-                    self.notice("rewinding can start when this turn ends (Esc cancels it)", true);
-                    None
-                }
-                (Some("rewind"), _) => {
-                    self.view = View::Rewind;
-                    Some(Command::LoadRewind)
-                }
-                (Some("trust"), _) => Some(Command::Trust),
-                (Some("clear" | "new"), _) if self.running => {
-                    self.notice("a new conversation can start when this turn ends (Esc cancels it)", true);
-                    None
-                }
-                (Some("clear" | "new"), _) => Some(Command::Clear),
-                (Some("status"), _) => Some(Command::Status),
-                (Some("resume"), _) if self.running => {
-                    self.notice("an earlier conversation can be resumed when this turn ends", true);
-                    None
-                }
-                (Some("resume"), _) => Some(Command::ListConversations),
-                (Some("model"), Some(name)) if !self.running => Some(Command::SwitchModel(name.to_owned())),
-                (Some("model"), None) => {
-                    self.notice(
-                        format!(
-                            "the model is {}; /model PROFILE switches to a profile of config.toml",
-                            self.model
-                        ),
-                        false,
-                    );
-                    None
-                }
-                (Some("compact"), _) if !self.running && self.setup_hint.is_none() => {
-                    self.running = true;
-                    self.turn_started = Some(std::time::Instant::now());
-                    Some(Command::Compact)
-                }
-                (Some("init"), _) if !self.running && self.setup_hint.is_none() => {
-                    self.start_turn(INIT_PROMPT.to_owned());
-                    Some(Command::Submit(INIT_PROMPT.to_owned()))
-                }
-                (Some("help"), _) => {
-                    self.notice(HELP, false);
-                    None
-                }
-                (Some("theme"), None) => {
-                    self.notice(
-                        format!(
-                            "the theme is {}; /theme dark, /theme light or /theme none changes it (TOOLHOST_THEME sets it at start; NO_COLOR means none)",
-                            self.theme.name()
-                        ),
-                        false,
-                    );
-                    None
-                }
-                (Some("theme"), Some(name)) => {
-                    match name.parse::<super::theme::Theme>() {
-                        Ok(theme) => {
-                            self.theme = theme;
-                            self.notice(format!("theme: {}", theme.name()), false);
-                        }
-                        Err(error) => self.notice(error, true),
-                    }
-                    None
-                }
-                (Some("mode"), None) => {
-                    let mode = self.mode.as_str().replace('_', "-");
-                    self.notice(
-                        format!("the approval mode is {mode}; /mode manual, /mode auto-run or /mode read-only changes it (Ctrl-T cycles)"),
-                        false,
-                    );
-                    None
-                }
-                (Some("sandbox"), None) => {
-                    self.notice(
-                        format!(
-                            "commands run in the {} sandbox; /sandbox workspace-write, /sandbox read-only or /sandbox off changes it",
-                            self.sandbox
-                        ),
-                        false,
-                    );
-                    None
-                }
-                (Some("mode"), Some(mode)) => match crate::setup::parse_mode(mode) {
-                    Ok(mode) => Some(Command::SetMode(mode)),
-                    Err(error) => {
-                        self.notice(error, true);
-                        None
-                    }
-                },
-                (Some("sandbox"), Some(mode)) => match mode.parse::<tool_core::SandboxMode>() {
-                    Ok(mode) => Some(Command::SetSandbox(mode)),
-                    Err(error) => {
-                        self.notice(error.to_string(), true);
-                        None
-                    }
-                },
-                (Some(name @ ("model" | "compact" | "init")), _) => {
-                    let why = if self.running { "when this turn ends" } else { "once a model is set up" };
-                    self.notice(format!("/{name} can run {why}"), true);
-                    None
-                }
-                (Some(other), _) => {
-                    self.notice(format!("/{other} is not a command here: /help lists them"), true);
-                    None
-                }
-                (None, _) => {
-                    self.notice(HELP, false);
-                    None
-                }
-            };
+            return self.own_command(command);
         }
         if self.setup_hint.is_some() {
             self.notice("nothing was sent: no model is set up yet (how, below)", true);
