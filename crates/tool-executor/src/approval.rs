@@ -205,6 +205,40 @@ fn steers_as_written(path: &str, working_directory: Option<&std::path::Path>) ->
     })
 }
 
+/// The API's own audit of this call (the path scope, for file APIs). An audit that is missing or
+/// panics fails closed: the call asks.
+fn dynamic_audit(toolbox: &Toolbox, input: &DecisionInput<'_>, audit: &str) -> AuditVerdict {
+    let Some(audit_fn) = toolbox.audit(audit) else {
+        return AuditVerdict::Flag(format!("the {audit} audit is not available"));
+    };
+    let audit_input = AuditInput {
+        api: &input.api.spec,
+        arguments: input.arguments,
+        working_directory: input.working_directory,
+        temp_in_scope: !input.policy.exclude_temp,
+        session_temp: input.temp_directory,
+        paths_elsewhere: input.policy.paths_elsewhere,
+        hard_roots: input.hard_roots,
+    };
+    std::panic::catch_unwind(|| audit_fn(&audit_input))
+        .unwrap_or_else(|_| AuditVerdict::Flag(format!("the {audit} audit failed")))
+}
+
+/// A `runCommand` known to only read inside the folder (`ls`, `cat src/lib.rs`, `git status`:
+/// [`shell_audit::known_read_only`]), which nothing it could do needs a person for. Only the
+/// builtin runCommand: it runs in the session's folder, where another tool's command (a remote
+/// shell, a `cwd` argument) may run anywhere; and only where the folder is on this machine's
+/// disk (a device's paths are for the device to judge).
+fn known_read_only_command(input: &DecisionInput<'_>) -> bool {
+    let spec = &input.api.spec;
+    input.entry.manifest.identifier == "local-system"
+        && spec.name == "runCommand"
+        && !input.policy.paths_elsewhere
+        && spec
+            .command_in(input.arguments)
+            .is_some_and(|c| shell_audit::known_read_only(c, input.working_directory))
+}
+
 /// Applies the decision order (see the module docs).
 pub fn decide(toolbox: &Toolbox, input: &DecisionInput<'_>) -> Verdict {
     let tool = input.entry.manifest.identifier.as_str();
@@ -253,24 +287,7 @@ pub fn decide(toolbox: &Toolbox, input: &DecisionInput<'_>) -> Verdict {
     let policy = input.entry.manifest.policy_of(spec);
     // 2: the dynamic audit.
     if let InterventionPolicy::Audit { audit, default, policy } = policy {
-        let verdict = match toolbox.audit(audit) {
-            Some(audit_fn) => {
-                let audit_input = AuditInput {
-                    api: spec,
-                    arguments: input.arguments,
-                    working_directory: input.working_directory,
-                    temp_in_scope: !input.policy.exclude_temp,
-                    session_temp: input.temp_directory,
-                    paths_elsewhere: input.policy.paths_elsewhere,
-                    hard_roots: input.hard_roots,
-                };
-                // An audit that panics fails closed: the call asks.
-                std::panic::catch_unwind(|| audit_fn(&audit_input))
-                    .unwrap_or_else(|_| AuditVerdict::Flag(format!("the {audit} audit failed")))
-            }
-            None => AuditVerdict::Flag(format!("the {audit} audit is not available")),
-        };
-        return match verdict {
+        return match dynamic_audit(toolbox, input, audit) {
             // The audit is the tool's policy: a call it lets run is journalled as `policy`.
             AuditVerdict::Pass => from_intervention(*default, format!("{label} needs approval"), "policy"),
             AuditVerdict::Flag(reason) => from_intervention(*policy, reason, "policy"),
@@ -302,18 +319,8 @@ pub fn decide(toolbox: &Toolbox, input: &DecisionInput<'_>) -> Verdict {
         return Verdict::Run("auto_run");
     }
 
-    // 5b: a command known to only read inside the folder (`ls`, `cat src/lib.rs`, `git status`)
-    // runs in every mode, as nothing it could do needs a person. Only the builtin runCommand: it
-    // runs in the session's folder, where another tool's command (a remote shell, a `cwd`
-    // argument) may run anywhere; and only where the folder is on this machine's disk (a
-    // device's paths are for the device to judge).
-    if tool == "local-system"
-        && spec.name == "runCommand"
-        && !input.policy.paths_elsewhere
-        && spec
-            .command_in(input.arguments)
-            .is_some_and(|c| shell_audit::known_read_only(c, input.working_directory))
-    {
+    // 5b: a command known to only read inside the folder runs in every mode.
+    if known_read_only_command(input) {
         return Verdict::Run("read_only_command");
     }
 
