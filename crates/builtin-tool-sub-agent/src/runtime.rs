@@ -276,130 +276,14 @@ impl ToolRuntime for SubAgentRuntime {
             let mut agent = Agent::nested(model.client.clone(), host, system, declarations, config);
 
             // What it does, as it does it: progress for people, the calls for the summary.
-            let (events, mut seen) = mpsc::unbounded_channel();
-            let progress = context.progress.clone();
-            let watcher = tokio::spawn(async move {
-                let mut calls: Vec<Value> = Vec::new();
-                let mut asked: HashMap<String, String> = HashMap::new();
-                let mut replies = 0_u64;
-                while let Some(event) = seen.recv().await {
-                    match event {
-                        AgentEvent::Reply { tool_calls, .. } => {
-                            replies += 1;
-                            if !tool_calls.is_empty() {
-                                let names: Vec<&str> = tool_calls.iter().map(|c| c.name.as_str()).collect();
-                                progress.message(format!("calling {}", names.join(", ")));
-                            }
-                            for call in tool_calls {
-                                asked.insert(call.id.clone(), gist(&call.arguments));
-                            }
-                        }
-                        AgentEvent::Results(results) => {
-                            for result in results {
-                                let gist = asked.remove(&result.call_id).unwrap_or_default();
-                                progress.send(Progress {
-                                    message: Some(format!("{} {}", result.name, result.status.as_str())),
-                                    ..Progress::default()
-                                });
-                                calls.push(json!({
-                                    "id": result.call_id,
-                                    "name": result.name,
-                                    "status": result.status.as_str(),
-                                    "gist": gist,
-                                }));
-                            }
-                        }
-                        _ => {}
-                    }
-                }
-                (calls, replies)
-            });
+            let (events, seen) = mpsc::unbounded_channel();
+            let watcher = tokio::spawn(watch(seen, context.progress.clone()));
             let outcome = agent.run(args.task.trim(), &events, &context.cancel).await;
             drop(events);
             let (calls, replies) = watcher.await.unwrap_or_default();
             let tokens = agent.usage().total();
-            // How the calls that did not succeed ended, by status: a command that ran and exited 1
-            // "failed"; one a person refused was "denied"; one policy stopped was "blocked".
-            let mut ended: Vec<(String, usize)> = Vec::new();
-            for call in calls.iter().filter(|c| c["status"] != "executed") {
-                let status = call["status"].as_str().unwrap_or("failed").to_owned();
-                match ended.iter_mut().find(|(s, _)| *s == status) {
-                    Some((_, count)) => *count += 1,
-                    None => ended.push((status, 1)),
-                }
-            }
-            let ended =
-                ended.iter().map(|(status, n)| format!("{n} {status}")).collect::<Vec<_>>().join(", ");
-            let mut tally: Vec<(String, usize)> = Vec::new();
-            for call in &calls {
-                let name = call["name"].as_str().unwrap_or("?").to_owned();
-                match tally.iter_mut().find(|(n, _)| *n == name) {
-                    Some((_, count)) => *count += 1,
-                    None => tally.push((name, 1)),
-                }
-            }
-            let made = tally
-                .iter()
-                .map(|(name, n)| if *n == 1 { name.clone() } else { format!("{name} ×{n}") })
-                .collect::<Vec<_>>()
-                .join(", ");
-            let summary = match calls.len() {
-                0 => format!("[sub-agent ({}): no calls, {replies} replies, {tokens} tokens]", model.name),
-                n => format!(
-                    "[sub-agent ({}): {n} calls — {made}{}; {replies} replies, {tokens} tokens]",
-                    model.name,
-                    if ended.is_empty() { String::new() } else { format!(" ({ended})") }
-                ),
-            };
-            let (output, answer, how) = match outcome {
-                Outcome::Answered { text, truncated } => {
-                    let cut = if truncated { "\n[the answer was cut by the reply length limit]" } else { "" };
-                    (ToolOutput::ok(format!("{}{cut}\n\n{summary}", text.trim_end())), Some(text), "answered")
-                }
-                Outcome::TurnLimit { turns } => (
-                    ToolOutput::error(
-                        ErrorKind::Execution,
-                        format!(
-                            "The sub-agent was still working after {turns} replies, its limit, and gave no answer. \
-                             Narrow the task, or do the rest yourself.\n\n{summary}"
-                        ),
-                    ),
-                    None,
-                    "turn_limit",
-                ),
-                Outcome::BudgetSpent { used, budget } => (
-                    ToolOutput::error(
-                        ErrorKind::Execution,
-                        format!(
-                            "The sub-agent used {used} tokens, past its budget of {budget}, and gave no answer. \
-                             Narrow the task, or do the rest yourself.\n\n{summary}"
-                        ),
-                    ),
-                    None,
-                    "budget_spent",
-                ),
-                Outcome::Cancelled => (
-                    ToolOutput::error(
-                        ErrorKind::Cancelled,
-                        format!("The sub-agent was cancelled (or ran out of time).\n\n{summary}"),
-                    ),
-                    None,
-                    "cancelled",
-                ),
-                Outcome::Failed(error) => (
-                    ToolOutput::error(
-                        ErrorKind::Execution,
-                        format!("The sub-agent's model failed: {error}.\n\n{summary}"),
-                    ),
-                    None,
-                    "failed",
-                ),
-                Outcome::Blocked { hook, reason } => (
-                    ToolOutput::error(ErrorKind::Blocked, format!("{hook} blocked the sub-agent: {reason}")),
-                    None,
-                    "blocked",
-                ),
-            };
+            let summary = summary(&model.name, &calls, replies, tokens);
+            let (output, answer, how) = ended_as(outcome, &summary);
             output.with_state(json!({
                 "task": args.task,
                 "model": model.name,
@@ -411,5 +295,138 @@ impl ToolRuntime for SubAgentRuntime {
                 "tools": functions.iter().map(|f| f.name.clone()).collect::<Vec<_>>(),
             }))
         })
+    }
+}
+
+/// Watches a sub-agent's events: progress for people as it works, and the calls it made (id,
+/// name, status, the gist of its arguments) with the number of replies, for the summary.
+async fn watch(
+    mut seen: mpsc::UnboundedReceiver<AgentEvent>,
+    progress: tool_core::runtime::ProgressSink,
+) -> (Vec<Value>, u64) {
+    let mut calls: Vec<Value> = Vec::new();
+    let mut asked: HashMap<String, String> = HashMap::new();
+    let mut replies = 0_u64;
+    while let Some(event) = seen.recv().await {
+        match event {
+            AgentEvent::Reply { tool_calls, .. } => {
+                replies += 1;
+                if !tool_calls.is_empty() {
+                    let names: Vec<&str> = tool_calls.iter().map(|c| c.name.as_str()).collect();
+                    progress.message(format!("calling {}", names.join(", ")));
+                }
+                for call in tool_calls {
+                    asked.insert(call.id.clone(), gist(&call.arguments));
+                }
+            }
+            AgentEvent::Results(results) => {
+                for result in results {
+                    let gist = asked.remove(&result.call_id).unwrap_or_default();
+                    progress.send(Progress {
+                        message: Some(format!("{} {}", result.name, result.status.as_str())),
+                        ..Progress::default()
+                    });
+                    calls.push(json!({
+                        "id": result.call_id,
+                        "name": result.name,
+                        "status": result.status.as_str(),
+                        "gist": gist,
+                    }));
+                }
+            }
+            _ => {}
+        }
+    }
+    (calls, replies)
+}
+
+/// Counts of `items`, in the order each first came.
+fn counted(items: impl Iterator<Item = String>) -> Vec<(String, usize)> {
+    let mut counts: Vec<(String, usize)> = Vec::new();
+    for item in items {
+        match counts.iter_mut().find(|(seen, _)| *seen == item) {
+            Some((_, count)) => *count += 1,
+            None => counts.push((item, 1)),
+        }
+    }
+    counts
+}
+
+/// The line the calling agent reads under the answer: the calls by name, how those that did not
+/// succeed ended (a command that ran and exited 1 "failed"; one a person refused "denied"; one
+/// policy stopped "blocked"), replies and tokens.
+fn summary(model: &str, calls: &[Value], replies: u64, tokens: u64) -> String {
+    if calls.is_empty() {
+        return format!("[sub-agent ({model}): no calls, {replies} replies, {tokens} tokens]");
+    }
+    let status = |call: &Value| call["status"].as_str().unwrap_or("failed").to_owned();
+    let ended = counted(calls.iter().map(status).filter(|s| s != "executed"))
+        .iter()
+        .map(|(status, n)| format!("{n} {status}"))
+        .collect::<Vec<_>>()
+        .join(", ");
+    let made = counted(calls.iter().map(|c| c["name"].as_str().unwrap_or("?").to_owned()))
+        .iter()
+        .map(|(name, n)| if *n == 1 { name.clone() } else { format!("{name} ×{n}") })
+        .collect::<Vec<_>>()
+        .join(", ");
+    let ended = if ended.is_empty() { String::new() } else { format!(" ({ended})") };
+    format!(
+        "[sub-agent ({model}): {} calls — {made}{ended}; {replies} replies, {tokens} tokens]",
+        calls.len()
+    )
+}
+
+/// What the calling agent reads for how the sub-agent ended (with `summary` under it), its answer
+/// if it gave one, and the outcome's name for the state.
+fn ended_as(outcome: Outcome, summary: &str) -> (ToolOutput, Option<String>, &'static str) {
+    match outcome {
+        Outcome::Answered { text, truncated } => {
+            let cut = if truncated { "\n[the answer was cut by the reply length limit]" } else { "" };
+            (ToolOutput::ok(format!("{}{cut}\n\n{summary}", text.trim_end())), Some(text), "answered")
+        }
+        Outcome::TurnLimit { turns } => (
+            ToolOutput::error(
+                ErrorKind::Execution,
+                format!(
+                    "The sub-agent was still working after {turns} replies, its limit, and gave no answer. \
+                     Narrow the task, or do the rest yourself.\n\n{summary}"
+                ),
+            ),
+            None,
+            "turn_limit",
+        ),
+        Outcome::BudgetSpent { used, budget } => (
+            ToolOutput::error(
+                ErrorKind::Execution,
+                format!(
+                    "The sub-agent used {used} tokens, past its budget of {budget}, and gave no answer. \
+                     Narrow the task, or do the rest yourself.\n\n{summary}"
+                ),
+            ),
+            None,
+            "budget_spent",
+        ),
+        Outcome::Cancelled => (
+            ToolOutput::error(
+                ErrorKind::Cancelled,
+                format!("The sub-agent was cancelled (or ran out of time).\n\n{summary}"),
+            ),
+            None,
+            "cancelled",
+        ),
+        Outcome::Failed(error) => (
+            ToolOutput::error(
+                ErrorKind::Execution,
+                format!("The sub-agent's model failed: {error}.\n\n{summary}"),
+            ),
+            None,
+            "failed",
+        ),
+        Outcome::Blocked { hook, reason } => (
+            ToolOutput::error(ErrorKind::Blocked, format!("{hook} blocked the sub-agent: {reason}")),
+            None,
+            "blocked",
+        ),
     }
 }
