@@ -365,24 +365,10 @@ impl Agent {
             },
         );
         let place = self.place();
-        let mut input = input.to_owned();
-        if let (Some(hooks), Some(place)) = (self.hooks.clone(), &place) {
-            let answer = tokio::select! {
-                answer = hooks.user_prompt_submit(place, &input) => answer,
-                () = cancel.cancelled() => return Outcome::Cancelled,
-            };
-            for note in answer.notes {
-                let _ = events.send(AgentEvent::HookNote { hook: note.hook, message: note.message });
-            }
-            if let Some((hook, reason)) = answer.block {
-                return Outcome::Blocked { hook, reason };
-            }
-            for context in answer.context {
-                input.push_str("\n\n<user-prompt-submit-hook>\n");
-                input.push_str(context.trim_end());
-                input.push_str("\n</user-prompt-submit-hook>");
-            }
-        }
+        let input = match self.prompt_hooks(place.as_ref(), input, events, cancel).await {
+            Ok(input) => input,
+            Err(outcome) => return outcome,
+        };
         self.push_user(&input);
         let start = self.usage;
         let mut turns = 0;
@@ -393,12 +379,8 @@ impl Agent {
                 self.push_user(CANCELLED_NOTE);
                 return Outcome::Cancelled;
             }
-            if turns >= self.config.max_turns {
-                return Outcome::TurnLimit { turns };
-            }
-            let used = self.usage.total() - start.total();
-            if let Some(budget) = self.config.token_budget.filter(|b| used >= *b) {
-                return Outcome::BudgetSpent { used, budget };
+            if let Some(limit) = self.limit_reached(turns, start) {
+                return limit;
             }
             // Before measuring: what tool search declared counts toward the window.
             self.redeclare_if_changed();
@@ -415,37 +397,13 @@ impl Agent {
             }
             turns += 1;
 
-            let mut partial = String::new();
-            let result = {
-                let request = ModelRequest {
-                    system: &self.system,
-                    messages: &self.messages,
-                    tools: &self.tools,
-                    max_tokens: self.config.max_tokens,
-                };
-                let mut sink = |delta: Delta| {
-                    match &delta {
-                        Delta::Text(text) => partial.push_str(text),
-                        Delta::Retrying { .. } => partial.clear(),
-                        _ => {}
-                    }
-                    let _ = events.send(AgentEvent::Delta(delta));
-                };
-                tokio::select! {
-                    result = self.client.stream(&request, &mut sink) => Some(result),
-                    () = cancel.cancelled() => None,
-                }
-            };
+            let (result, partial) = self.stream_reply(events, cancel).await;
             let reply = match result {
                 None => {
                     // The reply so far stays, marked, without its unfinished calls (a call
                     // without a result would break the conversation).
                     if !partial.is_empty() {
-                        self.messages.push(Message::Assistant {
-                            content: format!("{partial}\n[cut off]"),
-                            reasoning: None,
-                            tool_calls: Vec::new(),
-                        });
+                        self.push_assistant_text(format!("{partial}\n[cut off]"));
                     }
                     self.push_user(CANCELLED_NOTE);
                     return Outcome::Cancelled;
@@ -456,11 +414,7 @@ impl Agent {
                     if !partial.trim().is_empty() && resumes < MAX_RESUMES =>
                 {
                     resumes += 1;
-                    self.messages.push(Message::Assistant {
-                        content: partial,
-                        reasoning: None,
-                        tool_calls: Vec::new(),
-                    });
+                    self.push_assistant_text(partial);
                     self.push_user(RESUME_NOTE);
                     let _ = events.send(AgentEvent::Resumed {
                         reason: format!(
@@ -491,24 +445,12 @@ impl Agent {
                             "Stop hooks kept the model going {MAX_STOP_BLOCKS} times in this request; this answer ends it"
                         ),
                     });
-                } else if let (Some(hooks), Some(place)) = (self.hooks.clone(), &place) {
-                    // A cancel while they run lets the answer stand.
-                    let answer = tokio::select! {
-                        answer = hooks.stop(place, stop_blocks > 0, &reply.content) => answer,
-                        () = cancel.cancelled() => hooks::TurnAnswer::default(),
-                    };
-                    for note in answer.notes {
-                        let _ = events.send(AgentEvent::HookNote { hook: note.hook, message: note.message });
-                    }
-                    if let Some((hook, reason)) = answer.block {
-                        stop_blocks += 1;
-                        let _ =
-                            events.send(AgentEvent::KeptGoing { hook: hook.clone(), reason: reason.clone() });
-                        // An answer with no text is not in the conversation: the note follows the
-                        // last message, as after a cancel.
-                        self.push_user(&format!("<stop-hook name=\"{hook}\">\n{reason}\n</stop-hook>"));
-                        continue;
-                    }
+                } else if self
+                    .stop_hooks_keep_going(place.as_ref(), stop_blocks, &reply.content, events, cancel)
+                    .await
+                {
+                    stop_blocks += 1;
+                    continue;
                 }
                 return Outcome::Answered {
                     text: reply.content,
@@ -516,20 +458,125 @@ impl Agent {
                 };
             }
             let (results, cancelled) = self.run_calls(&reply, cancel).await;
-            for result in &results {
-                self.messages.push(Message::Tool {
-                    call_id: result.call_id.clone(),
-                    name: result.name.clone(),
-                    content: result.output.content.clone(),
-                    is_error: !result.output.success,
-                    kind: result.output.error.as_ref().map(|e| e.kind),
-                });
-            }
+            self.push_results(&results);
             let _ = events.send(AgentEvent::Results(results));
             if cancelled {
                 self.push_user(CANCELLED_NOTE);
                 return Outcome::Cancelled;
             }
+        }
+    }
+
+    /// The turn limit or the token budget, when this request's `turns` replies or its tokens
+    /// since `start` reached one.
+    fn limit_reached(&self, turns: u32, start: Usage) -> Option<Outcome> {
+        if turns >= self.config.max_turns {
+            return Some(Outcome::TurnLimit { turns });
+        }
+        let used = self.usage.total() - start.total();
+        self.config.token_budget.filter(|b| used >= *b).map(|budget| Outcome::BudgetSpent { used, budget })
+    }
+
+    /// One model request: its deltas go out as events as they come; the reply, or `None` when
+    /// cancelled, with the text that streamed (kept when the stream breaks or is cancelled).
+    async fn stream_reply(
+        &self,
+        events: &mpsc::UnboundedSender<AgentEvent>,
+        cancel: &CancellationToken,
+    ) -> (Option<Result<Reply, ProviderError>>, String) {
+        let mut partial = String::new();
+        let request = ModelRequest {
+            system: &self.system,
+            messages: &self.messages,
+            tools: &self.tools,
+            max_tokens: self.config.max_tokens,
+        };
+        let mut sink = |delta: Delta| {
+            match &delta {
+                Delta::Text(text) => partial.push_str(text),
+                Delta::Retrying { .. } => partial.clear(),
+                _ => {}
+            }
+            let _ = events.send(AgentEvent::Delta(delta));
+        };
+        let result = tokio::select! {
+            result = self.client.stream(&request, &mut sink) => Some(result),
+            () = cancel.cancelled() => None,
+        };
+        (result, partial)
+    }
+
+    /// A reply of text alone (no reasoning, no calls) into the conversation.
+    fn push_assistant_text(&mut self, content: String) {
+        self.messages.push(Message::Assistant { content, reasoning: None, tool_calls: Vec::new() });
+    }
+
+    /// The person's message as the model gets it: `UserPromptSubmit` hooks may add context or
+    /// block it (`Err`: the turn ends so, or cancelled while they ran).
+    async fn prompt_hooks(
+        &self,
+        place: Option<&hooks::Place>,
+        input: &str,
+        events: &mpsc::UnboundedSender<AgentEvent>,
+        cancel: &CancellationToken,
+    ) -> Result<String, Outcome> {
+        let mut input = input.to_owned();
+        let (Some(hooks), Some(place)) = (self.hooks.clone(), place) else { return Ok(input) };
+        let answer = tokio::select! {
+            answer = hooks.user_prompt_submit(place, &input) => answer,
+            () = cancel.cancelled() => return Err(Outcome::Cancelled),
+        };
+        for note in answer.notes {
+            let _ = events.send(AgentEvent::HookNote { hook: note.hook, message: note.message });
+        }
+        if let Some((hook, reason)) = answer.block {
+            return Err(Outcome::Blocked { hook, reason });
+        }
+        for context in answer.context {
+            input.push_str("\n\n<user-prompt-submit-hook>\n");
+            input.push_str(context.trim_end());
+            input.push_str("\n</user-prompt-submit-hook>");
+        }
+        Ok(input)
+    }
+
+    /// Whether a `Stop` hook keeps the model going after an answer (its reason is then the next
+    /// message). A cancel while they run lets the answer stand.
+    async fn stop_hooks_keep_going(
+        &mut self,
+        place: Option<&hooks::Place>,
+        stop_blocks: u32,
+        answer_text: &str,
+        events: &mpsc::UnboundedSender<AgentEvent>,
+        cancel: &CancellationToken,
+    ) -> bool {
+        let (Some(hooks), Some(place)) = (self.hooks.clone(), place) else { return false };
+        let answer = tokio::select! {
+            answer = hooks.stop(place, stop_blocks > 0, answer_text) => answer,
+            () = cancel.cancelled() => hooks::TurnAnswer::default(),
+        };
+        for note in answer.notes {
+            let _ = events.send(AgentEvent::HookNote { hook: note.hook, message: note.message });
+        }
+        let Some((hook, reason)) = answer.block else { return false };
+        let _ = events.send(AgentEvent::KeptGoing { hook: hook.clone(), reason: reason.clone() });
+        // An answer with no text is not in the conversation: the note follows the last message,
+        // as after a cancel.
+        self.push_user(&format!("<stop-hook name=\"{hook}\">\n{reason}\n</stop-hook>"));
+        true
+    }
+
+    /// The calls' results into the conversation, with how each failed (kept in a saved
+    /// conversation; never sent to a model).
+    fn push_results(&mut self, results: &[CallResult]) {
+        for result in results {
+            self.messages.push(Message::Tool {
+                call_id: result.call_id.clone(),
+                name: result.name.clone(),
+                content: result.output.content.clone(),
+                is_error: !result.output.success,
+                kind: result.output.error.as_ref().map(|e| e.kind),
+            });
         }
     }
 
