@@ -217,6 +217,41 @@ struct Chat {
 }
 
 impl Chat {
+    /// One turn of the plain conversation: printed as it happens, cancelled by Ctrl-C (through
+    /// `running`), then the transcript saved.
+    async fn turn(
+        &self,
+        agent: &mut Agent,
+        running: &std::sync::Mutex<Option<CancellationToken>>,
+        text: &str,
+    ) -> anyhow::Result<()> {
+        let cancel = CancellationToken::new();
+        *running.lock().unwrap_or_else(|p| p.into_inner()) = Some(cancel.clone());
+        let (events, mut received) = mpsc::unbounded_channel();
+        let printer = tokio::spawn(async move {
+            let mut out = Printer::new(false);
+            while let Some(event) = received.recv().await {
+                out.event(&event);
+            }
+            out
+        });
+        let outcome = agent.run(text, &events, &cancel).await;
+        running.lock().unwrap_or_else(|p| p.into_inner()).take();
+        drop(events);
+        printer.await?.outcome(&outcome, agent.usage());
+        let transcript = Transcript {
+            session_id: self.session_id.clone(),
+            folder: self.folder.clone(),
+            model: self.profile.model.clone(),
+            mode: Some(self.mode),
+            messages: agent.messages().to_vec(),
+        };
+        if let Err(error) = save(&self.data, &transcript) {
+            eprintln!("(the transcript could not be saved: {error:#})");
+        }
+        Ok(())
+    }
+
     fn agent(&self, history: Vec<Message>) -> anyhow::Result<Agent> {
         let session = setup::session(
             &self.executor,
@@ -270,23 +305,7 @@ pub async fn run(args: ChatArgs) -> anyhow::Result<u8> {
     let executor = setup::executor(Arc::new(TerminalBroker::new(lines.clone())), &args.guard).await?;
     let resumed = if args.resume { last(&data, &folder)? } else { None };
     let mode = resumed_mode(args.mode, resumed.as_ref());
-    let (session_id, history) = match resumed {
-        Some(transcript) => {
-            eprintln!(
-                "(resuming {} messages of {}; approvals {})",
-                transcript.messages.len(),
-                transcript.session_id,
-                mode.as_str().replace('_', "-")
-            );
-            (transcript.session_id, transcript.messages)
-        }
-        None => {
-            if args.resume {
-                eprintln!("(no earlier conversation in {} to resume: this is a new one)", folder.display());
-            }
-            (setup::new_session_id(&folder), Vec::new())
-        }
-    };
+    let (session_id, history) = resumed_or_new(resumed, args.resume, &folder, mode);
     let instructions = crate::instructions::for_folder(executor.journal().map(AsRef::as_ref), &folder).await;
     for (text, _) in instructions.describe() {
         eprintln!("({})", text.replace("/trust uses", "the full screen's /trust uses"));
@@ -381,32 +400,36 @@ pub async fn run(args: ChatArgs) -> anyhow::Result<u8> {
             }
             continue;
         }
-        let cancel = CancellationToken::new();
-        *running.lock().unwrap_or_else(|p| p.into_inner()) = Some(cancel.clone());
-        let (events, mut received) = mpsc::unbounded_channel();
-        let printer = tokio::spawn(async move {
-            let mut out = Printer::new(false);
-            while let Some(event) = received.recv().await {
-                out.event(&event);
-            }
-            out
-        });
-        let outcome = agent.run(started.as_deref().unwrap_or(line), &events, &cancel).await;
-        running.lock().unwrap_or_else(|p| p.into_inner()).take();
-        drop(events);
-        printer.await?.outcome(&outcome, agent.usage());
-        let transcript = Transcript {
-            session_id: chat.session_id.clone(),
-            folder: chat.folder.clone(),
-            model: chat.profile.model.clone(),
-            mode: Some(chat.mode),
-            messages: agent.messages().to_vec(),
-        };
-        if let Err(error) = save(&chat.data, &transcript) {
-            eprintln!("(the transcript could not be saved: {error:#})");
-        }
+        chat.turn(&mut agent, &running, started.as_deref().unwrap_or(line)).await?;
     }
     Ok(0)
+}
+
+/// The conversation `--resume` found (said on stderr with the mode it goes on in), else a new
+/// one.
+fn resumed_or_new(
+    resumed: Option<Transcript>,
+    asked: bool,
+    folder: &Path,
+    mode: ApprovalMode,
+) -> (String, Vec<Message>) {
+    match resumed {
+        Some(transcript) => {
+            eprintln!(
+                "(resuming {} messages of {}; approvals {})",
+                transcript.messages.len(),
+                transcript.session_id,
+                mode.as_str().replace('_', "-")
+            );
+            (transcript.session_id, transcript.messages)
+        }
+        None => {
+            if asked {
+                eprintln!("(no earlier conversation in {} to resume: this is a new one)", folder.display());
+            }
+            (setup::new_session_id(folder), Vec::new())
+        }
+    }
 }
 
 /// The full-screen conversation: the alternate screen while it runs, then the transcript printed
