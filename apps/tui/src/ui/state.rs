@@ -841,11 +841,7 @@ impl App {
                 KeyCode::Esc | KeyCode::Char('q') => {
                     self.view = if *memory { View::Memory } else { View::Journal };
                 }
-                KeyCode::Down | KeyCode::Char('j') => *scroll += 1,
-                KeyCode::Up | KeyCode::Char('k') => *scroll = scroll.saturating_sub(1),
-                KeyCode::PageDown | KeyCode::Char(' ') => *scroll += 20,
-                KeyCode::PageUp => *scroll = scroll.saturating_sub(20),
-                _ => {}
+                code => scrolled(code, scroll),
             }
             return Some(None);
         }
@@ -867,16 +863,11 @@ impl App {
         if let View::Pager { cell, scroll } = &mut self.view {
             match key.code {
                 KeyCode::Esc | KeyCode::Char('q') => self.view = View::Chat,
-                KeyCode::Down | KeyCode::Char('j') => *scroll += 1,
-                KeyCode::Up | KeyCode::Char('k') => *scroll = scroll.saturating_sub(1),
-                KeyCode::PageDown | KeyCode::Char(' ') => *scroll += 20,
-                KeyCode::PageUp => *scroll = scroll.saturating_sub(20),
-                KeyCode::Home | KeyCode::Char('g') => *scroll = 0,
                 KeyCode::Char('c') => {
                     let text = crate::ui::view::cell_text(&self.cells[*cell]);
                     return Some(Some(Command::Copy(text)));
                 }
-                _ => {}
+                code => scrolled(code, scroll),
             }
             return Some(None);
         }
@@ -1623,13 +1614,8 @@ impl App {
             KeyCode::Char('N') => {
                 *scroll = next_match(lines, find, scroll.saturating_sub(1), false).unwrap_or(*scroll);
             }
-            KeyCode::Down | KeyCode::Char('j') => *scroll += 1,
-            KeyCode::Up | KeyCode::Char('k') => *scroll = scroll.saturating_sub(1),
-            KeyCode::PageDown | KeyCode::Char(' ') => *scroll += 20,
-            KeyCode::PageUp => *scroll = scroll.saturating_sub(20),
-            KeyCode::Home | KeyCode::Char('g') => *scroll = 0,
             KeyCode::End | KeyCode::Char('G') => *scroll = lines.len().saturating_sub(1),
-            _ => {}
+            code => scrolled(code, scroll),
         }
     }
 
@@ -1940,6 +1926,19 @@ impl App {
         }
         self.start_turn(text.clone());
         Some(Command::Submit(text))
+    }
+}
+
+/// The keys every page view scrolls with: ↑↓ and j/k a line, PgUp/PgDn and Space a page, Home
+/// and g to the top.
+fn scrolled(code: KeyCode, scroll: &mut usize) {
+    match code {
+        KeyCode::Down | KeyCode::Char('j') => *scroll += 1,
+        KeyCode::Up | KeyCode::Char('k') => *scroll = scroll.saturating_sub(1),
+        KeyCode::PageDown | KeyCode::Char(' ') => *scroll += 20,
+        KeyCode::PageUp => *scroll = scroll.saturating_sub(20),
+        KeyCode::Home | KeyCode::Char('g') => *scroll = 0,
+        _ => {}
     }
 }
 
